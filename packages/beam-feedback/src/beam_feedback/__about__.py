@@ -1,0 +1,3 @@
+"""Version of the beam-feedback distribution."""
+
+__version__ = "0.1.0"
