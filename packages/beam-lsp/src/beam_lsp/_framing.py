@@ -1,0 +1,87 @@
+"""Content-Length framing for LSP over byte streams, with size limits.
+
+Owns turning bytes into JSON message bodies and back. It knows nothing about JSON-RPC semantics.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from anyio.abc import ByteReceiveStream
+
+from .errors import MessageTooLarge, TransportError
+
+MAX_HEADER_BYTES = 8 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """Frame one JSON-RPC message (compact UTF-8 JSON behind a Content-Length header)."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+
+
+class FrameReader:
+    """Reads framed message bodies from a byte stream, buffering across chunk boundaries."""
+
+    def __init__(self, stream: ByteReceiveStream, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+        self._stream = stream
+        self._buf = bytearray()
+        self._max = max_message_bytes
+
+    async def _fill(self) -> None:
+        chunk = await self._stream.receive(65536)
+        self._buf += chunk
+
+    async def receive(self) -> bytes:
+        """Return the next message body.
+
+        Raises:
+            anyio.EndOfStream: The stream closed cleanly between messages.
+            TransportError: The header is malformed or lacks Content-Length.
+            MessageTooLarge: The header or the declared body exceeds the limits.
+        """
+        while True:
+            end = self._buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(self._buf) > MAX_HEADER_BYTES:
+                raise MessageTooLarge("message header", len(self._buf), MAX_HEADER_BYTES)
+            await self._fill()
+        header = bytes(self._buf[:end])
+        del self._buf[: end + 4]
+        length: int | None = None
+        for line in header.split(b"\r\n"):
+            name, sep, value = line.partition(b":")
+            if not sep:
+                raise TransportError(f"malformed header line: {line[:80]!r}")
+            if name.strip().lower() == b"content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    raise TransportError(f"invalid Content-Length: {value[:40]!r}") from None
+        if length is None or length < 0:
+            raise TransportError("message header has no valid Content-Length")
+        if length > self._max:
+            raise MessageTooLarge("message body", length, self._max)
+        while len(self._buf) < length:
+            await self._fill()
+        body = bytes(self._buf[:length])
+        del self._buf[:length]
+        return body
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """Parse a message body into a JSON object.
+
+    Raises:
+        TransportError: The body is not UTF-8 JSON or not an object.
+    """
+    try:
+        obj = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TransportError(f"message body is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise TransportError("message body is not a JSON object")
+    return obj

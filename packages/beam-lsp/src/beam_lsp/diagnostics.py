@@ -1,0 +1,399 @@
+"""The diagnostics cache (mcpls semantics, extended for Lean) and the server log buffers.
+
+Owns what Lean has published: per canonical file path, the last diagnostics of every URI spelling that names
+the file, with an availability that never lets an empty list be mistaken for "clean":
+
+- `published`: Lean reported on the file since the server (re)started; an empty list means clean;
+- `pending`: nothing published since the server (re)started; unknown;
+- `evicted`: dropped to bound memory; unknown.
+
+It also tracks Lean's `$/lean/fileProgress` per file so a snapshot says whether elaboration of that version
+is `complete`, still `processing` (with ranges) or `failed`. Text from Lean is redacted on the way in.
+It must not know about documents, workspaces or MCP.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .documents import uri_to_path
+from .lean import LeanDiagnostic, LeanFileProgressParams, Range
+from .redaction import Redactor
+
+MAX_FILES = 1000
+MAX_SPELLINGS_PER_FILE = 8
+MAX_MESSAGE_BYTES = 256 * 1024
+MAX_FILE_BYTES = 1024 * 1024
+MAX_TOTAL_BYTES = 64 * 1024 * 1024
+MAX_REMEMBERED_EVICTIONS = 1000
+LOG_CAPACITY = 100
+SHOW_MESSAGE_CAPACITY = 50
+_CANONICAL_MEMO = 4096
+_TRUNCATED = "\n… [truncated by beam: message over 256 KiB]"
+
+
+class Availability(str, enum.Enum):
+    """Whether a file's diagnostics are known (see the module docstring)."""
+
+    PUBLISHED = "published"
+    PENDING = "pending"
+    EVICTED = "evicted"
+
+
+class Elaboration(str, enum.Enum):
+    """Lean's elaboration state for one document version."""
+
+    COMPLETE = "complete"
+    PROCESSING = "processing"
+    FAILED = "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class DiagnosticsSnapshot:
+    """What the cache knows about one file, taken atomically.
+
+    Attributes:
+        path: The canonical path the snapshot is keyed by.
+        tracked: False (always with an empty list) when nothing is known about the file.
+        availability: See `Availability`.
+        uri: The URI spelling of the newest publish, when any.
+        version: The document version the diagnostics were computed against, when known.
+        diagnostics: The union over spellings, exact duplicates removed.
+        elaboration: Elaboration state of `progress_version` from `$/lean/fileProgress`, when seen.
+        progress_version: The version the elaboration state belongs to.
+        processing: Ranges Lean is still elaborating (or failed on).
+        truncated: How many diagnostics were dropped to respect the per-file bound.
+    """
+
+    path: str
+    tracked: bool
+    availability: Availability
+    uri: str | None = None
+    version: int | None = None
+    diagnostics: tuple[LeanDiagnostic, ...] = ()
+    elaboration: Elaboration | None = None
+    progress_version: int | None = None
+    processing: tuple[Range, ...] = ()
+    truncated: int = 0
+
+    def wire(self) -> dict[str, Any]:
+        """JSON form (mcpls resource fields, LSP casing for diagnostics)."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "tracked": self.tracked,
+            "availability": self.availability.value,
+            "diagnostics": [d.wire() for d in self.diagnostics],
+        }
+        if self.version is not None:
+            out["version"] = self.version
+        if self.elaboration is not None:
+            out["elaboration"] = self.elaboration.value
+            out["processing"] = [r.model_dump(mode="json") for r in self.processing]
+        if self.truncated:
+            out["truncated"] = self.truncated
+        return out
+
+
+@dataclasses.dataclass
+class _Slot:
+    uri: str
+    version: int | None
+    diagnostics: tuple[LeanDiagnostic, ...]
+    size: int
+    truncated: int
+
+
+@dataclasses.dataclass
+class _Entry:
+    slots: dict[str, _Slot] = dataclasses.field(default_factory=dict)
+    progress_version: int | None = None
+    processing: tuple[Range, ...] = ()
+    fatal: bool = False
+    done: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.slots.values())
+
+    @property
+    def empty(self) -> bool:
+        return all(not s.diagnostics for s in self.slots.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class LogEntry:
+    """One `window/logMessage` or `window/showMessage` notification, redacted."""
+
+    type: int
+    message: str
+    time: float
+
+
+class LogBuffer:
+    """A FIFO ring of the most recent log entries."""
+
+    def __init__(self, capacity: int) -> None:
+        """Keep at most `capacity` entries."""
+        self._ring: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
+        self.dropped = 0
+
+    def append(self, entry: LogEntry) -> None:
+        """Add an entry, forgetting the oldest when full."""
+        if len(self._ring) == self._ring.maxlen:
+            self.dropped += 1
+        self._ring.append(entry)
+
+    def entries(self) -> list[LogEntry]:
+        """Oldest first."""
+        return list(self._ring)
+
+
+def _truncate_message(text: str) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= MAX_MESSAGE_BYTES:
+        return text
+    return raw[: MAX_MESSAGE_BYTES - len(_TRUNCATED.encode())].decode("utf-8", "ignore") + _TRUNCATED
+
+
+def redact_diagnostic(raw: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """Redact a raw diagnostic: message, source, string code, related messages and string data values.
+
+    URIs and the keys of `data` are left as they are (they are identifiers, not prose).
+    """
+    out = dict(raw)
+    if isinstance(out.get("message"), str):
+        out["message"] = _truncate_message(redactor.redact(out["message"]))
+    if isinstance(out.get("source"), str):
+        out["source"] = redactor.redact(out["source"])
+    if isinstance(out.get("code"), str):
+        out["code"] = redactor.redact(out["code"])
+    related = out.get("relatedInformation")
+    if isinstance(related, list):
+        out["relatedInformation"] = [
+            {**r, "message": redactor.redact(r["message"])}
+            if isinstance(r, dict) and isinstance(r.get("message"), str)
+            else r
+            for r in related
+        ]
+    if "data" in out:
+        out["data"] = redactor.redact_json(out["data"])
+    return out
+
+
+class DiagnosticsCache:
+    """Bounded per-file store of Lean's published diagnostics and file progress.
+
+    One cache usually outlives several server processes: call `server_restarted` when a new process starts
+    (every file returns to `pending`). Listeners registered with `add_listener` are called synchronously with
+    the canonical path of every file whose snapshot changed (publish, progress, eviction, restart).
+    """
+
+    def __init__(self, redactor: Redactor | None = None, *, max_files: int = MAX_FILES) -> None:
+        """Create an empty cache; `redactor` scrubs Lean text on ingestion."""
+        self._redactor = redactor or Redactor()
+        self._max_files = max_files
+        self._entries: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
+        self._evicted: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._canonical: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._total = 0
+        self._listeners: list[Callable[[str], None]] = []
+        self.epoch = 0
+        self.logs = LogBuffer(LOG_CAPACITY)
+        self.messages = LogBuffer(SHOW_MESSAGE_CAPACITY)
+
+    # ---- keys ---------------------------------------------------------------------------------------
+    def canonical(self, uri_or_path: str) -> str:
+        """Canonical path for a `file:` URI or a path (symlinks resolved, memoized)."""
+        hit = self._canonical.get(uri_or_path)
+        if hit is not None:
+            return hit
+        raw = str(uri_to_path(uri_or_path)) if uri_or_path.startswith("file:") else uri_or_path
+        path = os.path.realpath(raw)
+        self._canonical[uri_or_path] = path
+        if len(self._canonical) > _CANONICAL_MEMO:
+            self._canonical.popitem(last=False)
+        return path
+
+    def add_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(path)` on every change; returns a function that removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _notify(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            for listener in list(self._listeners):
+                listener(path)
+
+    # ---- writes -------------------------------------------------------------------------------------
+    def publish(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
+        """Store one `publishDiagnostics` (full set for that URI spelling), redacted and bounded."""
+        path = self.canonical(uri)
+        items = [LeanDiagnostic.model_validate(redact_diagnostic(d, self._redactor)) for d in diagnostics]
+        kept, size, truncated = self._bound(items)
+        changed = [path]
+        entry = self._entries.get(path)
+        if entry is None:
+            changed += self._make_room()
+            entry = _Entry()
+            self._entries[path] = entry
+            self._evicted.pop(path, None)
+        else:
+            self._entries.move_to_end(path)
+        old = entry.slots.get(uri)
+        if old is None and len(entry.slots) >= MAX_SPELLINGS_PER_FILE:
+            oldest = next(iter(entry.slots))
+            self._total -= entry.slots.pop(oldest).size
+        if old is not None:
+            self._total -= old.size
+            del entry.slots[uri]
+        entry.slots[uri] = _Slot(uri, version, kept, size, truncated)
+        self._total += size
+        while self._total > MAX_TOTAL_BYTES and len(self._entries) > 1:
+            changed += self._evict_one(exclude=path)
+        self._notify(changed)
+
+    def _bound(self, items: list[LeanDiagnostic]) -> tuple[tuple[LeanDiagnostic, ...], int, int]:
+        sizes = [len(json.dumps(d.wire(), ensure_ascii=False)) for d in items]
+        total = sum(sizes)
+        if total <= MAX_FILE_BYTES:
+            return tuple(items), total, 0
+        # Keep the most severe first, in publish order within a severity, until the bound.
+        order = sorted(range(len(items)), key=lambda i: (items[i].severity or 3, i))
+        keep: set[int] = set()
+        acc = 0
+        for i in order:
+            if acc + sizes[i] > MAX_FILE_BYTES:
+                break
+            keep.add(i)
+            acc += sizes[i]
+        kept = tuple(items[i] for i in range(len(items)) if i in keep)
+        return kept, acc, len(items) - len(kept)
+
+    def _make_room(self) -> list[str]:
+        changed: list[str] = []
+        while len(self._entries) >= self._max_files:
+            changed += self._evict_one(exclude=None)
+        return changed
+
+    def _evict_one(self, exclude: str | None) -> list[str]:
+        victim = next((p for p, e in self._entries.items() if e.empty and p != exclude), None)
+        if victim is None:
+            victim = next((p for p in self._entries if p != exclude), None)
+        if victim is None:
+            return []
+        entry = self._entries.pop(victim)
+        self._total -= entry.size
+        self._evicted[victim] = None
+        if len(self._evicted) > MAX_REMEMBERED_EVICTIONS:
+            self._evicted.popitem(last=False)
+        return [victim]
+
+    def progress(self, params: LeanFileProgressParams) -> None:
+        """Record a `$/lean/fileProgress` notification for its file."""
+        path = self.canonical(params.textDocument.uri)
+        entry = self._entries.get(path)
+        if entry is None:
+            self._make_room_and_notify()
+            entry = _Entry()
+            self._entries[path] = entry
+        version = params.textDocument.version
+        if entry.progress_version is not None and version is not None and version < entry.progress_version:
+            return
+        entry.progress_version = version
+        entry.processing = tuple(p.range for p in params.processing)
+        entry.fatal = params.fatal
+        entry.done = not params.processing
+        self._notify([path])
+
+    def _make_room_and_notify(self) -> None:
+        self._notify(self._make_room())
+
+    def server_restarted(self) -> list[str]:
+        """Forget everything published by the previous server: every file returns to `pending`."""
+        cleared = list(self._entries)
+        self._entries.clear()
+        self._evicted.clear()
+        self._total = 0
+        self.epoch += 1
+        self._notify(cleared)
+        return cleared
+
+    def forget(self, uri_or_path: str) -> None:
+        """Drop one file (e.g. a private probe document) without marking it evicted."""
+        path = self.canonical(uri_or_path)
+        entry = self._entries.pop(path, None)
+        if entry is not None:
+            self._total -= entry.size
+            self._notify([path])
+
+    def log(self, kind: str, type_: int, message: str) -> None:
+        """Record a `window/logMessage` (`kind="log"`) or `window/showMessage` (`kind="show"`)."""
+        entry = LogEntry(type_, _truncate_message(self._redactor.redact(message)), time.time())
+        (self.logs if kind == "log" else self.messages).append(entry)
+
+    # ---- reads --------------------------------------------------------------------------------------
+    def get(self, uri_or_path: str) -> DiagnosticsSnapshot:
+        """Snapshot of one file (never triggers analysis)."""
+        path = self.canonical(uri_or_path)
+        entry = self._entries.get(path)
+        if entry is None:
+            avail = Availability.EVICTED if path in self._evicted else Availability.PENDING
+            return DiagnosticsSnapshot(path=path, tracked=avail is Availability.EVICTED, availability=avail)
+        elaboration: Elaboration | None = None
+        if entry.progress_version is not None:
+            elaboration = (
+                Elaboration.FAILED if entry.fatal else Elaboration.COMPLETE if entry.done else Elaboration.PROCESSING
+            )
+        if not entry.slots:
+            return DiagnosticsSnapshot(
+                path=path,
+                tracked=True,
+                availability=Availability.PENDING,
+                elaboration=elaboration,
+                progress_version=entry.progress_version,
+                processing=entry.processing,
+            )
+        newest = next(reversed(entry.slots.values()))
+        seen: set[str] = set()
+        merged: list[LeanDiagnostic] = []
+        for slot in entry.slots.values():
+            for d in slot.diagnostics:
+                key = json.dumps(d.wire(), sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    merged.append(d)
+        if len(entry.slots) > 1:
+            merged.sort(
+                key=lambda d: (
+                    d.range.start.line,
+                    d.range.start.character,
+                    d.range.end.line,
+                    d.range.end.character,
+                )
+            )
+        return DiagnosticsSnapshot(
+            path=path,
+            tracked=True,
+            availability=Availability.PUBLISHED,
+            uri=newest.uri,
+            version=newest.version,
+            diagnostics=tuple(merged),
+            elaboration=elaboration,
+            progress_version=entry.progress_version,
+            processing=entry.processing,
+            truncated=sum(s.truncated for s in entry.slots.values()),
+        )
+
+    def files(self) -> list[str]:
+        """Canonical paths with an entry, least recently written first."""
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,138 @@
+"""The client's mirror of open documents: text, versions and UTF-16 position conversion.
+
+Owns the text the client believes the server has for each URI. It never reads or writes files.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from .errors import InvalidPosition
+from .lean import Position, Range
+
+
+def path_to_uri(path: str | Path) -> str:
+    """Turn an absolute filesystem path into a `file://` URI (percent-encoded as Lean and VS Code do)."""
+    p = Path(path)
+    if not p.is_absolute():
+        raise ValueError(f"path is not absolute: {path}")
+    return "file://" + quote(p.as_posix(), safe="/")
+
+
+def uri_to_path(uri: str) -> Path:
+    """Turn a `file://` URI back into a path.
+
+    Raises:
+        ValueError: The URI is not a `file:` URI.
+    """
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise ValueError(f"not a file URI: {uri}")
+    return Path(unquote(parts.path))
+
+
+def utf16_len(text: str) -> int:
+    """Length of `text` in UTF-16 code units."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+@dataclasses.dataclass
+class TextDocument:
+    """One open document: its text, version and line index."""
+
+    uri: str
+    text: str
+    version: int
+    language_id: str = "lean4"
+    _line_starts: list[int] = dataclasses.field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
+        starts = [0]
+        find = self.text.find
+        i = find("\n")
+        while i >= 0:
+            starts.append(i + 1)
+            i = find("\n", i + 1)
+        self._line_starts = starts
+
+    def replace(self, text: str, version: int) -> None:
+        """Replace the whole text and set a new version."""
+        self.text = text
+        self.version = version
+        self._index()
+
+    @property
+    def line_count(self) -> int:
+        """Number of lines (a trailing newline starts an empty last line)."""
+        return len(self._line_starts)
+
+    def line_text(self, line: int) -> str:
+        """Text of one line without its newline."""
+        start = self._line_starts[line]
+        end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
+        return self.text[start:end]
+
+    def validate(self, pos: Position) -> None:
+        """Check that `pos` lies inside the text.
+
+        Raises:
+            InvalidPosition: The line or the UTF-16 column is out of range, or splits a surrogate pair.
+        """
+        if pos.line >= self.line_count:
+            raise InvalidPosition(f"line {pos.line} is out of range (document has {self.line_count} lines)")
+        line = self.line_text(pos.line)
+        width = utf16_len(line)
+        if pos.character > width:
+            raise InvalidPosition(
+                f"character {pos.character} is out of range on line {pos.line} ({width} UTF-16 code units)"
+            )
+        self.offset_at(pos)
+
+    def validate_range(self, rng: Range) -> None:
+        """Check both ends of `rng` and that start <= end.
+
+        Raises:
+            InvalidPosition: An end lies outside the text or the range is reversed.
+        """
+        self.validate(rng.start)
+        self.validate(rng.end)
+        if (rng.start.line, rng.start.character) > (rng.end.line, rng.end.character):
+            raise InvalidPosition("range start is after its end")
+
+    def offset_at(self, pos: Position) -> int:
+        """String index (code points) of a UTF-16 position.
+
+        Raises:
+            InvalidPosition: The position splits a surrogate pair or is out of range.
+        """
+        if pos.line >= self.line_count:
+            raise InvalidPosition(f"line {pos.line} is out of range")
+        line = self.line_text(pos.line)
+        units = 0
+        for i, ch in enumerate(line):
+            if units == pos.character:
+                return self._line_starts[pos.line] + i
+            units += 2 if ord(ch) > 0xFFFF else 1
+            if units > pos.character:
+                raise InvalidPosition(f"character {pos.character} splits a surrogate pair on line {pos.line}")
+        if units == pos.character:
+            return self._line_starts[pos.line] + len(line)
+        raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
+
+    def position_at(self, offset: int) -> Position:
+        """UTF-16 position of a string index (clamped to the text)."""
+        offset = max(0, min(offset, len(self.text)))
+        line = bisect.bisect_right(self._line_starts, offset) - 1
+        start = self._line_starts[line]
+        return Position(line=line, character=utf16_len(self.text[start:offset]))
+
+    @property
+    def end(self) -> Position:
+        """Position just past the last character."""
+        return self.position_at(len(self.text))
