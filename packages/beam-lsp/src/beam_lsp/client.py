@@ -11,7 +11,8 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +44,9 @@ from .lean import (
     RpcConnectResult,
 )
 from .redaction import Redactor
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 log = logging.getLogger("beam_lsp")
 _conv = converters.get_converter()
@@ -258,16 +262,17 @@ class LeanClient:
         client = cls(process, endpoint, stderr, cache, redactor)
         client._install_handlers()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(stderr.pump, process.stderr)
-                tg.start_soon(client._read_loop)
-                try:
-                    await client._initialize(root_uri, initialization_options, initialize_timeout)
-                    yield client
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await client._shutdown()
-                    tg.cancel_scope.cancel()
+            with _unwrap_single_group():
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stderr.pump, process.stderr)
+                    tg.start_soon(client._read_loop)
+                    try:
+                        await client._initialize(root_uri, initialization_options, initialize_timeout)
+                        yield client
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await client._shutdown()
+                        tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await client._reap()
@@ -755,6 +760,21 @@ class LeanClient:
             "Lean.Widget.getInteractiveGoals",
             {"textDocument": {"uri": uri}, "position": pos},
         )
+
+
+@contextlib.contextmanager
+def _unwrap_single_group() -> Iterator[None]:
+    """Re-raise a lone exception out of a task group's exception group.
+
+    The client's task group is an implementation detail: a caller's own exception raised inside
+    `async with LeanClient.start(...)` (or a handshake failure) must reach it unwrapped.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
 
 
 def _uri_of(params: Any) -> str | None:

@@ -28,7 +28,7 @@ def is_secret_name(name: str) -> bool:
     if name.upper() in _BENIGN_NAMES:
         return False
     segments = [s.upper() for s in _SEGMENT_SPLIT.split(name) if s]
-    rest = "_".join(s for s in segments if s not in _BENIGN_SEGMENTS)
+    rest = "".join(s for s in segments if s not in _BENIGN_SEGMENTS)
     return any(marker in rest for marker in _MARKERS)
 
 
