@@ -1,0 +1,22 @@
+"""Run every benchmark (`python -m bench [name ...]`)."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+
+from bench import lsp_overhead
+
+BENCHES = {"lsp_overhead": lsp_overhead.main}
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(BENCHES)
+    for name in names:
+        print(f"== {name}", flush=True)
+        anyio.run(BENCHES[name])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build each package's wheel, install it alone (with its declared dependencies, and sibling wheels
+# only where declared) into a fresh venv, and import it: proves the packaging is self-contained.
+set -euo pipefail
+work="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+rm -rf "$work/wheels"
+mkdir -p "$work/wheels"
+for pkg in beam-lsp beam-broker beam-mcp beam-feedback; do
+  python -m build --wheel --outdir "$work/wheels" "$root/packages/$pkg" >/dev/null
+done
+for pkg in beam_lsp beam_broker beam_mcp beam_feedback; do
+  venv="$work/venv-$pkg"
+  rm -rf "$venv"
+  python -m venv "$venv"
+  dist=${pkg//_/-}
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --find-links "$work/wheels" "$dist"
+  "$venv/bin/python" - "$pkg" <<'PY'
+import importlib, importlib.resources, sys
+name = sys.argv[1]
+mod = importlib.import_module(name)
+missing = [n for n in getattr(mod, "__all__", []) if not hasattr(mod, n)]
+assert not missing, f"{name}: names in __all__ that do not resolve: {missing}"
+assert mod.__version__, name
+typed = importlib.resources.files(name).joinpath("py.typed").is_file()
+assert typed, f"{name}: py.typed missing from the wheel"
+print(f"standalone ok: {name} {mod.__version__}")
+PY
+done
