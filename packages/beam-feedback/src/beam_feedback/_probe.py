@@ -1,0 +1,77 @@
+"""Running one short external command (``git``, ``elan``, ``lake``) with a deadline.
+
+This module owns child-process hygiene for collection probes: no stdin, captured UTF-8 output,
+a process group of its own that is killed as a whole on timeout. It must not interpret output;
+callers do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+_MAX_OUTPUT: Final = 64 * 1024
+_POSIX: Final = os.name == "posix"
+
+
+class ProbeError(Exception):
+    """A probe could not run, timed out or exited non-zero; ``str()`` is a one-line reason."""
+
+    def __init__(self, reason: str, stderr: str = "") -> None:
+        super().__init__(reason)
+        self.stderr = stderr
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _kill(process: subprocess.Popen[str]) -> None:
+    if _POSIX:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:  # pragma: no cover - exercised only on Windows
+        process.kill()
+
+
+def run_probe(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout: float) -> str:
+    """Run ``argv`` and return its stripped standard output.
+
+    Raises:
+        ProbeError: The command could not start, outlived ``timeout`` seconds (its whole process
+            group is then killed) or exited with a non-zero status.
+    """
+    name = Path(argv[0]).name
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=_POSIX,
+        )
+    except OSError as exc:
+        raise ProbeError(f"could not run {name}: {exc.strerror or exc}") from exc
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        process.communicate()
+        raise ProbeError(f"{name} did not answer within {timeout:g}s") from None
+    if process.returncode != 0:
+        detail = _first_line(stderr) or _first_line(stdout) or "no output"
+        raise ProbeError(f"{name} exited with status {process.returncode}: {detail}", stderr)
+    return stdout[:_MAX_OUTPUT].strip()

@@ -1,0 +1,402 @@
+"""Building a feedback report: input decoding, evidence, collection, rendering and bundles.
+
+This module owns the order of operations and the confidential and redaction rules: what a
+confidential report drops, that everything returned or written passes through the redactor, and
+where bundles go. It must never upload anything, start Lean, or write anywhere except the bundle
+output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import JsonValue, ValidationError
+
+from beam_feedback._bundle import DEFAULT_LOCK_TIMEOUT, write_bundle
+from beam_feedback._markdown import EvidenceText, render_markdown
+from beam_feedback.collect import DEFAULT_PROBE_TIMEOUT, collect_context
+from beam_feedback.errors import BundleError, InvalidReportError
+from beam_feedback.models import FeedbackReport, FeedbackResult, ReportMetadata, WorkspaceRef
+from beam_feedback.redaction import Redactor
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["DEFAULT_BUNDLE_SUBDIR", "build_report", "load_report", "parse_report"]
+
+DEFAULT_BUNDLE_SUBDIR: Final = Path(".beam") / "feedback"
+"""Where bundles go, relative to the workspace root, when no output directory is given."""
+
+_MAX_EVIDENCE_BYTES: Final = 1024 * 1024
+_SLUG_UNSAFE: Final = re.compile(r"[^a-z0-9]+")
+_MAX_SLUG: Final = 60
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def _reject_duplicates(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+    result: dict[str, JsonValue] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidReportError(f"feedback input repeats the key {key!r}")
+        result[key] = value
+    return result
+
+
+def _where(location: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _describe(error: ValidationError) -> str:
+    undeclared: list[str] = []
+    messages: list[str] = []
+    for detail in error.errors(include_url=False):
+        location = tuple(detail["loc"])
+        kind = detail["type"]
+        if kind == "extra_forbidden":
+            if len(location) == 1:
+                undeclared.append(str(location[0]))
+            else:
+                messages.append(f"{_where(location[:-1])} accepts no undeclared fields: {location[-1]}")
+        elif kind == "missing":
+            field = location[-1]
+            if len(location) == 1:
+                messages.append(f"missing required string field '{field}'")
+            else:
+                messages.append(f"{_where(location[:-1])}: missing required field '{field}'")
+        elif kind in ("model_type", "model_attributes_type", "dict_type") and not location:
+            messages.append("feedback input must be a JSON object")
+        elif kind == "value_error":
+            reason = str(detail.get("ctx", {}).get("error", detail["msg"]))
+            # Top-level validators already name their field; nested ones need the location.
+            messages.append(f"{_where(location)}: {reason}" if len(location) > 1 else reason)
+        else:
+            messages.append(f"{_where(location)}: {detail['msg']}" if location else detail["msg"])
+    if undeclared:
+        messages.insert(0, "feedback input accepts no undeclared fields: " + ", ".join(undeclared))
+    return "; ".join(messages)
+
+
+def _sniff(text: str) -> Literal["json", "toml"]:
+    """JSON if the text starts like JSON (``{``, or a ``[`` that is not a TOML table), else TOML."""
+    start = text.lstrip()
+    if start.startswith("{"):
+        return "json"
+    if start.startswith("["):
+        try:
+            json.loads(start)
+        except ValueError:
+            return "toml"
+        return "json"
+    return "toml"
+
+
+def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, object]:
+    """Decode report input text into a plain dict without validating its fields.
+
+    Raises:
+        InvalidReportError: The text is not valid JSON/TOML, repeats a JSON key, or is not an
+            object.
+    """
+    decoded: object
+    if format == "toml":
+        try:
+            decoded = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidReportError(f"feedback input is not valid TOML: {exc}") from exc
+    else:
+        try:
+            decoded = json.loads(text, object_pairs_hook=_reject_duplicates)
+        except json.JSONDecodeError as exc:
+            raise InvalidReportError(f"feedback input is not valid JSON: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise InvalidReportError("feedback input must be a JSON object")
+    return decoded
+
+
+def _read_input(path: str | os.PathLike[str], *, format: Literal["auto", "json", "toml"] = "auto") -> dict[str, object]:
+    """Read a report input file into a plain dict without validating its fields.
+
+    ``auto`` picks TOML for a ``.toml`` suffix, JSON for ``.json``, and otherwise looks at the
+    text (an object starting with ``{`` is JSON).
+
+    Raises:
+        InvalidReportError: The file cannot be read or decoded.
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidReportError(f"cannot read feedback input {source}: {reason}") from exc
+    if format == "auto":
+        suffix = source.suffix.lower()
+        format = "toml" if suffix == ".toml" else "json" if suffix == ".json" else _sniff(text)
+    return _decode_input(text, format)
+
+
+def parse_report(
+    data: Mapping[str, object] | str | bytes, *, format: Literal["auto", "json", "toml"] = "auto"
+) -> FeedbackReport:
+    """Validate report input: a mapping (e.g. MCP tool arguments) or JSON/TOML text.
+
+    JSON text must not repeat a key (pydantic would silently keep the last one).
+
+    Args:
+        data: The input object, or its JSON or TOML text.
+        format: How to decode ``data`` when it is text; ``auto`` treats text starting with ``{``
+            as JSON and anything else as TOML.
+
+    Returns:
+        The validated report.
+
+    Raises:
+        InvalidReportError: The text does not decode, or the object is not a valid report; the
+            message names every problem (e.g. ``missing required string field 'title'``).
+    """
+    if isinstance(data, (str, bytes)):
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+        data = _decode_input(text, _sniff(text) if format == "auto" else format)
+    if not isinstance(data, Mapping):
+        raise InvalidReportError("feedback input must be a JSON object")
+    try:
+        return FeedbackReport.model_validate(dict(data))
+    except ValidationError as exc:
+        raise InvalidReportError(_describe(exc)) from exc
+
+
+def load_report(path: str | os.PathLike[str], *, format: Literal["auto", "json", "toml"] = "auto") -> FeedbackReport:
+    """Read and validate a report input file (JSON, or TOML with the same fields).
+
+    Args:
+        path: The file to read.
+        format: ``auto`` picks TOML for ``.toml``, JSON for ``.json``, and otherwise looks at the
+            text.
+
+    Returns:
+        The validated report.
+
+    Raises:
+        InvalidReportError: The file cannot be read or does not hold a valid report.
+    """
+    return parse_report(_read_input(path, format=format))
+
+
+# --- building -------------------------------------------------------------------------------
+
+
+def _workspace_root(report: FeedbackReport) -> Path | None:
+    if report.workspace is None:
+        return None
+    root = Path(report.workspace.root).expanduser()
+    if not root.is_absolute():
+        raise InvalidReportError(f"workspace root must be an absolute path: {report.workspace.root}")
+    root = root.resolve()
+    if not report.confidential and not root.is_dir():
+        raise InvalidReportError(f"workspace root is not an existing directory: {root}")
+    return root
+
+
+def _read_evidence(name: str, raw_path: str, root: Path | None) -> tuple[str, str, bool]:
+    if root is None:
+        raise InvalidReportError(f"evidence {name!r}: path evidence needs a workspace root")
+    candidate = Path(raw_path).expanduser()
+    candidate = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    if not candidate.is_relative_to(root):
+        raise InvalidReportError(f"evidence {name!r}: path must be inside the workspace root: {raw_path}")
+    try:
+        with candidate.open("rb") as handle:
+            data = handle.read(_MAX_EVIDENCE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidReportError(f"evidence {name!r}: cannot read {raw_path}: {exc.strerror or exc}") from exc
+    truncated = len(data) > _MAX_EVIDENCE_BYTES
+    return str(candidate), data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace"), truncated
+
+
+def _evidence(report: FeedbackReport, root: Path | None, warnings: list[str]) -> list[EvidenceText]:
+    entries: list[EvidenceText] = []
+    for entry in report.evidence:
+        if entry.path is not None:
+            source, text, truncated = _read_evidence(entry.name, entry.path, root)
+            if truncated:
+                warnings.append(f"evidence {entry.name!r} was cut to its first {_MAX_EVIDENCE_BYTES} bytes")
+            entries.append(EvidenceText(entry.name, text, "text", source))
+        elif isinstance(entry.content, str):
+            entries.append(EvidenceText(entry.name, entry.content, "text", None))
+        else:
+            pretty = json.dumps(entry.content, indent=2, ensure_ascii=False)
+            entries.append(EvidenceText(entry.name, pretty, "json", None))
+    return entries
+
+
+def _slug(title: str) -> str:
+    slug = _SLUG_UNSAFE.sub("-", title.lower()).strip("-")[:_MAX_SLUG].strip("-")
+    return slug or "feedback"
+
+
+def _json_bytes(value: JsonValue) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def build_report(
+    report: FeedbackReport | Mapping[str, object],
+    *,
+    runtime_stats: object = None,
+    open_files: object = None,
+    identity: Mapping[str, JsonValue] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    redactor: Redactor | None = None,
+    env: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> FeedbackResult:
+    """Validate, collect, render and (optionally) write a bundle for one feedback report.
+
+    This is the single entry point for the CLI and the MCP ``beam_feedback_report`` tool: pass the
+    tool arguments (including ``workspace``) as ``report`` and the cached runtime's stats and open
+    files, then return ``result.to_json()`` as ``structuredContent``. It is synchronous and keeps
+    no state between calls; it blocks on file I/O and on short probes (each bounded by
+    ``probe_timeout``), so async callers should run it in a worker thread
+    (``anyio.to_thread.run_sync``). Nothing is uploaded.
+
+    Confidential reports collect no project context, ignore ``runtime_stats``/``open_files``,
+    drop ``request``, ``response``, ``evidence`` and ``client_request_id``, and do not echo the
+    workspace. With ``redact`` (the default, forced by ``confidential``) every string in the
+    result and in the bundle passes through the redactor.
+
+    Args:
+        report: A validated report or the raw input mapping.
+        runtime_stats: The caller's cached runtime statistics for this workspace, if any.
+        open_files: The caller's open files for this workspace, if any.
+        identity: Members merged over ``collected.identity`` (e.g. the MCP server's name,
+            version and ``mcp_protocol``).
+        out_dir: Parent directory for bundles; default ``<workspace root>/.beam/feedback``.
+        redactor: The redactor to use when ``redact`` is on; default
+            ``Redactor.from_environ(env, sys.argv)``.
+        env: Environment for the default redactor and the probes; default ``os.environ``.
+        now: The report time (tests pin it); default the current time.
+        probe_timeout: Seconds each external probe may take.
+        lock_timeout: Seconds to wait for the bundle lock.
+
+    Returns:
+        The result; ``to_json()`` gives the ``structuredContent`` shape.
+
+    Raises:
+        InvalidReportError: The input or its evidence is invalid, the workspace root is not an
+            existing absolute directory, or a bundle was asked for with nowhere to put it.
+        BundleError: The bundle could not be written.
+    """
+    if not isinstance(report, FeedbackReport):
+        report = parse_report(report)
+    environ: Mapping[str, str] = os.environ if env is None else env
+    if not report.redact:
+        redactor = Redactor()
+    elif redactor is None:
+        redactor = Redactor.from_environ(environ, sys.argv)
+    root = _workspace_root(report)
+    if report.confidential:
+        report = report.model_copy(
+            update={"request": None, "response": None, "evidence": [], "client_request_id": None}
+        )
+    bundle_parent: Path | None = None
+    if report.bundle != "none":
+        if out_dir is not None:
+            bundle_parent = Path(out_dir).absolute()
+        elif root is not None:
+            bundle_parent = root / DEFAULT_BUNDLE_SUBDIR
+        else:
+            raise InvalidReportError("a bundle needs an output directory or a workspace root")
+
+    warnings: list[str] = []
+    evidence = _evidence(report, root, warnings)
+    context = collect_context(
+        None if report.confidential else root,
+        confidential=report.confidential,
+        runtime_stats=runtime_stats,
+        open_files=open_files,
+        identity=identity,
+        env=environ,
+        probe_timeout=probe_timeout,
+    )
+    warnings[:0] = context.warnings
+    generated = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    metadata = ReportMetadata(
+        title=report.title,
+        kind=report.kind,
+        severity=report.severity,
+        generated_at=generated.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        active_root=None if report.confidential or root is None else str(root),
+        tags=report.tags,
+        bundle=report.bundle,
+        redacted=report.redact,
+        confidential=report.confidential,
+        client_request_id=report.client_request_id,
+    )
+    markdown = render_markdown(
+        report,
+        metadata,
+        collected=context.data,
+        warnings=warnings,
+        evidence=evidence,
+        include_collected=report.include_collected,
+    )
+    # Redact once, at the edge: everything below is what leaves this function or hits the disk.
+    markdown = redactor.redact(markdown)
+    metadata = ReportMetadata.model_validate(redactor.redact_json(metadata.to_json()))
+    collected = {key: redactor.redact_json(value) for key, value in context.data.items()}
+    warnings = [redactor.redact(warning) for warning in warnings]
+    evidence = [
+        EvidenceText(entry.name, redactor.redact(entry.text), entry.language, entry.source) for entry in evidence
+    ]
+    workspace = None if report.confidential or root is None else WorkspaceRef(root=str(root))
+    result = FeedbackResult(
+        markdown=markdown,
+        metadata=metadata,
+        collection_warnings=warnings,
+        collected=collected if report.include_collected else None,
+        workspace=workspace,
+    )
+    if bundle_parent is None:
+        return result
+
+    name = f"{generated.strftime('%Y%m%d-%H%M%S')}-{_slug(metadata.title)}-{secrets.token_hex(4)}"
+    bundle_dir = bundle_parent / name
+    zip_path = bundle_dir.with_name(f"{name}.zip") if report.bundle == "zip" else None
+    result = result.model_copy(
+        update={
+            "bundle_dir": redactor.redact(str(bundle_dir)),
+            "zip_path": None if zip_path is None else redactor.redact(str(zip_path)),
+        }
+    )
+    full = result.model_copy(update={"collected": collected}).to_json()
+    if report.confidential:
+        full.pop("bundle_dir", None)
+        full.pop("zip_path", None)
+    files = {
+        "card.md": markdown.encode("utf-8"),
+        "metadata.json": _json_bytes(metadata.to_json()),
+        "collected.json": _json_bytes(collected),
+        "report.json": _json_bytes(redactor.redact_json(full)),
+    }
+    for entry in evidence:
+        files[f"evidence/{entry.name}"] = entry.text.encode("utf-8")
+    try:
+        write_bundle(bundle_parent, name, files, make_zip=zip_path is not None, lock_timeout=lock_timeout)
+    except BundleError as exc:
+        raise BundleError(redactor.redact(exc.message)) from exc
+    return result

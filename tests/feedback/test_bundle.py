@@ -1,0 +1,231 @@
+"""Evidence bundles: layout, manifest, atomic publishing, locking (mirrors beam_feedback/_bundle.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import re
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pytest
+
+from beam_feedback import BUNDLE_FAILED, BundleError, FeedbackResult, Redactor, build_report
+from beam_feedback._bundle import LOCK_NAME, write_bundle
+from tests.feedback.helpers import minimal_input
+
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+SECRET = "tok_0123456789abcdef"
+NAME = re.compile(r"^20240506-070809-hover-never-answers-[0-9a-f]{8}$")
+
+
+def _real(path: str | None, home: Path) -> Path:
+    assert path is not None
+    return Path(path.replace("~", str(home), 1)) if path.startswith("~") else Path(path)
+
+
+def _check_manifest(bundle: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    listed = {entry["path"]: entry for entry in manifest["files"]}
+    on_disk = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    assert set(listed) == on_disk - {"manifest.json"}
+    for path, entry in listed.items():
+        data = (bundle / path).read_bytes()
+        assert entry["size"] == len(data)
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+    assert manifest["schema"] == "beam.feedback.bundle.v1"
+    assert manifest["name"] == bundle.name
+    return manifest
+
+
+def _leftovers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.startswith(".") and p.name != LOCK_NAME)
+
+
+def test_a_dir_bundle_goes_under_the_workspace_and_holds_every_part(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    data = minimal_input(
+        workspace={"root": str(project)}, bundle="dir", evidence=[{"name": "log.txt", "content": "hello"}]
+    )
+    result = build_report(data, env=env, now=NOW)
+    assert result.zip_path is None
+    assert result.bundle_dir is not None
+    assert result.bundle_dir.startswith("~/proj/.beam/feedback/")
+    bundle = _real(result.bundle_dir, home)
+    assert NAME.match(bundle.name)
+    assert bundle.parent == project / ".beam" / "feedback"
+    manifest = _check_manifest(bundle)
+    assert [entry["path"] for entry in manifest["files"]] == [
+        "card.md",
+        "collected.json",
+        "evidence/log.txt",
+        "metadata.json",
+        "report.json",
+    ]
+    assert (bundle / "card.md").read_text(encoding="utf-8") == result.markdown
+    assert json.loads((bundle / "metadata.json").read_text(encoding="utf-8")) == result.metadata.to_json()
+    assert (bundle / "evidence" / "log.txt").read_text(encoding="utf-8") == "hello"
+    report = json.loads((bundle / "report.json").read_text(encoding="utf-8"))
+    assert report["bundle_dir"] == result.bundle_dir
+    assert report["collected"] == json.loads((bundle / "collected.json").read_text(encoding="utf-8"))
+    assert _leftovers(bundle.parent) == []
+
+
+def test_a_zip_bundle_also_writes_a_zip_of_the_directory(project: Path, env: dict[str, str], home: Path) -> None:
+    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="zip"), env=env, now=NOW)
+    bundle = _real(result.bundle_dir, home)
+    archive = _real(result.zip_path, home)
+    assert archive == bundle.with_name(bundle.name + ".zip")
+    with zipfile.ZipFile(archive) as opened:
+        names = sorted(opened.namelist())
+        assert names == sorted(f"{bundle.name}/{p.relative_to(bundle).as_posix()}" for p in bundle.rglob("*"))
+        for name in names:
+            assert opened.read(name) == (bundle.parent / name).read_bytes()
+    report = json.loads((bundle / "report.json").read_text(encoding="utf-8"))
+    assert report["zip_path"] == result.zip_path
+
+
+def test_an_explicit_output_directory_is_used_and_created(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "reports" / "nested"
+    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="dir"), env=env, out_dir=out)
+    assert _real(result.bundle_dir, Path()).parent == out
+    assert not (project / ".beam").exists()
+
+
+def test_bundle_paths_are_not_redacted_when_redaction_is_off(project: Path, env: dict[str, str]) -> None:
+    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="zip", redact=False), env=env)
+    assert result.bundle_dir is not None
+    assert result.bundle_dir.startswith(str(project))
+    assert Path(result.bundle_dir).is_dir()
+
+
+def test_everything_written_to_a_bundle_is_redacted(project: Path, env: dict[str, str], home: Path) -> None:
+    env["GITHUB_TOKEN"] = SECRET
+    (project / "server.log").write_text(f"auth {SECRET}\n", encoding="utf-8")
+    data = minimal_input(
+        workspace={"root": str(project)},
+        bundle="zip",
+        title=f"token {SECRET}",
+        request={"token": SECRET},
+        evidence=[{"name": "server.log", "path": "server.log"}, {"name": "inline.json", "content": [SECRET]}],
+    )
+    redactor = Redactor.from_environ(env, ["--password", "flag-password-value"])
+    result = build_report(
+        data, env=env, redactor=redactor, runtime_stats={"argv": ["--password", "flag-password-value"]}
+    )
+    bundle = _real(result.bundle_dir, home)
+    payloads = [p.read_bytes() for p in bundle.rglob("*") if p.is_file()]
+    with zipfile.ZipFile(_real(result.zip_path, home)) as archive:
+        payloads += [archive.read(name) for name in archive.namelist()]
+    for payload in payloads:
+        assert SECRET.encode() not in payload
+        assert b"flag-password-value" not in payload
+        assert str(home).encode() not in payload
+    assert (bundle / "evidence" / "server.log").read_text(encoding="utf-8") == "auth [redacted:GITHUB_TOKEN]\n"
+    assert "redacted-github-token" in bundle.name
+
+
+def test_a_confidential_bundle_has_no_evidence_paths_or_project_context(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    data = minimal_input(
+        workspace={"root": str(project)},
+        bundle="zip",
+        confidential=True,
+        evidence=[{"name": "log.txt", "content": "confidential-evidence"}],
+    )
+    result = build_report(data, env=env)
+    assert result.bundle_dir is not None
+    assert result.zip_path is not None
+    bundle = _real(result.bundle_dir, home)
+    assert not (bundle / "evidence").exists()
+    report = json.loads((bundle / "report.json").read_text(encoding="utf-8"))
+    assert set(report) == {"markdown", "metadata", "collection_warnings", "collected"}
+    assert set(report["collected"]) == {"identity", "python", "os"}
+    for path in bundle.rglob("*"):
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        assert "proj" not in text
+        assert "confidential-evidence" not in text
+
+
+def test_an_unwritable_output_path_fails_cleanly(project: Path, env: dict[str, str], home: Path) -> None:
+    blocker = home / "not-a-dir"
+    blocker.write_text("", encoding="utf-8")
+    with pytest.raises(BundleError) as caught:
+        build_report(minimal_input(workspace={"root": str(project)}, bundle="dir"), env=env, out_dir=blocker / "out")
+    assert caught.value.code == BUNDLE_FAILED
+    assert "~/not-a-dir/out" in caught.value.message
+    assert str(home) not in caught.value.message
+
+
+def test_an_output_path_that_is_a_file_fails_cleanly(project: Path, env: dict[str, str], home: Path) -> None:
+    blocker = home / "file"
+    blocker.write_text("", encoding="utf-8")
+    with pytest.raises(BundleError):
+        build_report(minimal_input(workspace={"root": str(project)}, bundle="zip"), env=env, out_dir=blocker)
+    assert blocker.read_text(encoding="utf-8") == ""
+
+
+def test_a_held_lock_times_out_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    with filelock.FileLock(str(out / LOCK_NAME)), pytest.raises(BundleError, match="waiting for the bundle lock"):
+        write_bundle(out, "b", {"card.md": b"x"}, make_zip=True, lock_timeout=0.05)
+    assert _leftovers(out) == []
+    assert not (out / "b").exists()
+    assert not (out / "b.zip").exists()
+
+
+def test_an_existing_bundle_of_the_same_name_is_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first, _ = write_bundle(out, "b", {"card.md": b"first"}, make_zip=False)
+    with pytest.raises(BundleError, match="already exists"):
+        write_bundle(out, "b", {"card.md": b"second"}, make_zip=True)
+    assert (first / "card.md").read_bytes() == b"first"
+    assert not (out / "b.zip").exists()
+    assert _leftovers(out) == []
+
+
+def _concurrent_writer(barrier: Any, root: str, out: str, index: int, results: Any) -> None:
+    barrier.wait(timeout=60)
+    data = minimal_input(workspace={"root": root}, bundle="zip", evidence=[{"name": "i.txt", "content": str(index)}])
+    result = build_report(data, env={"PATH": "", "HOME": "/nonexistent-home"}, out_dir=out, now=NOW)
+    results.put(result.to_json())
+
+
+def test_concurrent_writers_to_one_directory_each_publish_a_complete_distinct_bundle(
+    project: Path, tmp_path: Path
+) -> None:
+    writers = 6
+    out = tmp_path / "shared-out"
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(writers)
+    results = context.Queue()
+    processes = [
+        context.Process(target=_concurrent_writer, args=(barrier, str(project), str(out), i, results))
+        for i in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    reported = [FeedbackResult.model_validate(results.get(timeout=120)) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    bundles = sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(bundles) == writers
+    assert sorted(str(b) for b in bundles) == sorted(r.bundle_dir or "" for r in reported)
+    # Same second, same title: only the unique suffix tells them apart.
+    assert all(NAME.match(bundle.name) for bundle in bundles)
+    evidence = sorted((bundle / "evidence" / "i.txt").read_text(encoding="utf-8") for bundle in bundles)
+    assert evidence == [str(i) for i in range(writers)]
+    for bundle in bundles:
+        _check_manifest(bundle)
+        with zipfile.ZipFile(bundle.with_name(bundle.name + ".zip")) as archive:
+            assert archive.testzip() is None
+            assert f"{bundle.name}/manifest.json" in archive.namelist()
+    assert _leftovers(out) == []

@@ -1,0 +1,271 @@
+"""Building reports: modes, confidential rules, redaction, evidence (mirrors beam_feedback/report.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from beam_feedback import INVALID_INPUT, REPORT_SCHEMA, InvalidReportError, Redactor, build_report
+from tests.feedback.helpers import minimal_input
+
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+SECRET = "tok_0123456789abcdef"
+
+
+def _workspace(project: Path) -> dict[str, str]:
+    return {"root": str(project)}
+
+
+def test_a_report_renders_markdown_metadata_and_echoes_the_workspace(
+    project: Path, env: dict[str, str], redactor: Redactor
+) -> None:
+    data = minimal_input(workspace=_workspace(project), kind="bug", severity="high", tags=["hover", ""])
+    result = build_report(data, env=env, redactor=redactor, now=NOW).to_json()
+    assert set(result) == {"markdown", "metadata", "collection_warnings", "workspace"}
+    assert result["workspace"] == {"root": str(project)}
+    assert result["collection_warnings"] == []
+    assert result["metadata"] == {
+        "schema": REPORT_SCHEMA,
+        "title": "Hover never answers",
+        "kind": "bug",
+        "severity": "high",
+        "generated_at": "2024-05-06T07:08:09Z",
+        "active_root": "~/proj",
+        "tags": ["hover"],
+        "bundle": "none",
+        "redacted": True,
+        "confidential": False,
+        "client_request_id": None,
+    }
+
+
+def test_markdown_sections_come_in_the_documented_order(project: Path, env: dict[str, str]) -> None:
+    data = minimal_input(
+        workspace=_workspace(project),
+        kind="perf",
+        impact="Agents stall.",
+        workaround="Restart the server.",
+        request={"method": "lean_hover"},
+        response={"error": "timeout"},
+        evidence=[{"name": "log.txt", "content": "line 1"}],
+        include_collected=True,
+    )
+    markdown = build_report(data, env=env, now=NOW).markdown
+    headings = re.findall(r"^#{1,3} .*$", markdown, flags=re.MULTILINE)
+    assert headings == [
+        "# Hover never answers",
+        "## Summary",
+        "## Beam Runtime",
+        "## Reproduction",
+        "## Expected Behavior",
+        "## Actual Behavior",
+        "## Impact",
+        "## Beam Debug Context",
+        "## Request And Response",
+        "### Request",
+        "### Response",
+        "## Evidence",
+        "### log.txt",
+        "## Workaround",
+    ]
+    assert "Review before posting publicly" in markdown
+    assert "Beam does not submit feedback automatically." in markdown
+    assert "- Kind: `perf`" in markdown
+    assert "- Lean toolchain: `leanprover/lean4:v4.9.0`" in markdown
+    assert "- Packages: `mathlib 0123456789ab`, `local`" in markdown
+
+
+def test_optional_sections_are_left_out_when_empty(project: Path, env: dict[str, str]) -> None:
+    markdown = build_report(minimal_input(workspace=_workspace(project)), env=env).markdown
+    for heading in ("## Impact", "## Beam Debug Context", "## Request And Response", "## Evidence", "## Workaround"):
+        assert heading not in markdown
+
+
+def test_collected_context_is_returned_only_when_asked_for(project: Path, env: dict[str, str]) -> None:
+    without = build_report(minimal_input(workspace=_workspace(project)), env=env)
+    assert without.collected is None
+    with_collected = build_report(minimal_input(workspace=_workspace(project), include_collected=True), env=env)
+    assert with_collected.collected is not None
+    workspace = with_collected.collected["workspace"]
+    assert isinstance(workspace, dict)
+    assert workspace["root"] == "~/proj"
+    assert workspace["lean_toolchain"] == "leanprover/lean4:v4.9.0"
+    assert "## Beam Debug Context" in with_collected.markdown
+
+
+def test_collection_warnings_appear_once_in_markdown_and_in_the_result(project: Path, env: dict[str, str]) -> None:
+    (project / "lean-toolchain").unlink()
+    result = build_report(minimal_input(workspace=_workspace(project)), env=env)
+    assert result.collection_warnings == ["no lean-toolchain file in the workspace root"]
+    assert result.markdown.count("no lean-toolchain file in the workspace root") == 1
+
+
+def test_runtime_stats_and_open_files_from_the_caller_are_reported(project: Path, env: dict[str, str]) -> None:
+    result = build_report(
+        minimal_input(workspace=_workspace(project), include_collected=True),
+        env=env,
+        runtime_stats={"uptimeMs": 10},
+        open_files=[{"path": "A.lean"}, {"path": "B.lean"}],
+    )
+    assert result.collected is not None
+    assert result.collected["runtime"] == {
+        "stats": {"uptimeMs": 10},
+        "open_files": [{"path": "A.lean"}, {"path": "B.lean"}],
+    }
+    assert "- Runtime active: yes (2 open files)" in result.markdown
+
+
+def test_confidential_reports_collect_and_echo_nothing_project_derived(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    (project / "log.txt").write_text("confidential-log-line", encoding="utf-8")
+    data = minimal_input(
+        workspace=_workspace(project),
+        confidential=True,
+        include_collected=True,
+        client_request_id="req-1",
+        request={"path": "Secret.lean"},
+        response={"answer": "confidential-response"},
+        evidence=[{"name": "log.txt", "path": "log.txt"}],
+    )
+    result = build_report(data, env=env, runtime_stats={"open": 1}, open_files=["Secret.lean"], now=NOW)
+    as_json = result.to_json()
+    assert "workspace" not in as_json
+    assert as_json["collection_warnings"] == []
+    assert result.metadata.active_root is None
+    assert result.metadata.client_request_id is None
+    assert result.metadata.confidential is True
+    assert result.collected is not None
+    assert set(result.collected) == {"identity", "python", "os"}
+    text = json.dumps(as_json)
+    for leaked in ("proj", "Secret.lean", "confidential-", "req-1", "mathlib", "leanprover"):
+        assert leaked not in text
+    assert "Confidential report: do not post this report publicly." in result.markdown
+    assert "Review before posting publicly" not in result.markdown
+
+
+def test_confidential_with_a_missing_root_still_works_without_a_bundle(env: dict[str, str], tmp_path: Path) -> None:
+    data = minimal_input(workspace={"root": str(tmp_path / "gone")}, confidential=True)
+    assert build_report(data, env=env).metadata.active_root is None
+
+
+def test_secrets_from_the_environment_and_flags_are_redacted_everywhere(project: Path, env: dict[str, str]) -> None:
+    env["GITHUB_TOKEN"] = SECRET
+    redactor = Redactor.from_environ(env, ["lean-beam-mcp", "--api-key", "flag-secret-value"])
+    data = minimal_input(
+        workspace=_workspace(project),
+        title=f"Leak {SECRET}",
+        summary="flag-secret-value appeared in output",
+        include_collected=True,
+        tags=[SECRET],
+        client_request_id=SECRET,
+        request={"headers": {"authorization": f"Bearer {SECRET}"}},
+        evidence=[{"name": "env.json", "content": {"token": SECRET, "nested": ["flag-secret-value"]}}],
+    )
+    result = build_report(
+        data,
+        env=env,
+        redactor=redactor,
+        runtime_stats={"cmd": f"lean --token={SECRET}"},
+        open_files=[f"{project}/{SECRET}.lean"],
+    )
+    text = json.dumps(result.to_json())
+    assert SECRET not in text
+    assert "flag-secret-value" not in text
+    assert "[redacted:GITHUB_TOKEN]" in result.markdown
+    assert "[redacted:api-key] appeared in output" in result.markdown
+    assert result.metadata.title == "Leak [redacted:GITHUB_TOKEN]"
+    assert result.collected is not None
+    assert result.collected["runtime"] == {
+        "stats": {"cmd": "lean --token=[redacted:GITHUB_TOKEN]"},
+        "open_files": ["~/proj/[redacted:GITHUB_TOKEN].lean"],
+    }
+
+
+def test_the_default_redactor_reads_secrets_from_env(project: Path, env: dict[str, str]) -> None:
+    env["MY_PASSWORD"] = SECRET
+    result = build_report(minimal_input(workspace=_workspace(project), summary=SECRET), env=env)
+    assert SECRET not in result.markdown
+    assert "[redacted:MY_PASSWORD]" in result.markdown
+
+
+def test_home_is_replaced_by_tilde_in_markdown_metadata_and_collected(project: Path, env: dict[str, str]) -> None:
+    result = build_report(minimal_input(workspace=_workspace(project), include_collected=True), env=env)
+    text = json.dumps({k: v for k, v in result.to_json().items() if k != "workspace"})
+    assert env["HOME"] not in text
+    assert "`~/proj`" in result.markdown
+
+
+def test_redact_false_keeps_secrets_and_home(project: Path, env: dict[str, str]) -> None:
+    env["GITHUB_TOKEN"] = SECRET
+    result = build_report(minimal_input(workspace=_workspace(project), summary=SECRET, redact=False), env=env)
+    assert SECRET in result.markdown
+    assert str(project) in result.markdown
+    assert result.metadata.redacted is False
+    assert result.metadata.active_root == str(project)
+
+
+def test_path_evidence_inside_the_workspace_is_read_and_redacted(project: Path, env: dict[str, str]) -> None:
+    env["API_TOKEN"] = SECRET
+    (project / "logs").mkdir()
+    (project / "logs" / "server.log").write_text(f"using {SECRET}\n", encoding="utf-8")
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "server.log", "path": "logs/server.log"}])
+    markdown = build_report(data, env=env).markdown
+    assert "using [redacted:API_TOKEN]" in markdown
+    assert "From `~/proj/logs/server.log`." in markdown
+
+
+def test_path_evidence_outside_the_workspace_is_rejected(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x", encoding="utf-8")
+    (project / "link.txt").symlink_to(outside)
+    for path in (str(outside), "../../outside.txt", "link.txt"):
+        data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": path}])
+        with pytest.raises(InvalidReportError, match="path must be inside the workspace root"):
+            build_report(data, env=env)
+
+
+def test_missing_path_evidence_is_invalid_input(project: Path, env: dict[str, str]) -> None:
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "missing.log"}])
+    with pytest.raises(InvalidReportError, match=r"cannot read missing\.log") as caught:
+        build_report(data, env=env)
+    assert caught.value.code == INVALID_INPUT
+
+
+def test_path_evidence_needs_a_workspace(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidReportError, match="path evidence needs a workspace root"):
+        build_report(minimal_input(evidence=[{"name": "e.txt", "path": "/etc/hostname"}]), env=env)
+
+
+def test_evidence_containing_backticks_cannot_break_out_of_its_fence(project: Path, env: dict[str, str]) -> None:
+    content = "before\n```\n## Injected heading\n````\nafter"
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.md", "content": content}])
+    markdown = build_report(data, env=env).markdown
+    assert "`````text\n" + content + "\n`````" in markdown
+
+
+def test_a_relative_workspace_root_is_rejected(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidReportError, match="must be an absolute path"):
+        build_report(minimal_input(workspace={"root": "proj"}), env=env)
+
+
+def test_a_workspace_root_that_is_not_a_directory_is_rejected(project: Path, env: dict[str, str]) -> None:
+    with pytest.raises(InvalidReportError, match="not an existing directory"):
+        build_report(minimal_input(workspace={"root": str(project / "lakefile.toml")}), env=env)
+
+
+def test_a_report_without_workspace_collects_only_the_environment(env: dict[str, str]) -> None:
+    result = build_report(minimal_input(include_collected=True), env=env)
+    assert "workspace" not in result.to_json()
+    assert result.collected is not None
+    assert "workspace" not in result.collected
+    assert "- Active root: none" in result.markdown
+
+
+def test_a_bundle_without_a_workspace_or_output_directory_is_rejected(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidReportError, match="a bundle needs an output directory or a workspace root"):
+        build_report(minimal_input(bundle="dir"), env=env)
