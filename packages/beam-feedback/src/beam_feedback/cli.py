@@ -1,0 +1,226 @@
+"""The ``beam-feedback`` command: build a feedback report from flags or an input file.
+
+This module owns argument parsing, merging flags over an input file, workspace discovery, and
+turning errors into exit codes and stderr lines. It must stay thin: every decision about the
+report itself is made by :func:`beam_feedback.build_report`.
+
+Exit codes: 0 success; 2 usage error or invalid input (bad flags, unreadable or invalid input
+file, invalid report fields, a workspace root that is not a directory); 1 any other failure
+(the bundle could not be written, output could not be printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, TextIO
+
+from beam_feedback.__about__ import __version__
+from beam_feedback.errors import FeedbackError, InvalidReportError
+from beam_feedback.report import _decode_input, _read_input, _sniff, build_report
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+
+EXIT_OK: Final = 0
+"""The report was built (and the bundle written, if asked for)."""
+EXIT_FAILURE: Final = 1
+"""Something other than the input failed, e.g. the bundle output directory is not writable."""
+EXIT_USAGE: Final = 2
+"""Bad flags or bad input: nothing was collected or written."""
+
+_PROG: Final = "beam-feedback"
+_TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
+_PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.lean", "lakefile.toml")
+
+_EPILOG: Final = """\
+input file (--input FILE, JSON or TOML; '-' reads standard input):
+  required strings: title, summary, reproduction, expected, actual
+  optional: kind (bug|ux|perf|docs|question), severity (low|medium|high|critical),
+            impact, workaround, tags [str], client_request_id, request {..}, response {..},
+            evidence [{name, content (any JSON) | path (inside the workspace)}],
+            bundle (none|dir|zip), redact (true), confidential (false),
+            include_collected (true here), workspace {root}
+  Unknown fields are rejected. Flags override the file's fields; --tag and --evidence add to them.
+
+output:
+  Without a bundle, prints the Markdown report (review it before posting anywhere).
+  With --bundle dir|zip (or --out), writes the bundle and prints its path(s).
+  --json prints the whole result as JSON instead. Beam never uploads anything.
+
+exit codes:
+  0 ok, 2 usage error or invalid input, 1 other failure (e.g. unwritable output directory)
+
+example:
+  beam-feedback --title "hover hangs" --summary "..." --reproduction "..." \\
+      --expected "an answer" --actual "no answer after 60 s" --kind bug --bundle zip
+"""
+
+
+class _UsageError(Exception):
+    """A problem with the flags themselves, reported like an argparse error."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description=(
+            "Build a Beam feedback report: your narrative plus local debug context (versions, "
+            "toolchain, lakefile, manifest packages, git state), redacted. Nothing is uploaded."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--input", metavar="FILE", help="JSON or TOML file with report fields ('-' = stdin)")
+    narrative = parser.add_argument_group("report fields")
+    for field in _TEXT_FIELDS:
+        narrative.add_argument(f"--{field}", metavar="TEXT")
+    narrative.add_argument("--kind", choices=("bug", "ux", "perf", "docs", "question"))
+    narrative.add_argument("--severity", choices=("low", "medium", "high", "critical"))
+    narrative.add_argument("--tag", action="append", default=[], metavar="TAG", help="repeatable")
+    narrative.add_argument("--client-request-id", metavar="ID")
+    narrative.add_argument(
+        "--evidence",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="attach a text file as evidence named after it (repeatable)",
+    )
+    mode = parser.add_argument_group("mode and output")
+    mode.add_argument("--workspace", metavar="ROOT", help="Lean project root (default: found from the cwd)")
+    mode.add_argument("--confidential", action="store_true", default=None, help="collect no project context")
+    mode.add_argument("--no-redact", action="store_true", help="do not hide secrets and the home directory")
+    mode.add_argument("--bundle", choices=("none", "dir", "zip"), help="write an evidence bundle")
+    mode.add_argument("--out", metavar="DIR", help="bundle parent directory (default: ROOT/.beam/feedback)")
+    mode.add_argument(
+        "--collected",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="include the collected context in the report (default: yes)",
+    )
+    mode.add_argument("--json", action="store_true", help="print the full result as JSON")
+    return parser
+
+
+def _discover_root(start: Path) -> Path:
+    """The nearest directory at or above ``start`` that looks like a Lean project, else ``start``."""
+    for candidate in (start, *start.parents):
+        if any((candidate / marker).is_file() for marker in _PROJECT_MARKERS):
+            return candidate
+    return start
+
+
+def _load_input(source: str | None, stdin: TextIO) -> dict[str, object]:
+    if source is None:
+        return {}
+    if source == "-":
+        text = stdin.read()
+        return _decode_input(text, _sniff(text))
+    return _read_input(source)
+
+
+def _evidence_entry(path_text: str) -> dict[str, object]:
+    path = Path(path_text)
+    try:
+        content = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
+    return {"name": path.name, "content": content}
+
+
+def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path) -> dict[str, object]:
+    """Flags over file fields; the CLI defaults that differ from the library's."""
+    for field in _TEXT_FIELDS:
+        value = getattr(args, field)
+        if value is not None:
+            data[field] = value
+    for field in ("kind", "severity", "client_request_id", "bundle"):
+        value = getattr(args, field)
+        if value is not None:
+            data[field] = value
+    if args.tag:
+        tags = data.get("tags", [])
+        data["tags"] = [*tags, *args.tag] if isinstance(tags, list) else tags
+    if args.evidence:
+        evidence = data.get("evidence", [])
+        extra = [_evidence_entry(path) for path in args.evidence]
+        data["evidence"] = [*evidence, *extra] if isinstance(evidence, list) else evidence
+    if args.confidential:
+        data["confidential"] = True
+    if args.no_redact:
+        if data.get("confidential") is True:
+            raise _UsageError("'confidential' cannot be combined with --no-redact")
+        data["redact"] = False
+    if args.collected is not None:
+        data["include_collected"] = args.collected
+    else:
+        data.setdefault("include_collected", True)
+    if args.out is not None:
+        if data.get("bundle") == "none":
+            raise _UsageError("--out needs --bundle dir or zip")
+        data.setdefault("bundle", "dir")
+    given = data.get("workspace")
+    if args.workspace is not None:
+        data["workspace"] = {"root": str((cwd / args.workspace).resolve())}
+    elif isinstance(given, dict):
+        # A relative root in an input file means relative to where the command runs.
+        workspace = dict(given)
+        if isinstance(workspace.get("root"), str):
+            workspace["root"] = str((cwd / workspace["root"]).resolve())
+        data["workspace"] = workspace
+    elif given is None:
+        data["workspace"] = {"root": str(_discover_root(cwd))}
+    return data
+
+
+def _error(stderr: TextIO, message: str) -> None:
+    stderr.write(f"{_PROG}: error: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``beam-feedback``; see ``beam-feedback --help``.
+
+    Args:
+        argv: Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns:
+        The exit code: ``EXIT_OK`` (0), ``EXIT_USAGE`` (2) or ``EXIT_FAILURE`` (1).
+    """
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    stdout, stderr = sys.stdout, sys.stderr
+    try:
+        data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd())
+        result = build_report(data, out_dir=args.out)
+    except _UsageError as exc:
+        parser.print_usage(stderr)
+        _error(stderr, str(exc))
+        return EXIT_USAGE
+    except InvalidReportError as exc:
+        _error(stderr, exc.message)
+        return EXIT_USAGE
+    except FeedbackError as exc:
+        _error(stderr, exc.message)
+        return EXIT_FAILURE
+    for warning in result.collection_warnings:
+        stderr.write(f"{_PROG}: collection warning: {warning}\n")
+    try:
+        if args.json:
+            stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+        elif result.bundle_dir is not None:
+            stdout.write(result.bundle_dir + "\n")
+            if result.zip_path is not None:
+                stdout.write(result.zip_path + "\n")
+        else:
+            stdout.write(result.markdown)
+        stdout.flush()
+    except OSError as exc:
+        _error(stderr, f"cannot write the report: {exc.strerror or exc}")
+        return EXIT_FAILURE
+    return EXIT_OK

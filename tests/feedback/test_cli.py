@@ -1,0 +1,279 @@
+"""The beam-feedback command end to end (mirrors beam_feedback/cli.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beam_feedback.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from tests.feedback.helpers import minimal_input
+
+FLAGS = [
+    "--title",
+    "Hover never answers",
+    "--summary",
+    "lean_hover times out.",
+    "--reproduction",
+    "Call lean_hover at 3:7.",
+    "--expected",
+    "A hover answer.",
+    "--actual",
+    "A timeout.",
+]
+SECRET = "tok_0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch, project: Path, env: dict[str, str]) -> None:
+    """Run every CLI test from inside the fake project with the closed environment."""
+    monkeypatch.chdir(project)
+    for name in list(os.environ):
+        if name not in ("SYSTEMROOT", "TMPDIR"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_flags_produce_markdown_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, *FLAGS, "--kind", "bug", "--tag", "hover")
+    assert code == EXIT_OK
+    assert err == ""
+    assert out.startswith("# Hover never answers\n")
+    assert "Review before posting publicly" in out
+    assert "- Kind: `bug`" in out
+    assert "- Tags: `hover`" in out
+    # The CLI includes the collected context by default.
+    assert "## Beam Debug Context" in out
+    assert "- Active root: `~/proj`" in out
+
+
+def test_no_collected_leaves_the_debug_context_out(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--no-collected")
+    assert code == EXIT_OK
+    assert "## Beam Debug Context" not in out
+
+
+def test_the_workspace_is_found_from_a_subdirectory(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    (project / "Sub" / "Deeper").mkdir(parents=True)
+    monkeypatch.chdir(project / "Sub" / "Deeper")
+    code, out, _ = _run(capsys, *FLAGS, "--json")
+    assert code == EXIT_OK
+    assert json.loads(out)["workspace"] == {"root": str(project)}
+
+
+def test_an_explicit_workspace_is_used_relative_to_the_cwd(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    monkeypatch.chdir(project.parent)
+    code, out, _ = _run(capsys, *FLAGS, "--workspace", "proj", "--json")
+    assert code == EXIT_OK
+    assert json.loads(out)["workspace"] == {"root": str(project)}
+
+
+def test_json_output_is_the_full_result(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--json")
+    assert code == EXIT_OK
+    result = json.loads(out)
+    assert set(result) == {"markdown", "metadata", "collection_warnings", "collected", "workspace"}
+    assert result["metadata"]["schema"] == "beam.feedback.report-card.v1"
+
+
+def test_a_json_input_file_is_read_and_flags_override_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "report.json"
+    source.write_text(json.dumps(minimal_input(kind="ux", tags=["from-file"])), encoding="utf-8")
+    code, out, _ = _run(capsys, "--input", str(source), "--kind", "perf", "--tag", "from-flag", "--json")
+    assert code == EXIT_OK
+    metadata = json.loads(out)["metadata"]
+    assert metadata["kind"] == "perf"
+    assert metadata["tags"] == ["from-file", "from-flag"]
+    assert metadata["title"] == "Hover never answers"
+
+
+def test_a_toml_input_file_is_read(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "report.toml"
+    source.write_text(
+        'title = "From TOML"\nsummary = "s"\nreproduction = "r"\nexpected = "e"\nactual = "a"\nseverity = "low"\n',
+        encoding="utf-8",
+    )
+    code, out, _ = _run(capsys, "--input", str(source), "--json")
+    assert code == EXIT_OK
+    assert json.loads(out)["metadata"]["severity"] == "low"
+
+
+def test_input_can_come_from_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(minimal_input(title="From stdin"))))
+    code, out, _ = _run(capsys, "--input", "-")
+    assert code == EXIT_OK
+    assert out.startswith("# From stdin\n")
+
+
+def test_a_bundle_is_written_and_its_paths_printed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_dir = tmp_path / "bundles"
+    code, out, _ = _run(capsys, *FLAGS, "--bundle", "zip", "--out", str(out_dir))
+    assert code == EXIT_OK
+    bundle_dir, zip_path = out.splitlines()
+    assert Path(bundle_dir).parent == out_dir
+    assert (Path(bundle_dir) / "card.md").read_text(encoding="utf-8").startswith("# Hover never answers")
+    assert Path(zip_path).is_file()
+
+
+def test_out_alone_implies_a_dir_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--out", str(tmp_path / "b"))
+    assert code == EXIT_OK
+    assert len(out.splitlines()) == 1
+    assert (Path(out.strip()) / "manifest.json").is_file()
+
+
+def test_out_with_bundle_none_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run(capsys, *FLAGS, "--bundle", "none", "--out", str(tmp_path))
+    assert code == EXIT_USAGE
+    assert "--out needs --bundle dir or zip" in err
+
+
+def test_the_default_bundle_location_is_inside_the_workspace(capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--bundle", "dir")
+    assert code == EXIT_OK
+    assert out.startswith("~/proj/.beam/feedback/")
+    assert len(list((project / ".beam" / "feedback").glob("2*"))) == 1
+
+
+def test_evidence_files_are_attached(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"secret {SECRET}\n", encoding="utf-8")
+    monkeypatch.setenv("LEAN_API_KEY", SECRET)
+    code, out, _ = _run(capsys, *FLAGS, "--evidence", str(log))
+    assert code == EXIT_OK
+    assert "### server.log" in out
+    assert "secret [redacted:LEAN_API_KEY]" in out
+    assert SECRET not in out
+
+
+def test_a_missing_evidence_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = _run(capsys, *FLAGS, "--evidence", str(tmp_path / "nope.log"))
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert "cannot read evidence file" in err
+
+
+def test_confidential_output_does_not_echo_the_workspace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--confidential", "--json")
+    assert code == EXIT_OK
+    result = json.loads(out)
+    assert "workspace" not in result
+    assert "proj" not in out
+    assert set(result["collected"]) == {"identity", "python", "os"}
+
+
+def test_confidential_with_no_redact_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, *FLAGS, "--confidential", "--no-redact")
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert "'confidential' cannot be combined with --no-redact" in err
+
+
+def test_no_redact_keeps_the_home_directory(capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    code, out, _ = _run(capsys, *FLAGS, "--no-redact")
+    assert code == EXIT_OK
+    assert f"- Active root: `{project}`" in out
+
+
+def test_missing_required_fields_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "--title", "only a title")
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert err.startswith("beam-feedback: error: missing required string field 'summary'")
+
+
+def test_an_invalid_input_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "bad.json"
+    source.write_text(json.dumps(minimal_input(confidental=True)), encoding="utf-8")
+    code, _, err = _run(capsys, "--input", str(source))
+    assert code == EXIT_USAGE
+    assert "feedback input accepts no undeclared fields: confidental" in err
+
+
+def test_a_missing_input_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run(capsys, "--input", str(tmp_path / "missing.json"))
+    assert code == EXIT_USAGE
+    assert "cannot read feedback input" in err
+
+
+def test_a_bad_workspace_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run(capsys, *FLAGS, "--workspace", str(tmp_path / "missing"))
+    assert code == EXIT_USAGE
+    assert "workspace root is not an existing directory" in err
+
+
+def test_an_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, *FLAGS, "--confidental")
+    assert code == EXIT_USAGE
+    assert "unrecognized arguments: --confidental" in err
+
+
+def test_an_unwritable_output_directory_is_a_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    code, out, err = _run(capsys, *FLAGS, "--bundle", "dir", "--out", str(blocker / "sub"))
+    assert code == EXIT_FAILURE
+    assert out == ""
+    assert "cannot create bundle output directory" in err
+
+
+def test_collection_warnings_go_to_stderr(capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    (project / "lean-toolchain").unlink()
+    code, _, err = _run(capsys, *FLAGS, "--workspace", str(project))
+    assert code == EXIT_OK
+    assert err == "beam-feedback: collection warning: no lean-toolchain file in the workspace root\n"
+
+
+def test_help_describes_the_input_shape_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--help")
+    assert code == EXIT_OK
+    assert "required strings: title, summary, reproduction, expected, actual" in out
+    assert "exit codes:" in out
+
+
+def test_the_console_script_runs_as_a_module(project: Path, env: dict[str, str]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "beam_feedback", *FLAGS, "--json"],
+        cwd=project,
+        env={**env, "PYTHONWARNDEFAULTENCODING": "1"},
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == EXIT_OK, completed.stderr
+    assert json.loads(completed.stdout)["workspace"] == {"root": str(project)}
+
+
+def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, str]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "beam_feedback", "--title", "x"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == EXIT_USAGE
+    assert "missing required string field" in completed.stderr
