@@ -9,9 +9,12 @@ if [ ! -x .venv-tox/bin/tox ]; then
   .venv-tox/bin/python -m pip install -q --disable-pip-version-check 'tox>=4.20,<5'
 fi
 if command -v pyenv >/dev/null 2>&1; then
-  versions=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[0-3])\.[0-9]+$' | sort -V -r | tr '\n' ':' || true)
-  if [ -n "$versions" ]; then
-    export PYENV_VERSION="$(pyenv version-name 2>/dev/null | cut -d: -f1):${versions%:}"
-  fi
+  # tox's interpreter discovery queries shims in a clean environment, where pyenv shims refuse versions that
+  # are not selected; putting each installed 3.10-3.13 bin directory on PATH makes them all discoverable.
+  proot=$(pyenv root)
+  for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.1[0-3]\.[0-9]+$' | sort -V); do
+    PATH="$proot/versions/$v/bin:$PATH"
+  done
+  export PATH
 fi
 exec .venv-tox/bin/tox "$@"

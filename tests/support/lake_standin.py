@@ -101,7 +101,11 @@ def _build(root: Path, lean: str, targets: list[str]) -> int:
         print(f"⣿ [{i}/{total}] Running {mod}", flush=True)
         proc = subprocess.run(
             [lean, "-o", str(olean), "-i", str(ilean), "-c", str(cfile), str(src)],
-            env=env, cwd=root, capture_output=True, text=True, encoding="utf-8",
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
         )
         if proc.returncode != 0:
             print(f"✖ [{i}/{total}] Building {mod}", flush=True)
@@ -110,8 +114,16 @@ def _build(root: Path, lean: str, targets: list[str]) -> int:
             print("error: build failed", file=sys.stderr)
             return 1
         trace.write_text(
-            json.dumps({"schemaVersion": "2025-09-10", "depHash": dep_hash, "inputs": [[str(src), dep_hash]],
-                        "outputs": dep_hash, "log": [], "synthetic": False}),
+            json.dumps(
+                {
+                    "schemaVersion": "2025-09-10",
+                    "depHash": dep_hash,
+                    "inputs": [[str(src), dep_hash]],
+                    "outputs": dep_hash,
+                    "log": [],
+                    "synthetic": False,
+                }
+            ),
             encoding="utf-8",
         )
         print(f"✔ [{i}/{total}] Built {mod}", flush=True)

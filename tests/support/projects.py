@@ -21,7 +21,12 @@ def lake_build(toolchain: Toolchain, root: Path, *modules: str) -> subprocess.Co
     """Run `lake build MODULE...` in `root` (the stand-in on lean435, real Lake on elan)."""
     return subprocess.run(
         [str(toolchain.lake), "build", *modules],
-        cwd=root, env=toolchain.env(), capture_output=True, text=True, encoding="utf-8", check=False,
+        cwd=root,
+        env=toolchain.env(),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
     )
 
 

