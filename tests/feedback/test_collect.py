@@ -260,3 +260,11 @@ def test_confidential_collection_holds_nothing_project_derived(
     assert set(context.data) == {"identity", "python", "os"}
     assert context.warnings == ()
     assert str(project) not in json.dumps(context.data)
+
+
+def test_two_lakefiles_are_reported_and_the_lean_one_named(project: Path, env: dict[str, str]) -> None:
+    (project / "lakefile.lean").write_text("import Lake\n", encoding="utf-8")
+    context = collect_context(project, env=env)
+    assert context.warnings == ("both lakefile.lean and lakefile.toml exist in the workspace root",)
+    assert isinstance(context.data["workspace"], dict)
+    assert context.data["workspace"]["lakefile"] == {"file": "lakefile.lean", "kind": "lean"}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from beam_feedback import INVALID_INPUT, REPORT_SCHEMA, InvalidReportError, Redactor, build_report
-from tests.feedback.helpers import minimal_input
+from tests.feedback.helpers import make_executable, minimal_input
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 SECRET = "tok_0123456789abcdef"
@@ -269,3 +270,51 @@ def test_a_report_without_workspace_collects_only_the_environment(env: dict[str,
 def test_a_bundle_without_a_workspace_or_output_directory_is_rejected(env: dict[str, str]) -> None:
     with pytest.raises(InvalidReportError, match="a bundle needs an output directory or a workspace root"):
         build_report(minimal_input(bundle="dir"), env=env)
+
+
+def test_the_runtime_section_shows_the_caller_identity_git_state_and_tools(
+    project: Path, env: dict[str, str], bin_dir: Path, git_path: str
+) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True, capture_output=True)
+    make_executable(bin_dir / "lake", "echo 'Lake version 5.0.0 (Lean version 4.9.0)'")
+    env["PATH"] = f"{bin_dir}:{git_path}"
+    identity = {"name": "lean-beam-mcp", "version": "0.2.0", "mcp_protocol": "2026-07-28"}
+    markdown = build_report(minimal_input(workspace=_workspace(project)), env=env, identity=identity).markdown
+    assert "- Server: `lean-beam-mcp 0.2.0`" in markdown
+    assert "- MCP protocol: `2026-07-28`" in markdown
+    assert "- Source: branch `main`, commit `no commits`, dirty" in markdown
+    assert "- lake: `Lake version 5.0.0 (Lean version 4.9.0)`" in markdown
+
+
+def test_long_inline_evidence_is_shortened_in_markdown_but_kept_whole_in_the_bundle(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    content = "".join(f"line {i}\n" for i in range(5000))
+    data = minimal_input(
+        workspace=_workspace(project), bundle="dir", evidence=[{"name": "big.log", "content": content}]
+    )
+    result = build_report(data, env=env)
+    assert "Shown truncated to 8000 characters; a bundle holds the full text as `evidence/big.log`." in result.markdown
+    assert "line 4999" not in result.markdown
+    assert result.bundle_dir is not None
+    bundle = Path(result.bundle_dir.replace("~", str(home), 1))
+    assert (bundle / "evidence" / "big.log").read_text(encoding="utf-8") == content
+
+
+def test_path_evidence_over_one_mebibyte_is_cut_with_a_warning(project: Path, env: dict[str, str]) -> None:
+    (project / "huge.log").write_bytes(b"x" * (1024 * 1024 + 10))
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "huge.log", "path": "huge.log"}])
+    result = build_report(data, env=env)
+    assert result.collection_warnings == ["evidence 'huge.log' was cut to its first 1048576 bytes"]
+
+
+def test_json_evidence_content_is_pretty_printed(project: Path, env: dict[str, str]) -> None:
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "r.json", "content": {"a": [1, 2]}}])
+    markdown = build_report(data, env=env).markdown
+    assert '```json\n{\n  "a": [\n    1,\n    2\n  ]\n}\n```' in markdown
+
+
+def test_error_messages_are_redacted_too(project: Path, env: dict[str, str]) -> None:
+    with pytest.raises(InvalidReportError) as caught:
+        build_report(minimal_input(workspace={"root": str(project / "nope")}), env=env)
+    assert caught.value.message == "workspace root is not an existing directory: ~/proj/nope"

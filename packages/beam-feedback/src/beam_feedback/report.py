@@ -23,7 +23,7 @@ from pydantic import JsonValue, ValidationError
 from beam_feedback._bundle import DEFAULT_LOCK_TIMEOUT, write_bundle
 from beam_feedback._markdown import EvidenceText, render_markdown
 from beam_feedback.collect import DEFAULT_PROBE_TIMEOUT, collect_context
-from beam_feedback.errors import BundleError, InvalidReportError
+from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.models import FeedbackReport, FeedbackResult, ReportMetadata, WorkspaceRef
 from beam_feedback.redaction import Redactor
 
@@ -308,6 +308,40 @@ def build_report(
         redactor = Redactor()
     elif redactor is None:
         redactor = Redactor.from_environ(environ, sys.argv)
+    try:
+        return _build(
+            report,
+            redactor=redactor,
+            environ=environ,
+            runtime_stats=runtime_stats,
+            open_files=open_files,
+            identity=identity,
+            out_dir=out_dir,
+            now=now,
+            probe_timeout=probe_timeout,
+            lock_timeout=lock_timeout,
+        )
+    except FeedbackError as exc:
+        # Error messages quote paths and evidence names: they leave this function too.
+        message = redactor.redact(exc.message)
+        if message == exc.message:
+            raise
+        raise type(exc)(message) from exc
+
+
+def _build(
+    report: FeedbackReport,
+    *,
+    redactor: Redactor,
+    environ: Mapping[str, str],
+    runtime_stats: object,
+    open_files: object,
+    identity: Mapping[str, JsonValue] | None,
+    out_dir: str | os.PathLike[str] | None,
+    now: datetime | None,
+    probe_timeout: float,
+    lock_timeout: float,
+) -> FeedbackResult:
     root = _workspace_root(report)
     if report.confidential:
         report = report.model_copy(
@@ -395,8 +429,5 @@ def build_report(
     }
     for entry in evidence:
         files[f"evidence/{entry.name}"] = entry.text.encode("utf-8")
-    try:
-        write_bundle(bundle_parent, name, files, make_zip=zip_path is not None, lock_timeout=lock_timeout)
-    except BundleError as exc:
-        raise BundleError(redactor.redact(exc.message)) from exc
+    write_bundle(bundle_parent, name, files, make_zip=zip_path is not None, lock_timeout=lock_timeout)
     return result
