@@ -277,3 +277,12 @@ def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, s
     )
     assert completed.returncode == EXIT_USAGE
     assert "missing required string field" in completed.stderr
+
+
+def test_a_huge_evidence_file_is_cut_with_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = tmp_path / "huge.log"
+    log.write_bytes(b"y" * (1024 * 1024 + 5))
+    code, out, err = _run(capsys, *FLAGS, "--evidence", str(log), "--json")
+    assert code == EXIT_OK
+    assert "beam-feedback: note: evidence huge.log was cut to its first 1048576 bytes" in err
+    assert json.loads(out)["markdown"].count("y" * 8000) == 1

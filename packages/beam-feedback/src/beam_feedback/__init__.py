@@ -8,8 +8,8 @@ Example:
     >>> from beam_feedback import build_report
     >>> result = build_report({"title": "t", "summary": "s", "reproduction": "r",
     ...                        "expected": "e", "actual": "a"})
-    >>> result.metadata.schema_
-    'beam.feedback.report-card.v1'
+    >>> result.markdown.splitlines()[0]
+    '# t'
 """
 
 from __future__ import annotations

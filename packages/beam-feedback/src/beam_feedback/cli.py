@@ -34,6 +34,8 @@ EXIT_USAGE: Final = 2
 _PROG: Final = "beam-feedback"
 _TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
 _PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.lean", "lakefile.toml")
+# The same cap the library puts on path evidence: a report is for reading, not for whole logs.
+_MAX_EVIDENCE_BYTES: Final = 1024 * 1024
 
 _EPILOG: Final = """\
 input file (--input FILE, JSON or TOML; '-' reads standard input):
@@ -122,16 +124,19 @@ def _load_input(source: str | None, stdin: TextIO) -> dict[str, object]:
     return _read_input(source)
 
 
-def _evidence_entry(path_text: str) -> dict[str, object]:
+def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
     path = Path(path_text)
     try:
-        content = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as handle:
+            data = handle.read(_MAX_EVIDENCE_BYTES + 1)
     except OSError as exc:
         raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
-    return {"name": path.name, "content": content}
+    if len(data) > _MAX_EVIDENCE_BYTES:
+        stderr.write(f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
+    return {"name": path.name, "content": data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")}
 
 
-def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path) -> dict[str, object]:
+def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr: TextIO) -> dict[str, object]:
     """Flags over file fields; the CLI defaults that differ from the library's."""
     for field in _TEXT_FIELDS:
         value = getattr(args, field)
@@ -146,7 +151,7 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path) -> dict
         data["tags"] = [*tags, *args.tag] if isinstance(tags, list) else tags
     if args.evidence:
         evidence = data.get("evidence", [])
-        extra = [_evidence_entry(path) for path in args.evidence]
+        extra = [_evidence_entry(path, stderr) for path in args.evidence]
         data["evidence"] = [*evidence, *extra] if isinstance(evidence, list) else evidence
     if args.confidential:
         data["confidential"] = True
@@ -196,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd())
+        data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd(), stderr)
         result = build_report(data, out_dir=args.out)
     except _UsageError as exc:
         parser.print_usage(stderr)
@@ -220,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             stdout.write(result.markdown)
         stdout.flush()
-    except OSError as exc:
-        _error(stderr, f"cannot write the report: {exc.strerror or exc}")
+    except (OSError, UnicodeEncodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _error(stderr, f"cannot write the report: {reason}")
         return EXIT_FAILURE
     return EXIT_OK
