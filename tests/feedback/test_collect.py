@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import platform
 import shutil
+import signal
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from beam_feedback import collect_context
 from tests.feedback.helpers import make_executable
@@ -268,3 +273,21 @@ def test_two_lakefiles_are_reported_and_the_lean_one_named(project: Path, env: d
     assert context.warnings == ("both lakefile.lean and lakefile.toml exist in the workspace root",)
     assert isinstance(context.data["workspace"], dict)
     assert context.data["workspace"]["lakefile"] == {"file": "lakefile.lean", "kind": "lean"}
+
+
+def test_a_probe_whose_descendant_escapes_the_process_group_still_ends(
+    project: Path, env: dict[str, str], bin_dir: Path, tmp_path: Path
+) -> None:
+    setsid, sh, sleep = shutil.which("setsid"), shutil.which("sh"), shutil.which("sleep")
+    if setsid is None or sh is None or sleep is None:
+        pytest.skip("needs setsid, sh and sleep")
+    pid_file = tmp_path / "escaped.pid"
+    # The descendant starts a new session (so the group kill misses it) and keeps stdout open.
+    make_executable(bin_dir / "lake", f"'{setsid}' '{sh}' -c 'echo $$ > \"{pid_file}\"; exec \"{sleep}\" 60' & wait")
+    try:
+        context = collect_context(project, env=env, probe_timeout=0.3)
+        assert context.warnings == ("lake --version failed: lake did not answer within 0.3s",)
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text(encoding="utf-8").strip()), signal.SIGKILL)

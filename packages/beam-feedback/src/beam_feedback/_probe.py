@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 _MAX_OUTPUT: Final = 64 * 1024
+_REAP_TIMEOUT: Final = 2.0
 _POSIX: Final = os.name == "posix"
 
 
@@ -69,7 +70,14 @@ def run_probe(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], 
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill(process)
-        process.communicate()
+        try:
+            process.communicate(timeout=_REAP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            # A descendant left the process group and still holds our pipes: stop reading them.
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+            process.wait()
         raise ProbeError(f"{name} did not answer within {timeout:g}s") from None
     if process.returncode != 0:
         detail = _first_line(stderr) or _first_line(stdout) or "no output"
