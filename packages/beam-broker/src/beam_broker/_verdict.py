@@ -1,0 +1,187 @@
+"""Turning Lean's diagnostics and file progress into Beam's verdicts.
+
+Owns: effective severities, counts, save readiness, diagnostic items, Lake setup-line recognition, the
+scope filter, stale-import detection and the `document_progress` accumulator. Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from beam_lsp import LeanDiagnostic, LeanFileProgressParams
+
+from . import models as m
+
+SEVERITY_NAMES = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+_STALE_TEXTS = (
+    "Failed to build module dependencies.",
+    "error: target is out-of-date and needs to be rebuilt",
+    "Imports are out of date and should be rebuilt",
+)
+_SETUP_VERBS = (
+    "Ran",
+    "Running",
+    "Reused",
+    "Reusing",
+    "Replayed",
+    "Replaying",
+    "Unpacked",
+    "Unpacking",
+    "Fetched",
+    "Fetching",
+    "Built",
+    "Building",
+)
+_SETUP_LINE = re.compile("^[\u2714\u2716\u26a0\u2139] \\[")  # check, cross, warning or info sign, then " ["
+
+
+def is_completion_blocking(d: LeanDiagnostic) -> bool:
+    """A diagnostic that means the barrier is incomplete (stale or failed imports)."""
+    return any(text in d.message for text in _STALE_TEXTS)
+
+
+def is_setup_line(d: LeanDiagnostic) -> bool:
+    """Lake setup progress that Lean republishes as an information diagnostic on the header."""
+    r = d.range
+    if d.severity != 3 or (r.start.line, r.start.character, r.end.line, r.end.character) != (0, 0, 1, 0):
+        return False
+    text = d.message.strip()
+    return bool(_SETUP_LINE.match(text)) and any(f" {verb} " in text for verb in _SETUP_VERBS)
+
+
+def visible(diags: Iterable[LeanDiagnostic]) -> list[LeanDiagnostic]:
+    """User-visible diagnostics (silent editor-only messages such as "Goals accomplished!" removed)."""
+    return [d for d in diags if not d.isSilent]
+
+
+def effective_severity(d: LeanDiagnostic) -> str:
+    """Severity name, with completion-blocking diagnostics counted as errors."""
+    if is_completion_blocking(d):
+        return "error"
+    return SEVERITY_NAMES.get(d.severity or 0, "unknown")
+
+
+def counts(diags: Sequence[LeanDiagnostic]) -> m.DiagnosticCounts:
+    """Counts by effective severity."""
+    acc = {"error": 0, "warning": 0, "information": 0, "hint": 0, "unknown": 0}
+    for d in diags:
+        acc[effective_severity(d)] += 1
+    return m.DiagnosticCounts(**acc, total=sum(acc.values()))
+
+
+def _range(d: LeanDiagnostic) -> dict[str, Any]:
+    return (d.fullRange or d.range).model_dump(mode="json")
+
+
+def item(
+    d: LeanDiagnostic, *, path: str, uri: str, version: int | None, save_blocking: bool | None = None
+) -> m.DiagItem:
+    """A diagnostic as a `DiagItem` (range = Lean's fullRange)."""
+    return m.DiagItem(
+        path=path,
+        uri=uri,
+        severity=effective_severity(d),  # type: ignore[arg-type]
+        range=_range(d),
+        message=d.message,
+        completion_blocking=is_completion_blocking(d),
+        save_blocking=save_blocking,
+        version=version,
+    )
+
+
+def in_scope(d: LeanDiagnostic, scope: str, all_diags: Sequence[LeanDiagnostic]) -> bool:
+    """The scope filter: `errors` shows completion-blocking ones if any, else errors and setup lines."""
+    if scope == "all":
+        return True
+    if any(is_completion_blocking(x) for x in all_diags):
+        return is_completion_blocking(d)
+    return effective_severity(d) == "error" or is_setup_line(d)
+
+
+def readiness(diags: Sequence[LeanDiagnostic], *, elaborated: bool) -> m.Readiness:
+    """Save readiness from the user-visible diagnostics of a complete barrier.
+
+    Without Lean-side code Beam cannot see unreported frontend messages, so the evidence is the error
+    diagnostics; a document whose elaboration did not finish (fatal progress) is never ready.
+    """
+    errors = [d for d in diags if effective_severity(d) == "error"]
+    blocking = [
+        m.BlockingDiagnostic(
+            range=_range(d),
+            severity="error",
+            message=d.message.splitlines()[0] if d.message else "",
+            save_blocking=True,
+            completion_blocking=is_completion_blocking(d),
+        )
+        for d in errors
+    ]
+    if not elaborated:
+        return m.Readiness(
+            save_ready=False,
+            reason="documentDidNotElaborateSuccessfully",
+            blocking_error_count=max(1, len(blocking)),
+            blocking_diagnostics=blocking,
+            blocking_messages=[],
+        )
+    if blocking:
+        return m.Readiness(
+            save_ready=False,
+            reason="documentErrors",
+            blocking_error_count=len(blocking),
+            blocking_diagnostics=blocking,
+            blocking_messages=[],
+        )
+    return m.Readiness(
+        save_ready=True, reason="ok", blocking_error_count=0, blocking_diagnostics=[], blocking_messages=[]
+    )
+
+
+def save_blocked_message(ready: m.Readiness) -> str:
+    """Upstream's preview: up to 3 blocking diagnostics as `L:C: msg` (1-based)."""
+    parts = []
+    for b in ready.blocking_diagnostics[:3]:
+        start = b.range["start"]
+        parts.append(f"{start['line'] + 1}:{start['character'] + 1}: {b.message}")
+    more = len(ready.blocking_diagnostics) - 3
+    tail = f" (and {more} more)" if more > 0 else ""
+    return "cannot save artifacts for a document with errors; diagnostics: " + " | ".join(parts) + tail
+
+
+@dataclasses.dataclass
+class ProgressTracker:
+    """Accumulates `$/lean/fileProgress` into the `document_progress` shape (1-based line bounds)."""
+
+    updates: int = 0
+    done: bool = False
+    range_start_line: int | None = None
+    range_end_line: int | None = None
+
+    def feed(self, params: LeanFileProgressParams) -> None:
+        """Fold one notification in."""
+        self.updates += 1
+        self.done = not params.processing
+        if params.processing:
+            self.range_start_line = min(p.range.start.line for p in params.processing) + 1
+            ends = [
+                p.range.end.line if p.range.end.character == 0 and p.range.end.line > 0 else p.range.end.line + 1
+                for p in params.processing
+            ]
+            self.range_end_line = max(ends)
+        else:
+            self.range_start_line = None
+
+    def snapshot(self) -> m.DocumentProgress:
+        """The current value."""
+        return m.DocumentProgress(
+            updates=self.updates,
+            done=self.done,
+            range_start_line=self.range_start_line,
+            range_end_line=self.range_end_line,
+        )
+
+    def copy(self) -> ProgressTracker:
+        """An independent copy (a call starts from the document's last known progress)."""
+        return dataclasses.replace(self)
