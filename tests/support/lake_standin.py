@@ -4,9 +4,10 @@ It implements just what Beam and the tests use, with the environment real Lake s
 - `lake serve [-- ARGS]`: exec `lean --server ARGS` with `LEAN_PATH=<root>/.lake/build/lib/lean` and
   `LEAN_SRC_PATH=<root>` (without `LEAN_SRC_PATH` cross-file definitions come back empty);
 - `lake env [CMD ARGS]`: run CMD in that environment (print it without CMD);
-- `lake build [MODULE ...]`: compile each module and its imports with `lean -o/-i/-c` into the usual
+- `lake build [--no-build] [MODULE ...]`: compile each module and its imports with `lean -o/-i/-c` into the usual
   `.lake/build/lib/lean/<Mod>.olean|.ilean|.trace` and `.lake/build/ir/<Mod>.c` paths, skipping modules whose
-  trace hash is current, printing Lake-style progress lines; exit 1 on an error;
+  trace hash is current, printing Lake-style progress lines; exit 1 on an error; with `--no-build`, exit 3
+  (as Lake does) when anything would need rebuilding;
 - `lake --version`.
 It deliberately does not implement `setup-file`; it must stay out of the lean binary's directory.
 """
@@ -51,7 +52,7 @@ def _module_file(root: Path, module: str) -> Path:
     return root.joinpath(*module.split(".")).with_suffix(".lean")
 
 
-def _build(root: Path, lean: str, targets: list[str]) -> int:
+def _build(root: Path, lean: str, targets: list[str], *, no_build: bool = False) -> int:
     order: list[str] = []
     seen: set[str] = set()
 
@@ -96,6 +97,9 @@ def _build(root: Path, lean: str, targets: list[str]) -> int:
                     continue
             except ValueError:
                 pass
+        if no_build:
+            print(f"error: {mod}: target is out-of-date and needs to be rebuilt", file=sys.stderr)
+            return 3
         for f in (olean, cfile):
             f.parent.mkdir(parents=True, exist_ok=True)
         print(f"⣿ [{i}/{total}] Running {mod}", flush=True)
@@ -155,6 +159,6 @@ def main(argv: list[str], lean: str) -> int:
         targets = [t for t in rest if not t.startswith("-")]
         if not targets:
             targets = [p.stem for p in root.glob("*.lean")]
-        return _build(root, lean, targets)
+        return _build(root, lean, targets, no_build="--no-build" in rest)
     print(f"error: unknown command '{cmd}'", file=sys.stderr)
     return 1

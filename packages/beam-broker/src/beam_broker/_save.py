@@ -1,0 +1,187 @@
+"""Save checkpoints: build exactly one module with Lake after a clean barrier on the current disk text.
+
+The stock Lean server cannot serialize a worker's environment, so Beam runs `lake build <Module>` (which keeps
+Lake's own trace semantics: a later `lake build` replays the module and rebuilds importers). Before building,
+upstream modules the target imports must be up to date (`lake build --no-build`), or the save is refused with
+`saveTraceStale`. The source on disk must still be the synced text before and after the build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from . import _verdict as verdict
+from . import models as m
+from .errors import (
+    CONTENT_MODIFIED,
+    INTERNAL_ERROR,
+    SAVE_TARGET_NOT_MODULE,
+    SAVE_TRACE_STALE,
+    BrokerError,
+    invalid_params,
+)
+from .events import CallContext, SetupEvent
+
+if TYPE_CHECKING:
+    from .runtime import DocState, WorkspaceRuntime
+
+OUTPUT_TAIL_LINES = 40
+
+
+def lake_command(rt: WorkspaceRuntime) -> str:
+    """The `lake` executable for builds: the one the server runs under, else `lake` on PATH.
+
+    Raises:
+        BrokerError: `internalError` when there is no Lake.
+    """
+    from .runtime import server_command
+
+    env = rt.broker.env
+    cmd = server_command(rt.broker.config, env)
+    if cmd and os.path.basename(cmd[0]) == "lake":
+        return cmd[0]
+    found = shutil.which("lake", path=env.get("PATH"))
+    if found is None:
+        raise BrokerError(INTERNAL_ERROR, "saving needs Lake: no `lake` executable on PATH")
+    return found
+
+
+async def _run(rt: WorkspaceRuntime, args: list[str], ctx: CallContext | None, path: str) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    async with await anyio.open_process(
+        args, cwd=rt.root, env=dict(rt.broker.env), stdin=None, start_new_session=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        buf = b""
+
+        async def drain_stderr() -> None:
+            assert proc.stderr is not None
+            async for chunk in proc.stderr:
+                lines.extend(rt.broker.redactor.redact(chunk.decode("utf-8", "replace")).splitlines())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain_stderr)
+            async for chunk in proc.stdout:
+                buf += chunk
+                *complete, buf = buf.split(b"\n")
+                for raw in complete:
+                    line = rt.broker.redactor.redact(raw.decode("utf-8", "replace")).rstrip()
+                    lines.append(line)
+                    if ctx is not None and line.strip():
+                        ctx.emit(SetupEvent(line.strip(), path))
+            if buf:
+                lines.append(rt.broker.redactor.redact(buf.decode("utf-8", "replace")))
+        code = await proc.wait()
+    return code, lines[-OUTPUT_TAIL_LINES:]
+
+
+def _local_modules(rt: WorkspaceRuntime, names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if Path(rt.root, *n.split(".")).with_suffix(".lean").is_file()]
+
+
+def artifact_paths(root: str, module: str) -> dict[str, str]:
+    """The build artifacts Lake wrote for a module (only paths that exist)."""
+    rel = Path(*module.split("."))
+    lib = Path(root, ".lake", "build", "lib", "lean")
+    ir = Path(root, ".lake", "build", "ir")
+    candidates: dict[str, list[Path]] = {
+        "olean": [lib / rel.with_suffix(".olean")],
+        "ilean": [lib / rel.with_suffix(".ilean")],
+        "c": [ir / rel.with_suffix(".c")],
+        "trace": [lib / rel.with_suffix(".trace"), lib / rel.with_suffix(".olean.trace")],
+        "olean_server": [lib / rel.with_suffix(".olean.server")],
+        "olean_private": [lib / rel.with_suffix(".olean.private")],
+        "ir": [lib / rel.with_suffix(".ir"), ir / rel.with_suffix(".ir")],
+        "bc": [ir / rel.with_suffix(".bc")],
+    }
+    out = {}
+    for key, paths in candidates.items():
+        for p in paths:
+            if p.is_file():
+                out[key] = str(p)
+                break
+    return out
+
+
+async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ctx: CallContext) -> m.SaveResult:
+    """Build the document's module after a complete, save-ready barrier.
+
+    Raises:
+        BrokerError: `saveTargetNotModule`, `invalidParams` (document errors, with `data.sync`),
+            `saveTraceStale`, `contentModified` (the file changed), `internalError` (the build failed).
+    """
+    from .runtime import text_hash
+
+    path = rt.display(doc.path)
+    if doc.module is None:
+        raise BrokerError(
+            SAVE_TARGET_NOT_MODULE,
+            f"could not resolve a Lake module for {path}. lean-beam save only works for synced files that belong "
+            "to the current Lake workspace package graph.",
+        )
+    if not sync.readiness.save_ready:
+        raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
+    lake = lake_command(rt)
+    deps = _local_modules(rt, doc.imports)
+    if deps:
+        code, out = await _run(rt, [lake, "build", "--no-build", *deps], None, path)
+        if code != 0:
+            raise BrokerError(
+                SAVE_TRACE_STALE,
+                f"Lake save trace is stale for {path}. A dependency or build input would need to rebuild before Beam "
+                "can save this module safely. Save stale direct dependencies with lean-beam save, or run lake build "
+                "and retry.",
+                {"dependencies": deps, "lakeOutput": out},
+            )
+
+    async def on_disk() -> str:
+        return text_hash(await rt.read_source(doc.path))
+
+    if await on_disk() != doc.text_hash:
+        raise BrokerError(
+            CONTENT_MODIFIED,
+            f"{path} changed on disk after it was synced; sync it again before saving",
+            {"reason": "sourceChanged"},
+        )
+    code, out = await _run(rt, [lake, "build", doc.module], ctx, path)
+    if code != 0:
+        text = "\n".join(out)
+        if "unknown target" in text or "unknown module" in text or "unknown package" in text:
+            raise BrokerError(
+                SAVE_TARGET_NOT_MODULE,
+                f"could not resolve a Lake module for {path}: Lake does not know module {doc.module}.",
+                {"lakeOutput": out},
+            )
+        raise BrokerError(INTERNAL_ERROR, f"lake build {doc.module} failed (exit {code})", {"lakeOutput": out})
+    if await on_disk() != doc.text_hash:
+        raise BrokerError(
+            CONTENT_MODIFIED,
+            f"{path} changed on disk during the save; the artifacts may not match it",
+            {"reason": "sourceChanged"},
+        )
+    arts = artifact_paths(rt.root, doc.module)
+    missing = [k for k in ("olean", "ilean", "c", "trace") if k not in arts]
+    if missing:
+        raise BrokerError(
+            INTERNAL_ERROR, f"lake build {doc.module} did not produce: {', '.join(missing)}", {"lakeOutput": out}
+        )
+    return m.SaveResult(
+        path=path,
+        module=doc.module,
+        version=doc.version,
+        source_hash=doc.text_hash,
+        sync=sync,
+        olean=arts["olean"],
+        ilean=arts["ilean"],
+        c=arts["c"],
+        trace=arts["trace"],
+        olean_server=arts.get("olean_server"),
+        olean_private=arts.get("olean_private"),
+        ir=arts.get("ir"),
+        bc=arts.get("bc"),
+    )
