@@ -428,7 +428,10 @@ class LeanClient:
                 state.processing = tuple(p.range for p in prog.processing)
                 state.done = not prog.processing
                 state.fatal = prog.fatal
-                if prog.fatal:
+                # A fatal report for a version the client already replaced (e.g. the crash notice arriving
+                # after `restart_document`) must not mark the new version as crashed.
+                doc = self._docs.get(prog.textDocument.uri)
+                if prog.fatal and (version is None or doc is None or version >= doc.version):
                     state.crashed = True
                 state.poke()
             self._emit(ProgressEvent(prog))
