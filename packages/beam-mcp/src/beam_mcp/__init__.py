@@ -1,7 +1,35 @@
-"""beam-mcp (in development: its public API lands with its issue)."""
+"""beam-mcp: `lean-beam-mcp`, the Beam MCP server for Lean 4 (MCP 2026-07-28 and 2025-11-25).
+
+The public API is what `__all__` lists; everything else is private. Importing it is cheap: the broker and
+the Lean stack are imported when a server starts.
+
+Example:
+    >>> import anyio
+    >>> from beam_mcp import ServerConfig, serve_stdio
+    >>> anyio.run(serve_stdio, ServerConfig())  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 from .__about__ import __version__
+from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
+from ._stdio import serve as serve_stdio
+from .errors import BeamMcpError, JsonRpcError, SelfCheckError
+from .server import BrokerLike, McpServer, ServerConfig
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    # serving
+    "ServerConfig",
+    "McpServer",
+    "serve_stdio",
+    "BrokerLike",
+    # protocol
+    "MODERN_VERSION",
+    "LEGACY_VERSION",
+    "SERVER_NAME",
+    # errors
+    "BeamMcpError",
+    "JsonRpcError",
+    "SelfCheckError",
+]

@@ -1,0 +1,224 @@
+"""JSON-RPC 2.0 messages on the MCP stream: strict decoding, envelope classification, ids, compact encoding.
+
+This module owns what a line of client input *is* (request, notification, or an invalid message with the id
+to answer), and how our messages are written. It must not know MCP methods or protocol families.
+
+Decoding rejects duplicate object keys (Python would keep the last one silently) and non-finite numbers.
+Numbers with a fraction or exponent decode to `RawFloat`, which remembers its source spelling so that a
+request id like `7.0` or a progress token like `1.5` is echoed exactly as the client wrote it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+from typing import Any, Final
+
+from .errors import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+
+REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+NOTIFICATION_MEMBERS: Final = frozenset({"jsonrpc", "method", "params"})
+
+
+class RawFloat(float):
+    """A JSON number written with a fraction or exponent; `raw` is its source text."""
+
+    raw: str
+
+    def __new__(cls, raw: str) -> RawFloat:
+        value = super().__new__(cls, raw)
+        value.raw = raw
+        return value
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object repeats a key."""
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"duplicate JSON key {key!r}")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode one JSON value strictly (duplicate keys and NaN/Infinity are errors).
+
+    Raises:
+        ValueError: The text is not one valid JSON value (`DuplicateKeyError` for repeated keys).
+    """
+    return json.loads(
+        text,
+        object_pairs_hook=_object_without_duplicates,
+        parse_float=RawFloat,
+        parse_constant=_reject_constant,
+    )
+
+
+# ---- ids ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RequestId:
+    """A request id: string and numeric ids are distinct; numbers compare by integer value.
+
+    Attributes:
+        key: Identity used for ownership and cancellation (`("s", text)` or `("n", int)`).
+        value: The id as decoded, echoed back verbatim.
+    """
+
+    key: tuple[str, str | int]
+    value: Any
+
+    def __str__(self) -> str:
+        return dumps(self.value)
+
+
+def decode_id(value: Any) -> RequestId | None:
+    """The id if `value` is a valid request id (string, or number with an integral value), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return RequestId(("s", value), value)
+    if isinstance(value, int):
+        return RequestId(("n", value), value)
+    if isinstance(value, float) and value.is_integer():
+        return RequestId(("n", int(value)), value)
+    return None
+
+
+# ---- envelopes ----------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A well-formed request envelope (params not yet checked)."""
+
+    id: RequestId
+    method: str
+    params: Any
+    has_params: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Notification:
+    """A well-formed notification envelope."""
+
+    method: str
+    params: Any
+    has_params: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Invalid:
+    """A message to answer with an error (`id` is None when no valid id can be recovered)."""
+
+    error: JsonRpcError
+    id: RequestId | None
+
+
+Message = Request | Notification | Invalid
+
+
+def strip_line(line: bytes) -> bytes:
+    """Remove one trailing newline and then one trailing carriage return (interior ones are kept)."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return line
+
+
+def classify(obj: Any) -> Message:
+    """Classify a decoded JSON value as a request, a notification, or an invalid message."""
+    if not isinstance(obj, dict):
+        return Invalid(JsonRpcError(INVALID_REQUEST, "JSON-RPC message must be an object"), None)
+    rid = decode_id(obj.get("id")) if "id" in obj else None
+    if obj.get("jsonrpc") != "2.0":
+        return Invalid(JsonRpcError(INVALID_REQUEST, 'JSON-RPC message must have "jsonrpc": "2.0"'), rid)
+    if "method" not in obj:
+        return Invalid(JsonRpcError(INVALID_REQUEST, "client message must be a JSON-RPC request or notification"), rid)
+    method = obj["method"]
+    if not isinstance(method, str):
+        return Invalid(JsonRpcError(INVALID_REQUEST, "JSON-RPC method must be a string"), rid)
+    is_request = "id" in obj
+    allowed = REQUEST_MEMBERS if is_request else NOTIFICATION_MEMBERS
+    extra = sorted(k for k in obj if k not in allowed)
+    if extra:
+        kind = "request" if is_request else "notification"
+        return Invalid(
+            JsonRpcError(INVALID_REQUEST, f"JSON-RPC {kind} has undeclared members: {', '.join(extra)}"), rid
+        )
+    if is_request:
+        if rid is None:
+            return Invalid(
+                JsonRpcError(INVALID_REQUEST, "request id must be a string or an integer-valued number"), None
+            )
+        return Request(rid, method, obj.get("params"), "params" in obj)
+    return Notification(method, obj.get("params"), "params" in obj)
+
+
+def parse_line(line: bytes) -> Message:
+    """Decode and classify one input line (already stripped of its line ending)."""
+    try:
+        obj = loads(line)
+    except DuplicateKeyError as exc:
+        return Invalid(JsonRpcError(PARSE_ERROR, f"parse error: {exc}"), None)
+    except (ValueError, RecursionError) as exc:
+        return Invalid(JsonRpcError(PARSE_ERROR, f"parse error: {exc}"), None)
+    return classify(obj)
+
+
+# ---- encoding -----------------------------------------------------------------------------------------
+# A per-process nonce keeps client strings from ever looking like a marker.
+_NONCE: Final = secrets.token_hex(8)
+_RAW_MARK: Final = f"\x00raw{_NONCE}:"
+_RAW_PATTERN: Final = re.compile(r'"\\u0000raw' + _NONCE + r':([-+.0-9eE]*)"')
+
+
+def _mark_raw(value: Any) -> Any:
+    if isinstance(value, RawFloat):
+        return _RAW_MARK + value.raw
+    if isinstance(value, dict):
+        return {k: _mark_raw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_raw(v) for v in value]
+    return value
+
+
+def _has_raw(value: Any) -> bool:
+    if isinstance(value, RawFloat):
+        return True
+    if isinstance(value, dict):
+        return any(_has_raw(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_raw(v) for v in value)
+    return False
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON (no spaces, non-ASCII kept), numbers echoed in their source spelling."""
+    if not _has_raw(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(_mark_raw(value), ensure_ascii=False, separators=(",", ":"))
+    return _RAW_PATTERN.sub(lambda m: m.group(1), text)
+
+
+def response(rid: RequestId | None, result: Any) -> bytes:
+    """A success response line (without the newline)."""
+    return dumps({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "result": result}).encode()
+
+
+def error_response(rid: RequestId | None, error: JsonRpcError) -> bytes:
+    """An error response line (without the newline)."""
+    return dumps({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "error": error.wire()}).encode()
+
+
+def notification(method: str, params: Any) -> bytes:
+    """A notification line (without the newline)."""
+    return dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode()

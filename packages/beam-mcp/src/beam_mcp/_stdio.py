@@ -1,0 +1,80 @@
+"""The stdio transport: newline-delimited JSON-RPC on fds 0 and 1.
+
+One permanent reader waits for stdin to become readable on the event loop (no thread) and hands each line
+to the server in order; the server's single writer task is the only code that touches stdout. Logs never go
+to stdout. EOF on stdin is shutdown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Final
+
+import anyio
+
+from .server import McpServer, ServerConfig
+
+MAX_LINE: Final = 64 * 1024 * 1024
+"""Longest accepted input line (bytes); a longer one is discarded and answered with a parse error."""
+_CHUNK: Final = 1 << 16
+
+
+async def read_lines(fd: int, *, max_line: int = MAX_LINE) -> AsyncIterator[bytes | None]:
+    """Lines from `fd` (each with its newline, the last one possibly without); None for an oversized line."""
+    buf = bytearray()
+    discarding = False
+    pollable = True
+    while True:
+        if pollable:
+            try:
+                await anyio.wait_readable(fd)
+            except (OSError, ValueError):
+                # Regular files cannot be polled (and never block): read them directly.
+                pollable = False
+        try:
+            chunk = os.read(fd, _CHUNK) if pollable else await anyio.to_thread.run_sync(os.read, fd, _CHUNK)
+        except OSError:
+            break  # a closed or unreadable stdin is EOF
+        if not chunk:
+            break
+        buf += chunk
+        while True:
+            end = buf.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(buf[: end + 1])
+            del buf[: end + 1]
+            if discarding:
+                discarding = False
+                continue
+            yield line
+        if len(buf) > max_line:
+            buf.clear()
+            if not discarding:
+                discarding = True
+                yield None
+    if buf and not discarding:
+        yield bytes(buf)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+async def serve(config: ServerConfig, *, stdin: int = 0, stdout: int = 1) -> None:
+    """Serve MCP on stdio until EOF on stdin, then shut down (in-flight calls cancelled, Lean stopped)."""
+
+    async def write(data: bytes) -> None:
+        # A blocking pipe write must not stall the event loop when the client is slow to read.
+        await anyio.to_thread.run_sync(_write_all, stdout, data)
+
+    async with McpServer.open(config, write) as server:
+        async for line in read_lines(stdin):
+            if line is None:
+                server.receive_oversized()
+            else:
+                await server.receive(line)

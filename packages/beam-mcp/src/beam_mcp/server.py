@@ -1,0 +1,664 @@
+"""The MCP coordinator: protocol families, request admission, tool dispatch, cancellation and ordering.
+
+`McpServer` consumes input lines (from any transport) and produces output lines through one serialized
+writer. It owns the protocol-family state machine (undecided -> legacy or modern), request-id ownership
+(admission until terminal flush), the per-call cancel scopes, the `lean_drop_workspace` stream-order fence,
+the broker's lifetime (opened in the background at start, so `tools/list` does not pay for the import of
+the Lean stack when the client is still handshaking) and EOF shutdown. It must not contain Lean semantics:
+tool calls go to the broker (`beam_broker.Broker.call`) or to beam-feedback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import importlib
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+import anyio
+import anyio.abc
+
+from . import _jsonrpc
+from .__about__ import __version__
+from ._jsonrpc import Invalid, Notification, Request, RequestId
+from ._notify import CallNotifier, Kinds
+from ._protocol import (
+    INSTRUCTIONS,
+    LEGACY_VERSION,
+    MISSING_MODERN_META,
+    MODERN_VERSION,
+    PUBLIC_CACHE_TTL_MS,
+    SERVER_NAME,
+    SUPPORTED_MODERN_VERSIONS,
+    ModernContext,
+    capabilities,
+    check_closed,
+    check_level,
+    decode_modern,
+    has_modern_meta,
+    modern_envelope,
+    server_info,
+)
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, DROP_WORKSPACE, Tool, ToolSet, local_tools
+from .errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RUNTIME_SETUP_PREFIX,
+    JsonRpcError,
+    invalid_params,
+    invalid_request,
+    method_not_found,
+)
+
+if TYPE_CHECKING:
+    from beam_broker import CallContext, OperationSpec
+
+log = logging.getLogger("beam_mcp")
+
+STATUS_DELAY_ENV: Final = "LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS"
+"""Overrides the 2 s `beam.status` delay (milliseconds; for tests)."""
+DEFAULT_STATUS_DELAY: Final = 2.0
+RUNTIME_SETUP_CODE: Final = "runtimeSetup"
+
+Family = Literal["undecided", "legacy", "modern"]
+
+
+class BrokerLike(Protocol):
+    """What the server needs from `beam_broker.Broker` (tests substitute a fake)."""
+
+    def operations(self) -> tuple[OperationSpec, ...]:
+        """The implemented operations, in public tool order."""
+        ...
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext | None = None) -> dict[str, Any]:
+        """Run one operation and return its JSON result."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """`beam_stats` data."""
+        ...
+
+    @property
+    def active(self) -> bool:
+        """Whether any workspace runtime exists."""
+        ...
+
+    def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
+        """Stats and open files of a cached workspace, or None."""
+        ...
+
+
+BrokerFactory = Callable[[], contextlib.AbstractAsyncContextManager[BrokerLike]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Settings of one MCP server.
+
+    Attributes:
+        lean_cmd: Lean server command for every workspace (`--lean-cmd`); None: the broker's default.
+        env: Environment for Lean processes; None: this process's.
+        status_delay: Seconds before a slow call without a progress token emits its `beam.status` notice
+            (None: 2 s, or `LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS`).
+        server_binary: Reported by `beam_version`.
+        broker_factory: Opens the broker (tests pass a fake); None: `beam_broker.Broker.open`.
+    """
+
+    lean_cmd: Sequence[str] | None = None
+    env: Mapping[str, str] | None = None
+    status_delay: float | None = None
+    server_binary: str | None = None
+    broker_factory: BrokerFactory | None = None
+
+    def delay(self) -> float:
+        """The effective `beam.status` delay in seconds."""
+        if self.status_delay is not None:
+            return self.status_delay
+        raw = os.environ.get(STATUS_DELAY_ENV)
+        if raw and raw.isdigit():
+            return int(raw) / 1000
+        return DEFAULT_STATUS_DELAY
+
+
+def _default_factory(config: ServerConfig) -> BrokerFactory:
+    def factory() -> contextlib.AbstractAsyncContextManager[BrokerLike]:
+        from beam_broker import Broker, BrokerConfig
+
+        return Broker.open(BrokerConfig(lean_cmd=config.lean_cmd, env=config.env))
+
+    return factory
+
+
+def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text`."""
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return {
+        "content": [{"type": "text", "text": _jsonrpc.dumps(structured)}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }
+
+
+def tool_error(code: str, message: str, data: Any = None) -> dict[str, Any]:
+    """A tool error result `{code, message, data?}` with `isError: true`."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return tool_result(error, is_error=True)
+
+
+@dataclasses.dataclass(eq=False)
+class _Call:
+    """One admitted `tools/call`."""
+
+    rid: RequestId
+    tool: Tool
+    arguments: dict[str, Any]
+    token: Any
+    modern: ModernContext | None
+    scope: anyio.CancelScope
+    waits: list[anyio.Event]
+    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    cancelled: bool = False
+
+
+class McpServer:
+    """One MCP connection over one transport (use `McpServer.open`)."""
+
+    def __init__(self, config: ServerConfig, write: Callable[[bytes], Awaitable[None]], tg: anyio.abc.TaskGroup):
+        """Internal: use `McpServer.open`."""
+        self.config = config
+        self._write = write
+        self._tg = tg
+        self._factory = config.broker_factory or _default_factory(config)
+        self._out_send, self._out_recv = anyio.create_memory_object_stream[tuple[bytes, Callable[[], None] | None]](
+            math.inf
+        )
+        self._output_open = True
+        # protocol state
+        self.family: Family = "undecided"
+        self.legacy_ready = False
+        self.log_level = "debug"
+        # requests
+        self._owned: set[tuple[str, str | int]] = set()
+        self._calls: dict[tuple[str, str | int], _Call] = {}
+        self._last_drop: anyio.Event | None = None
+        self._closing = False
+        self._idle = anyio.Event()
+        self._idle.set()
+        # broker
+        self._broker: BrokerLike | None = None
+        self._broker_error: BaseException | None = None
+        self._broker_ready = anyio.Event()
+        self._broker_stop = anyio.Event()
+        self._broker_stopped = anyio.Event()
+        self._tools: ToolSet | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, config: ServerConfig, write: Callable[[bytes], Awaitable[None]]) -> AsyncIterator[McpServer]:
+        """Start the writer and the broker; leaving the block is EOF.
+
+        At EOF in-flight calls are cancelled and drained, drops complete, Lean shuts down, output is flushed.
+
+        Args:
+            config: Server settings.
+            write: Writes one encoded message line (newline included) and flushes it.
+        """
+        async with anyio.create_task_group() as tg:
+            server = cls(config, write, tg)
+            tg.start_soon(server._writer)
+            tg.start_soon(server._host_broker)
+            try:
+                yield server
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await server.shutdown()
+
+    # ---- output -------------------------------------------------------------------------------------
+    def _enqueue(self, data: bytes, on_flushed: Callable[[], None] | None = None) -> None:
+        try:
+            self._out_send.send_nowait((data, on_flushed))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if on_flushed is not None:
+                on_flushed()
+
+    async def _writer(self) -> None:
+        async with self._out_recv:
+            async for data, on_flushed in self._out_recv:
+                if self._output_open:
+                    try:
+                        await self._write(data + b"\n")
+                    except OSError:
+                        # The client closed our stdout: keep serving quietly until EOF on stdin.
+                        self._output_open = False
+                if on_flushed is not None:
+                    on_flushed()
+
+    def _respond(self, rid: RequestId | None, result: Any = None, error: JsonRpcError | None = None) -> None:
+        line = _jsonrpc.error_response(rid, error) if error is not None else _jsonrpc.response(rid, result)
+        release = None if rid is None else functools.partial(self._owned.discard, rid.key)
+        self._enqueue(line, release)
+
+    # ---- broker -------------------------------------------------------------------------------------
+    async def _host_broker(self) -> None:
+        try:
+            if self.config.broker_factory is None:
+                # Importing the Lean stack takes a moment; do it off the event loop so discovery and
+                # initialize are answered meanwhile.
+                await anyio.to_thread.run_sync(importlib.import_module, "beam_broker")
+            async with self._factory() as broker:
+                self._broker = broker
+                self._broker_ready.set()
+                await self._broker_stop.wait()
+        except Exception as exc:
+            log.exception("could not open the Beam broker")
+            self._broker_error = exc
+        finally:
+            self._broker = None
+            self._broker_ready.set()
+            self._broker_stopped.set()
+
+    async def broker(self) -> BrokerLike:
+        """The broker, once open.
+
+        Raises:
+            JsonRpcError: `-32603` when it could not be opened.
+        """
+        await self._broker_ready.wait()
+        if self._broker is None:
+            raise JsonRpcError(INTERNAL_ERROR, f"the Beam broker is unavailable: {self._broker_error!r}")
+        return self._broker
+
+    async def tools(self) -> ToolSet:
+        """The tool set (built once, from the broker's implemented operations)."""
+        if self._tools is None:
+            broker = await self.broker()
+            if self._tools is None:
+                self._tools = ToolSet.build(broker.operations())
+        return self._tools
+
+    # ---- input --------------------------------------------------------------------------------------
+    async def receive(self, line: bytes) -> None:
+        """Handle one input line (the reader calls this for every line, in order)."""
+        line = _jsonrpc.strip_line(line)
+        message = _jsonrpc.parse_line(line)
+        rid = message.id if isinstance(message, Request | Invalid) else None
+        if rid is not None and rid.key in self._owned:
+            # A second message reusing an active id is ignored, even if malformed: answering it would create
+            # two indistinguishable terminal responses.
+            return
+        if isinstance(message, Invalid):
+            self._respond(message.id, error=message.error)
+        elif isinstance(message, Notification):
+            self._notification(message)
+        else:
+            self._owned.add(message.id.key)
+            try:
+                if self._closing:
+                    raise invalid_request("MCP server is shutting down")
+                result = await self._request(message)
+            except JsonRpcError as exc:
+                self._respond(message.id, error=exc)
+            except Exception as exc:
+                log.exception("internal error handling %s", message.method)
+                self._respond(message.id, error=JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}"))
+            else:
+                if result is not None:
+                    self._respond(message.id, result)
+
+    def receive_oversized(self) -> None:
+        """A line over the transport's size limit was discarded."""
+        self._respond(None, error=JsonRpcError(PARSE_ERROR, "parse error: message too large"))
+
+    def _notification(self, note: Notification) -> None:
+        if note.method == "notifications/initialized":
+            params = note.params if note.has_params else {}
+            if isinstance(params, dict) and set(params) <= {"_meta"} and self.family == "legacy":
+                self.legacy_ready = True
+        elif note.method == "notifications/cancelled":
+            params = note.params
+            if not isinstance(params, dict) or not set(params) <= {"requestId", "reason", "_meta"}:
+                return
+            rid = _jsonrpc.decode_id(params.get("requestId"))
+            call = self._calls.get(rid.key) if rid is not None else None
+            if call is not None and call.tool.cancellable:
+                call.cancelled = True
+                call.scope.cancel()
+        # Other notifications are ignored.
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def _conflict(self, requested: str) -> JsonRpcError:
+        return invalid_request(
+            f"MCP transport already selected the {self.family} protocol family; {requested} traffic is not allowed"
+        )
+
+    async def _request(self, req: Request) -> dict[str, Any] | None:
+        """Answer one request; None means a call task owns the response."""
+        params = req.params if req.has_params else None
+        if req.method == "server/discover" or has_modern_meta(params):
+            ctx = decode_modern(params)
+            if self.family == "legacy":
+                raise self._conflict("modern")
+            return await self._modern(req, params, ctx)
+        if req.method == "initialize":
+            return self._initialize(params)
+        if self.family == "modern":
+            raise invalid_params(MISSING_MODERN_META)
+        return await self._legacy(req, params)
+
+    def _initialize(self, params: Any) -> dict[str, Any]:
+        if self.family == "modern":
+            raise self._conflict("legacy")
+        if self.family == "legacy":
+            raise invalid_request("initialize has already completed")
+        allowed = frozenset({"protocolVersion", "capabilities", "clientInfo", "_meta"})
+        p = check_closed(params, allowed, "initialize", required=True)
+        if not isinstance(p.get("protocolVersion"), str):
+            raise invalid_params("initialize requires a protocolVersion string")
+        if not isinstance(p.get("capabilities"), dict):
+            raise invalid_params("initialize requires a capabilities object")
+        info = p.get("clientInfo")
+        if not (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
+            raise invalid_params("initialize requires clientInfo with string name and version")
+        self.family = "legacy"
+        self.legacy_ready = False
+        return {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities(), "serverInfo": server_info()}
+
+    def _admit_legacy_operation(self) -> None:
+        if self.family == "undecided":
+            raise invalid_request("initialize must complete before MCP operation requests")
+        if not self.legacy_ready:
+            raise invalid_request("notifications/initialized is required before MCP operation requests")
+
+    async def _legacy(self, req: Request, params: Any) -> dict[str, Any] | None:
+        method = req.method
+        if method == "ping":
+            self._admit_legacy_operation()
+            check_closed(params, frozenset({"_meta"}), "ping")
+            return {}
+        if method == "logging/setLevel":
+            if self.family == "undecided":
+                raise invalid_request("initialize must complete before MCP logging requests")
+            p = check_closed(params, frozenset({"level", "_meta"}), "logging/setLevel", required=True)
+            self.log_level = check_level(p.get("level"))
+            return {}
+        if method == "tools/list":
+            self._admit_legacy_operation()
+            return {"tools": await self._list_tools(params)}
+        if method == "tools/call":
+            self._admit_legacy_operation()
+            await self._start_call(req, params, None)
+            return None
+        if self.family == "undecided":
+            raise invalid_request("initialize must be the first MCP operation")
+        raise method_not_found(method)
+
+    async def _modern(self, req: Request, params: Any, ctx: ModernContext) -> dict[str, Any] | None:
+        method = req.method
+        if method == "server/discover":
+            check_closed(params, frozenset({"_meta"}), "server/discover", required=True)
+            return modern_envelope(
+                {
+                    "supportedVersions": list(SUPPORTED_MODERN_VERSIONS),
+                    "capabilities": capabilities(),
+                    "instructions": INSTRUCTIONS,
+                    "ttlMs": PUBLIC_CACHE_TTL_MS,
+                    "cacheScope": "public",
+                }
+            )
+        if method == "tools/list":
+            self.family = "modern"
+            tools = await self._list_tools(params)
+            return modern_envelope({"tools": tools, "ttlMs": PUBLIC_CACHE_TTL_MS, "cacheScope": "public"})
+        if method == "tools/call":
+            self.family = "modern"
+            await self._start_call(req, params, ctx)
+            return None
+        if method in ("initialize", "ping", "logging/setLevel"):
+            raise JsonRpcError(method_not_found(method).code, f"{method} is not part of MCP {MODERN_VERSION}")
+        raise method_not_found(method)
+
+    async def _list_tools(self, params: Any) -> list[dict[str, Any]]:
+        p = check_closed(params, frozenset({"cursor", "_meta"}), "tools/list")
+        if "cursor" in p:
+            raise invalid_params("tools/list is not paginated: cursor is not supported")
+        return (await self.tools()).descriptors()
+
+    # ---- tools/call ---------------------------------------------------------------------------------
+    async def _start_call(self, req: Request, params: Any, ctx: ModernContext | None) -> None:
+        p = check_closed(
+            params,
+            frozenset({"name", "arguments", "inputResponses", "requestState", "_meta"}),
+            "tools/call",
+            required=True,
+        )
+        if "inputResponses" in p or "requestState" in p:
+            raise invalid_params(
+                "tools/call does not accept inputResponses or requestState: Beam never returns an "
+                "input_required result, so there is no multi round-trip request to continue"
+            )
+        name = p.get("name")
+        if not isinstance(name, str):
+            raise invalid_params("tools/call requires a tool name string")
+        # The process tools work without the broker (beam_version must answer even when it cannot open).
+        local = {tool.name: tool for tool in local_tools()}
+        tool = local.get(name) or (await self.tools()).by_name.get(name)
+        if tool is None:
+            raise invalid_params(f"Unknown tool: {name}")
+        arguments = p.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise invalid_params("tools/call arguments must be an object")
+        meta = p.get("_meta") or {}
+        token = meta.get("progressToken")
+        if "progressToken" in meta and (isinstance(token, bool) or not isinstance(token, str | int | float)):
+            raise invalid_params("_meta.progressToken must be a string or a number")
+        call = _Call(req.id, tool, arguments, token, ctx, anyio.CancelScope(), [])
+        # The drop fence is fixed in stream order, at admission.
+        if tool.name == DROP_WORKSPACE:
+            call.waits = [c.done for c in self._calls.values()]
+            self._last_drop = call.done
+        elif self._last_drop is not None and not self._last_drop.is_set():
+            call.waits = [self._last_drop]
+        self._calls[req.id.key] = call
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        self._tg.start_soon(self._run_call, call)
+
+    async def _run_call(self, call: _Call) -> None:
+        notifier = self._notifier(call)
+        line: bytes | None = None
+        try:
+            with call.scope:
+                try:
+                    result = await self._execute(call, notifier)
+                    if call.modern is not None:
+                        result = modern_envelope(result)
+                    line = _jsonrpc.response(call.rid, result)
+                except JsonRpcError as exc:
+                    line = _jsonrpc.error_response(call.rid, exc)
+                except Exception as exc:
+                    log.exception("internal error in %s", call.tool.name)
+                    line = _jsonrpc.error_response(call.rid, JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}"))
+        finally:
+            notifier.close()
+            del self._calls[call.rid.key]
+            if line is None or call.cancelled:
+                self._owned.discard(call.rid.key)
+            else:
+                self._enqueue(line, functools.partial(self._owned.discard, call.rid.key))
+            call.done.set()
+            if not self._calls:
+                self._idle.set()
+
+    def _notifier(self, call: _Call) -> CallNotifier:
+        spec = call.tool.spec
+        if spec is not None:
+            from beam_broker import Progress
+
+            kinds = Kinds(
+                preparation=bool(spec.progress & Progress.PREPARATION),
+                setup=bool(spec.progress & Progress.SETUP),
+                file=bool(spec.progress & Progress.FILE),
+            )
+        else:
+            kinds = Kinds(preparation=call.tool.name == BEAM_FEEDBACK_REPORT)
+        modern = call.modern
+        level: Callable[[], str | None] = (lambda: modern.log_level) if modern is not None else (lambda: self.log_level)
+        path = call.arguments.get("path")
+        return CallNotifier(
+            send=self._enqueue,
+            tool=call.tool.name,
+            request_id=call.rid,
+            token=call.token,
+            path=path if isinstance(path, str) else None,
+            kinds=kinds,
+            log_level=level,
+            status=call.tool.name not in (BEAM_VERSION, BEAM_STATS),
+        )
+
+    async def _watchdog(self, notifier: CallNotifier) -> None:
+        await anyio.sleep(self.config.delay())
+        notifier.status()
+
+    async def _execute(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
+        tool = call.tool
+        undeclared = sorted(k for k in call.arguments if k not in tool.properties)
+        if undeclared:
+            return tool_error(
+                "invalidInput",
+                f"{tool.name} accepts no undeclared input fields: {', '.join(undeclared)}",
+                {"fields": undeclared},
+            )
+        if tool.name == BEAM_VERSION:
+            return tool_result(self._identity())
+        if tool.name == BEAM_STATS:
+            broker = self._broker
+            return tool_result(broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}})
+        if tool.name == DROP_WORKSPACE:
+            return await self._drop(call, notifier)
+        for event in call.waits:
+            await event.wait()
+        # Modern requests without a log level get no logs, so their watchdog is not even started.
+        watch = notifier.status_enabled and (call.modern is None or call.modern.log_level is not None)
+        async with anyio.create_task_group() as tg:
+            if watch:
+                tg.start_soon(self._watchdog, notifier)
+            try:
+                if tool.name == BEAM_FEEDBACK_REPORT:
+                    result = await self._feedback(call, notifier)
+                else:
+                    result = await self._operation(call, notifier)
+            finally:
+                tg.cancel_scope.cancel()
+        return result
+
+    async def _operation(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
+        from beam_broker import BrokerError, CallContext
+
+        assert call.tool.spec is not None
+        broker = await self.broker()
+        ctx = CallContext(emit=notifier.on_event, request_id=call.rid.value)
+        try:
+            return tool_result(await broker.call(call.tool.spec.name, call.arguments, ctx))
+        except BrokerError as exc:
+            if exc.code == RUNTIME_SETUP_CODE:
+                message = exc.message
+                if not message.startswith(RUNTIME_SETUP_PREFIX):
+                    message = RUNTIME_SETUP_PREFIX + message
+                raise JsonRpcError(INVALID_REQUEST, message, exc.data) from None
+            return tool_result(exc.wire(), is_error=True)
+
+    async def _drop(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
+        from beam_broker import BrokerError
+        from beam_broker.workspace import resolve
+
+        try:
+            resolve(call.arguments.get("workspace"), for_drop=True)
+        except BrokerError as exc:
+            return tool_result(exc.wire(), is_error=True)
+        # Emitted before waiting behind earlier requests; the broker's own preparation event is then a repeat.
+        notifier.preparation("lean_drop_workspace: preparing workspace eviction")
+        watch = notifier.status_enabled and (call.modern is None or call.modern.log_level is not None)
+        async with anyio.create_task_group() as tg:
+            if watch:
+                tg.start_soon(self._watchdog, notifier)
+            try:
+                for event in call.waits:
+                    await event.wait()
+                result = await self._operation(call, notifier)
+            finally:
+                tg.cancel_scope.cancel()
+        return result
+
+    async def _feedback(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
+        from beam_broker import BrokerError
+        from beam_broker.workspace import resolve
+
+        try:
+            descriptor = resolve(call.arguments.get("workspace"))
+        except BrokerError as exc:
+            return tool_result(exc.wire(), is_error=True)
+        confidential = call.arguments.get("confidential") is True
+        notifier.preparation(
+            "preparing confidential beam_feedback_report" if confidential else "collecting beam_feedback_report context"
+        )
+        from beam_feedback import FeedbackError, build_report
+
+        snapshot = None
+        broker = self._broker
+        if not confidential and broker is not None:
+            snapshot = broker.runtime_snapshot(descriptor.root)
+        identity: dict[str, Any] = {
+            "name": SERVER_NAME,
+            "version": __version__,
+            "mcp_protocol": MODERN_VERSION,
+            "runtime_active": bool(broker is not None and broker.active),
+        }
+        report = {**call.arguments, "workspace": {"root": descriptor.root}}
+        build = functools.partial(
+            build_report,
+            report,
+            runtime_stats=snapshot.get("stats") if snapshot else None,
+            open_files=snapshot.get("open_files") if snapshot else None,
+            identity=identity,
+        )
+        try:
+            result = await anyio.to_thread.run_sync(build)
+        except FeedbackError as exc:
+            return tool_error(exc.code, exc.message)
+        return tool_result(result.to_json())
+
+    def _identity(self) -> dict[str, Any]:
+        broker = self._broker
+        out: dict[str, Any] = {
+            "name": SERVER_NAME,
+            "version": __version__,
+            "mcp_protocol": MODERN_VERSION,
+            "runtime_active": bool(broker is not None and broker.active),
+        }
+        if self.config.server_binary:
+            out["server_binary"] = self.config.server_binary
+        return out
+
+    # ---- shutdown -----------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """EOF: refuse new requests, cancel cooperative calls, let drops finish, stop the broker, flush.
+
+        Cancelled calls get no response. Idempotent.
+        """
+        self._closing = True
+        for call in list(self._calls.values()):
+            if call.tool.cancellable:
+                call.cancelled = True
+                call.scope.cancel()
+        await self._idle.wait()
+        self._broker_stop.set()
+        await self._broker_stopped.wait()
+        self._out_send.close()
