@@ -33,13 +33,14 @@ from beam_lsp import (
     Elaboration,
     InvalidPosition,
     LeanClient,
-    LeanDiagnostic,
+    LspEvent,
     Position,
     ProgressEvent,
     Range,
     Redactor,
     ResponseError,
     ServerExited,
+    SyncResult,
     TextDocument,
     WorkerCrashed,
     path_to_uri,
@@ -48,6 +49,7 @@ from beam_lsp import (
 from . import _analysis, _save
 from . import _verdict as verdict
 from . import models as m
+from ._util import single_errors
 from .errors import (
     CONTENT_MODIFIED,
     INTERNAL_ERROR,
@@ -628,6 +630,23 @@ def _lsp_json(value: Any) -> Any:
     return _plain(_conv.unstructure(value))
 
 
+@dataclasses.dataclass
+class _Watch:
+    """What one call watches: a document URI and, once known, its version and last progress."""
+
+    uri: str
+    path: str
+    version: int = 0
+    progress: verdict.ProgressTracker = dataclasses.field(default_factory=verdict.ProgressTracker)
+    seen: set[str] = dataclasses.field(default_factory=set)
+
+    def bind(self, doc: DocState, changed: bool) -> None:
+        """Set the tracked version; an unchanged document continues from its last known progress."""
+        self.version = doc.version
+        if not changed and self.progress.updates == 0:
+            self.progress = doc.progress.copy()
+
+
 class _Ops:
     """Operation implementations for one call (runtime + context + spec)."""
 
@@ -665,49 +684,76 @@ class _Ops:
             raise from_response_error(exc) from None
 
     @contextlib.asynccontextmanager
-    async def _watch(
-        self, client: LeanClient, doc: DocState, progress: verdict.ProgressTracker, scope: str | None
-    ) -> AsyncIterator[dict[str, LeanDiagnostic]]:
-        """Forward the document's progress, setup lines and (scoped, deduplicated) diagnostics as events."""
-        seen: dict[str, LeanDiagnostic] = {}
-        path = self.rt.display(doc.path)
+    async def _watch(self, client: LeanClient, watch: _Watch, scope: str | None) -> AsyncIterator[_Watch]:
+        """Forward the document's progress, setup lines and (scoped, deduplicated) diagnostics as events.
+
+        Subscribe *before* the document is opened or changed, so no early notification is missed.
+        """
         async with client.subscribe() as events, anyio.create_task_group() as tg:
+
+            def handle(event: LspEvent) -> None:
+                if isinstance(event, ProgressEvent) and event.params.textDocument.uri == watch.uri:
+                    v = event.params.textDocument.version
+                    if v is None or v >= watch.version:
+                        watch.progress.feed(event.params)
+                        self.ctx.emit(FileProgressEvent(watch.path, watch.progress.snapshot().dump()))
+                elif isinstance(event, DiagnosticsEvent) and event.uri == watch.uri:
+                    if event.version is not None and event.version < watch.version:
+                        return
+                    diags = verdict.visible(event.diagnostics)
+                    for d in diags:
+                        key = d.model_dump_json()
+                        if key in watch.seen:
+                            continue
+                        watch.seen.add(key)
+                        if verdict.is_setup_line(d):
+                            self.ctx.emit(SetupEvent(d.message.strip(), watch.path))
+                        if scope is not None and verdict.in_scope(d, scope, diags):
+                            item = verdict.item(d, path=watch.path, uri=watch.uri, version=event.version)
+                            self.ctx.emit(DiagnosticEvent(item.dump()))
 
             async def pump() -> None:
                 async for event in events:
-                    if isinstance(event, ProgressEvent) and event.params.textDocument.uri == doc.uri:
-                        v = event.params.textDocument.version
-                        if v is None or v >= doc.version:
-                            progress.feed(event.params)
-                            self.ctx.emit(FileProgressEvent(path, progress.snapshot().dump()))
-                    elif isinstance(event, DiagnosticsEvent) and event.uri == doc.uri:
-                        if event.version is not None and event.version < doc.version:
-                            continue
-                        diags = verdict.visible(event.diagnostics)
-                        for d in diags:
-                            key = d.model_dump_json()
-                            if key in seen:
-                                continue
-                            seen[key] = d
-                            if verdict.is_setup_line(d):
-                                self.ctx.emit(SetupEvent(d.message.strip(), path))
-                            if scope is not None and verdict.in_scope(d, scope, diags):
-                                item = verdict.item(d, path=path, uri=doc.uri, version=event.version)
-                                self.ctx.emit(DiagnosticEvent(item.dump()))
+                    handle(event)
 
             tg.start_soon(pump)
             try:
-                yield seen
+                yield watch
             finally:
                 tg.cancel_scope.cancel()
+                # Notifications that preceded the barrier's answer are already buffered: deliver them too.
+                while True:
+                    try:
+                        handle(events.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                        break
 
-    async def _barrier(
-        self, scope: str, *, include_items: bool, changed: bool, client: LeanClient, doc: DocState
-    ) -> tuple[m.SyncResult, verdict.ProgressTracker]:
-        """The diagnostics barrier for the document's current version, interpreted (spec §3.7)."""
-        progress = doc.progress.copy()
-        async with self._watch(client, doc, progress, scope):
-            result = await self._lean(lambda: client.sync(doc.uri))
+    async def _update_and_sync(
+        self, rel: str, scope: str, *, include_items: bool
+    ) -> tuple[LeanClient, DocState, m.SyncResult, verdict.ProgressTracker, bool]:
+        """Read the file into the mirror and take the interpreted barrier, streaming events throughout."""
+        path = resolve_path(self.rt.root, rel)
+        client = await self.rt.client()
+        watch = _Watch(path_to_uri(path), self.rt.display(path))
+        with single_errors():
+            async with self._watch(client, watch, scope):
+                client, doc, changed = await self.rt.update(rel)
+                watch.bind(doc, changed)
+                result = await self._lean(lambda: client.sync(doc.uri))
+        sync = self._verdict(result, watch.progress, scope, include_items=include_items, changed=changed, doc=doc)
+        return client, doc, sync, watch.progress, changed
+
+    def _verdict(
+        self,
+        result: SyncResult,
+        progress: verdict.ProgressTracker,
+        scope: str,
+        *,
+        include_items: bool,
+        changed: bool,
+        doc: DocState,
+    ) -> m.SyncResult:
+        """Interpret a barrier result (spec §3.7): incomplete, stale dependencies, or the verdict."""
         if result.elaboration is Elaboration.COMPLETE and not progress.done:
             progress.done = True
             progress.range_start_line = None
@@ -761,7 +807,7 @@ class _Ops:
         self._record_sync(doc)
         doc.progress = progress
         doc.synced_version = doc.version
-        return sync, progress
+        return sync
 
     def _stale_deps(self, doc: DocState) -> list[dict[str, Any]]:
         out = []
@@ -804,9 +850,8 @@ class _Ops:
 
     async def op_sync(self, inp: m.SyncInput) -> dict[str, Any]:
         self._prepare(inp.path)
-        client, doc, changed = await self.rt.update(inp.path)
-        sync, progress = await self._barrier(
-            inp.diagnostic_scope, include_items=inp.diagnostics_in_result, changed=changed, client=client, doc=doc
+        _, _, sync, progress, _ = await self._update_and_sync(
+            inp.path, inp.diagnostic_scope, include_items=inp.diagnostics_in_result
         )
         return {**sync.dump(), "document_progress": progress.snapshot().dump()}
 
@@ -969,22 +1014,18 @@ class _Ops:
 
     async def op_save(self, inp: m.SaveInput) -> dict[str, Any]:
         self._prepare(inp.path)
-        client, doc, changed = await self.rt.update(inp.path)
-        saved, progress = await self._save(client, doc, changed, inp.diagnostic_scope)
+        saved, progress = await self._save(inp.path, inp.diagnostic_scope)
         return {**saved.dump(), "document_progress": progress.snapshot().dump()}
 
     async def op_close_save(self, inp: m.SaveInput) -> dict[str, Any]:
         self._prepare(inp.path)
-        client, doc, changed = await self.rt.update(inp.path)
-        saved, progress = await self._save(client, doc, changed, inp.diagnostic_scope)
+        saved, progress = await self._save(inp.path, inp.diagnostic_scope)
         await self.rt.close_doc(inp.path)
         return {"closed": True, "saved": saved.dump(), "document_progress": progress.snapshot().dump()}
 
-    async def _save(
-        self, client: LeanClient, doc: DocState, changed: bool, scope: str
-    ) -> tuple[m.SaveResult, verdict.ProgressTracker]:
+    async def _save(self, rel: str, scope: str) -> tuple[m.SaveResult, verdict.ProgressTracker]:
         async with self.rt.broker.save_lock:
-            sync, progress = await self._barrier(scope, include_items=False, changed=changed, client=client, doc=doc)
+            _, doc, sync, progress, _ = await self._update_and_sync(rel, scope, include_items=False)
             saved = await _save.checkpoint(self.rt, doc, sync, self.ctx)
         doc.checkpointed_version = doc.version
         if doc.module is not None and doc.module in self.rt.modules:
