@@ -6,9 +6,9 @@ import sys
 
 import anyio
 
-from bench import lsp_overhead
+from bench import broker_overhead, lsp_overhead
 
-BENCHES = {"lsp_overhead": lsp_overhead.main}
+BENCHES = {"lsp_overhead": lsp_overhead.main, "broker_overhead": broker_overhead.main}
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from .documents import TextDocument, path_to_uri
 from .errors import (
     BeamLspError,
     DocumentNotOpen,
+    RpcNeedsReconnect,
     ServerExited,
     TransportError,
     WorkerCrashed,
@@ -199,6 +200,7 @@ class LeanClient:
         self._redactor = redactor
         self._docs: dict[str, TextDocument] = {}
         self._state: dict[str, _DocState] = {}
+        self._rpc_sessions: dict[str, int | str] = {}
         self._subscribers: list[MemoryObjectSendStream[LspEvent]] = []
         self._exited: ServerExited | None = None
         self._exit_event = anyio.Event()
@@ -549,6 +551,7 @@ class LeanClient:
         """Close a document (`textDocument/didClose`); closing an unknown document does nothing."""
         doc = self._docs.pop(uri, None)
         state = self._state.pop(uri, None)
+        self._rpc_sessions.pop(uri, None)
         if doc is None or self._exited is not None:
             return
         state = state or _DocState()
@@ -753,17 +756,24 @@ class LeanClient:
         await self._rpc.notify("$/lean/rpc/keepAlive", {"uri": uri, "sessionId": session_id})
 
     async def interactive_goals(self, uri: str, position: Position) -> Any:
-        """Structured goals at a position via `Lean.Widget.getInteractiveGoals` (raw JSON, None if none)."""
-        session = await self.rpc_connect(uri)
-        pos = position.model_dump(mode="json")
-        return await self.rpc_call(
-            uri,
-            session,
-            position,
-            "Lean.Widget.getInteractiveGoals",
-            {"textDocument": {"uri": uri}, "position": pos},
-        )
+        """Structured goals at a position via `Lean.Widget.getInteractiveGoals` (raw JSON, None if none).
 
+        The RPC session is opened once per document and reused; an expired session is reconnected once.
+        """
+        pos = position.model_dump(mode="json")
+        params = {"textDocument": {"uri": uri}, "position": pos}
+        for attempt in (0, 1):
+            session = self._rpc_sessions.get(uri)
+            if session is None:
+                session = await self.rpc_connect(uri)
+                self._rpc_sessions[uri] = session
+            try:
+                return await self.rpc_call(uri, session, position, "Lean.Widget.getInteractiveGoals", params)
+            except RpcNeedsReconnect:
+                self._rpc_sessions.pop(uri, None)
+                if attempt:
+                    raise
+        return None  # unreachable: the loop returns or raises
 
 @contextlib.contextmanager
 def _unwrap_single_group() -> Iterator[None]:
