@@ -545,18 +545,29 @@ class McpServer:
             return await self._drop(call, notifier)
         for event in call.waits:
             await event.wait()
+        if tool.name == BEAM_FEEDBACK_REPORT:
+            return await self._watched(call, notifier, functools.partial(self._feedback, call, notifier))
+        return await self._watched(call, notifier, functools.partial(self._operation, call, notifier))
+
+    async def _watched(
+        self, call: _Call, notifier: CallNotifier, work: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Run `work` with the one-shot `beam.status` watchdog beside it."""
         # Modern requests without a log level get no logs, so their watchdog is not even started.
-        watch = notifier.status_enabled and (call.modern is None or call.modern.log_level is not None)
+        if not notifier.status_enabled or (call.modern is not None and call.modern.log_level is None):
+            return await work()
+        result: dict[str, Any] = {}
+        error: JsonRpcError | None = None
         async with anyio.create_task_group() as tg:
-            if watch:
-                tg.start_soon(self._watchdog, notifier)
+            tg.start_soon(self._watchdog, notifier)
             try:
-                if tool.name == BEAM_FEEDBACK_REPORT:
-                    result = await self._feedback(call, notifier)
-                else:
-                    result = await self._operation(call, notifier)
+                result = await work()
+            except JsonRpcError as exc:  # re-raised below, not wrapped in an exception group
+                error = exc
             finally:
                 tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
         return result
 
     async def _operation(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
@@ -585,17 +596,13 @@ class McpServer:
             return tool_result(exc.wire(), is_error=True)
         # Emitted before waiting behind earlier requests; the broker's own preparation event is then a repeat.
         notifier.preparation("lean_drop_workspace: preparing workspace eviction")
-        watch = notifier.status_enabled and (call.modern is None or call.modern.log_level is not None)
-        async with anyio.create_task_group() as tg:
-            if watch:
-                tg.start_soon(self._watchdog, notifier)
-            try:
-                for event in call.waits:
-                    await event.wait()
-                result = await self._operation(call, notifier)
-            finally:
-                tg.cancel_scope.cancel()
-        return result
+
+        async def fenced() -> dict[str, Any]:
+            for event in call.waits:
+                await event.wait()
+            return await self._operation(call, notifier)
+
+        return await self._watched(call, notifier, fenced)
 
     async def _feedback(self, call: _Call, notifier: CallNotifier) -> dict[str, Any]:
         from beam_broker import BrokerError
