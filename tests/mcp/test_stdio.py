@@ -1,0 +1,218 @@
+"""The real stdio transport: `python -m beam_mcp` as a child process (fake Lean server where Lean is needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+
+from tests.support.fixtures import fake_cmd
+
+from .support import make_project, modern_meta
+
+pytestmark = pytest.mark.anyio
+
+SERVER = [sys.executable, "-m", "beam_mcp"]
+
+
+class Child:
+    def __init__(self, proc: Process) -> None:
+        self.proc = proc
+        self.buf = b""
+
+    async def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        await self.proc.stdin.send(data)
+
+    async def recv(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        with anyio.fail_after(60):
+            while b"\n" not in self.buf:
+                self.buf += await self.proc.stdout.receive()
+        line, self.buf = self.buf.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    async def until(self, rid: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        seen: list[dict[str, Any]] = []
+        while True:
+            message = await self.recv()
+            if "method" not in message and message.get("id") == rid:
+                return message, seen
+            seen.append(message)
+
+    async def close_and_wait(self) -> tuple[int, bytes]:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        await self.proc.stdin.aclose()
+        with anyio.fail_after(30):
+            code = await self.proc.wait()
+        stderr = b""
+        async for chunk in self.proc.stderr:
+            stderr += chunk
+        return code, stderr
+
+
+@asynccontextmanager
+async def child(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
+    proc = await anyio.open_process([*SERVER, *args], env=env)
+    async with proc:
+        try:
+            yield Child(proc)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+
+
+def discover(rid: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "server/discover", "params": {"_meta": modern_meta()}}
+
+
+async def test_stdio_answers_discovery_and_listing_and_exits_zero_quietly_on_eof() -> None:
+    async with child() as c:
+        await c.send(b"\r\n")  # blank line: parse error, reader continues
+        parse_error = await c.recv()
+        assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
+        await c.send(json.dumps(discover(1)).encode() + b"\r\n")
+        response, _ = await c.until(1)
+        assert response["result"]["supportedVersions"] == ["2026-07-28"]
+        await c.send({"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": {"_meta": modern_meta()}})
+        listed, _ = await c.until("l")
+        assert listed["result"]["tools"][0]["name"] == "beam_version"
+        code, stderr = await c.close_and_wait()
+        assert code == 0 and stderr == b""
+
+
+async def test_stdio_legacy_session_with_a_fake_lean_sync(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    (root / "A.lean").write_text("theorem t : True := ERROR_HERE\n", encoding="utf-8")
+    async with child("--lean-cmd", shlex.join(fake_cmd())) as c:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        await c.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        response, _ = await c.until(0)
+        assert response["result"]["protocolVersion"] == "2025-11-25"
+        await c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        args = {"workspace": {"root": str(root)}, "path": "A.lean", "diagnostics_in_result": True}
+        params = {"name": "lean_sync", "arguments": args, "_meta": {"progressToken": "tok"}}
+        await c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        response, notes = await c.until(1)
+        result = response["result"]
+        assert result["isError"] is False and "resultType" not in result
+        out = result["structuredContent"]
+        assert out["workspace"] == {"root": str(root)} and out["diagnostics"]["counts"]["error"] == 1
+        assert out["document_progress"]["done"] is True
+        updates = [n["params"]["message"] for n in notes if n["method"] == "notifications/progress"]
+        assert updates[0] == "lean_sync on A.lean: preparing the Lean workspace"
+        diagnostics = [n for n in notes if n.get("params", {}).get("logger") == "lean.diagnostic"]
+        assert diagnostics and diagnostics[0]["params"]["level"] == "error"  # legacy starts at debug
+        code, stderr = await c.close_and_wait()
+        assert code == 0, stderr
+
+
+async def test_eof_with_a_call_in_flight_exits_zero_without_answering_it(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    (root / "A.lean").write_text("theorem t : True := trivial\n", encoding="utf-8")
+    lean = shlex.join(fake_cmd({"elab_ms": 60000}))
+    async with child("--lean-cmd", lean) as c:
+        args = {"workspace": {"root": str(root)}, "path": "A.lean"}
+        call = {"name": "lean_sync", "arguments": args, "_meta": modern_meta(progressToken=1)}
+        await c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        first = await c.recv()
+        assert first["method"] == "notifications/progress"  # the call is running
+        code, _ = await c.close_and_wait()
+        assert code == 0
+        assert b'"id":1' not in c.buf
+
+
+async def test_a_closed_stdout_is_survived_silently() -> None:
+    proc = await anyio.open_process(SERVER)
+    async with proc:
+        assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
+        await proc.stdout.aclose()
+        for rid in range(3):
+            await proc.stdin.send(json.dumps(discover(rid)).encode() + b"\n")
+        await proc.stdin.aclose()
+        with anyio.fail_after(30):
+            code = await proc.wait()
+        stderr = b"".join([chunk async for chunk in proc.stderr])
+    assert code == 0 and stderr == b""
+
+
+def test_stdin_can_be_a_regular_file(tmp_path: Path) -> None:
+    requests = tmp_path / "in.jsonl"
+    requests.write_text(json.dumps(discover(1)) + "\n" + json.dumps(discover(2)), encoding="utf-8")  # no final \n
+    with requests.open("rb") as stdin:
+        done = subprocess.run(SERVER, stdin=stdin, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 2]
+
+
+def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
+    heavy = "('beam_broker', 'beam_lsp', 'pydantic', 'lsprotocol')"
+    code = f"import sys, beam_mcp.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_version_and_help() -> None:
+    env = {**os.environ}
+    version = subprocess.run([*SERVER, "--version"], capture_output=True, text=True, timeout=60, env=env, check=True)
+    assert version.stdout.startswith("lean-beam-mcp ") and "mcp protocol: 2026-07-28" in version.stdout
+    helped = subprocess.run([*SERVER, "--help"], capture_output=True, text=True, timeout=60, check=True)
+    for flag in ("--version", "--lean-cmd", "--self-check", "workspace"):
+        assert flag in helped.stdout
+    bad = subprocess.run([*SERVER, "--nope"], capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2
+
+
+def test_self_check_passes_with_a_working_server(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    (root / "A.lean").write_text("theorem t : True := trivial\n", encoding="utf-8")
+    done = subprocess.run(
+        [*SERVER, "--lean-cmd", shlex.join(fake_cmd()), "--self-check", str(root / "A.lean")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "self-check: ok" in done.stdout and "A.lean version 1: 0 error(s)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "fragment"),
+    [
+        ("missing", 2, "not a file"),
+        ("outside", 2, "not inside a Lean/Lake project"),
+        ("badcmd", 1, "could not set up Lean Beam MCP runtime"),
+    ],
+)
+def test_self_check_failures_are_clear(tmp_path: Path, setup: str, code: int, fragment: str) -> None:
+    args = [*SERVER]
+    if setup == "missing":
+        target = tmp_path / "nope.lean"
+    elif setup == "outside":
+        target = tmp_path / "loose" / "A.lean"
+        target.parent.mkdir()
+        target.write_text("", encoding="utf-8")
+    else:
+        root = make_project(tmp_path / "proj")
+        target = root / "A.lean"
+        target.write_text("", encoding="utf-8")
+        args += ["--lean-cmd", str(tmp_path / "no-such-lean")]
+    env = {**os.environ, "LEAN_BEAM_MCP_SELF_CHECK_TIMEOUT_MS": "60000"}
+    done = subprocess.run(
+        [*args, "--self-check", str(target)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == code
+    assert fragment in done.stderr
