@@ -255,3 +255,10 @@ async def test_tools_list_with_a_full_registry_has_24_tools() -> None:
     async with harness(FakeBroker(OPERATIONS)) as h:
         listed = await h.request("tools/list", {"_meta": modern_meta()})
         assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
+
+
+async def test_drop_workspace_is_listed_even_when_the_broker_leaves_it_out() -> None:
+    ops = tuple(spec for spec in FakeBroker().ops if spec.name != "drop_workspace")
+    async with harness(FakeBroker(ops)) as h:
+        listed = await h.request("tools/list", {"_meta": modern_meta()})
+        assert [tool["name"] for tool in listed["result"]["tools"]][3] == "lean_drop_workspace"

@@ -253,8 +253,17 @@ class ToolSet:
 
     @classmethod
     def build(cls, operations: Iterable[OperationSpec]) -> ToolSet:
-        """The process tools, then one tool per implemented broker operation in registry order."""
-        tools = (*local_tools(), *(operation_tool(spec) for spec in operations))
+        """The process tools, then one tool per implemented broker operation in registry order.
+
+        `drop_workspace` is always listed: eviction is the broker's own method (`Broker.call` handles it
+        before dispatching to a runtime), so a broker that derives "implemented" from its runtime operations
+        may leave it out.
+        """
+        from beam_broker import OPERATIONS
+
+        implemented = {spec.name for spec in operations} | {"drop_workspace"}
+        specs = [spec for spec in OPERATIONS if spec.name in implemented]
+        tools = (*local_tools(), *(operation_tool(spec) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:
