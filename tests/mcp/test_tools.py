@@ -262,3 +262,12 @@ async def test_drop_workspace_is_listed_even_when_the_broker_leaves_it_out() -> 
     async with harness(FakeBroker(ops)) as h:
         listed = await h.request("tools/list", {"_meta": modern_meta()})
         assert [tool["name"] for tool in listed["result"]["tools"]][3] == "lean_drop_workspace"
+
+
+def test_the_tool_reference_page_is_generated_from_the_registry() -> None:
+    from pathlib import Path
+
+    from beam_mcp._reference import render
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "mcp-tools.md"
+    assert page.read_text(encoding="utf-8") == render(), "regenerate: python -m beam_mcp._reference > docs/mcp-tools.md"
