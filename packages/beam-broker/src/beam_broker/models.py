@@ -313,7 +313,10 @@ class RunResult(_Out):
 
     def dump(self) -> dict[str, Any]:
         """JSON form: `proof_state` and `next_handle` are always present (null when absent)."""
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json", exclude_none=True)
+        out.setdefault("proof_state", None)
+        out.setdefault("next_handle", None)
+        return out
 
 
 class TodoItem(_Out):

@@ -47,6 +47,7 @@ from beam_lsp import (
 )
 
 from . import _analysis, _save
+from . import _speculation as spec
 from . import _verdict as verdict
 from . import models as m
 from ._util import single_errors
@@ -82,10 +83,14 @@ class BrokerConfig:
     Attributes:
         lean_cmd: Server command for every workspace (overrides `BEAM_LEAN_SERVER_CMD` and `lake serve`).
         env: Environment for Lean processes (default: this process's).
+        mirrors_per_document: Probe mirrors per source document (each is a Lean worker process).
+        mirror_idle_seconds: Close a probe mirror unused for this long.
     """
 
     lean_cmd: Sequence[str] | None = None
     env: Mapping[str, str] | None = None
+    mirrors_per_document: int = spec.DEFAULT_MIRRORS_PER_DOCUMENT
+    mirror_idle_seconds: float = spec.DEFAULT_MIRROR_IDLE_SECONDS
 
 
 def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
@@ -259,6 +264,9 @@ class WorkspaceRuntime:
         self._next_epoch = 1
         self.docs: dict[str, DocState] = {}
         self.modules: dict[str, ModuleHistory] = {}
+        self.handles = spec.HandleStore()
+        self.pools: dict[str, spec.MirrorPool] = {}
+        self._reaper: anyio.CancelScope | None = None
         self._event_seq = 0
         self.closed = False
 
@@ -310,6 +318,8 @@ class WorkspaceRuntime:
         self._session = session
         self.docs.clear()
         self.modules.clear()
+        self.handles.clear()
+        self.pools.clear()
         self.metrics.sessionStarts += 1
         return session.client
 
@@ -333,12 +343,16 @@ class WorkspaceRuntime:
     async def shutdown(self) -> None:
         """Stop the Lean server and forget all state (drop)."""
         self.closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
         async with self._session_lock:
             if self._session is not None:
                 await self._stop_session(self._session)
                 self._session = None
             self.docs.clear()
             self.modules.clear()
+            self.handles.clear()
+            self.pools.clear()
 
     def session_token(self) -> str | None:
         """Identity of the live session (pid and start time), for handles."""
@@ -390,6 +404,7 @@ class WorkspaceRuntime:
             if doc.text_hash == h:
                 return client, doc, False
             doc.version = await client.change(doc.uri, text)
+            self.handles.invalidate_document(doc.uri, keep_version=doc.version)
             doc.text_hash = h
             doc.imports = header_imports(text)
             doc.checkpointed_version = None
@@ -424,12 +439,37 @@ class WorkspaceRuntime:
         session = self._session
         if doc is None or session is None or session.client.exited is not None:
             return
+        self.handles.invalidate_document(doc.uri)
+        pool = self.pools.pop(doc.uri, None)
+        if pool is not None:
+            await pool.close_all(session.client)
         async with doc.lock:
             await session.client.close(doc.uri)
 
     def display(self, path: Path) -> str:
         """Root-relative path (or URI outside the root)."""
         return display_path(self.root, path)
+
+    def pool(self, uri: str) -> spec.MirrorPool:
+        """The probe-mirror pool of a source document (created on first use; starts the idle reaper)."""
+        pool = self.pools.get(uri)
+        if pool is None:
+            pool = spec.MirrorPool(uri, self.broker.config.mirrors_per_document)
+            self.pools[uri] = pool
+        if self._reaper is None:
+            self._reaper = anyio.CancelScope()
+            self.broker.task_group.start_soon(self._reap_mirrors, self._reaper)
+        return pool
+
+    async def _reap_mirrors(self, scope: anyio.CancelScope) -> None:
+        idle = self.broker.config.mirror_idle_seconds
+        with scope:
+            while not self.closed:
+                await anyio.sleep(max(idle / 2, 0.05))
+                session = self._session
+                client = session.client if session is not None else None
+                for pool in list(self.pools.values()):
+                    await pool.close_idle(client, idle)
 
 
 # ---- the broker ---------------------------------------------------------------------------------------
@@ -450,16 +490,17 @@ class Broker:
     @contextlib.asynccontextmanager
     async def open(cls, config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
         """Create a broker; leaving the block shuts every Lean server down."""
-        async with anyio.create_task_group() as tg:
-            broker = cls(config or BrokerConfig(), tg)
-            try:
-                yield broker
-            finally:
-                with anyio.CancelScope(shield=True):
-                    for runtime in list(broker._runtimes.values()):
-                        await runtime.shutdown()
-                    broker._runtimes.clear()
-                tg.cancel_scope.cancel()
+        with single_errors():
+            async with anyio.create_task_group() as tg:
+                broker = cls(config or BrokerConfig(), tg)
+                try:
+                    yield broker
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        for runtime in list(broker._runtimes.values()):
+                            await runtime.shutdown()
+                        broker._runtimes.clear()
+                    tg.cancel_scope.cancel()
 
     # -- registry
     def operations(self) -> tuple[OperationSpec, ...]:
@@ -905,14 +946,14 @@ class _Ops:
         await self._lean(lambda: _validate_position(text_doc, pos))
         start, end = _analysis.tactic_span(text_doc, pos)
         at = start if inp.mode == "before" else end
-        state = await self._goals_at(client, doc, at)
+        state = await self._goals_at(client, doc.uri, at)
         if state is None:
             raise invalid_params(_analysis.NO_GOALS.format(line=inp.line, character=inp.character))
         return state.dump()
 
-    async def _goals_at(self, client: LeanClient, doc: DocState, pos: Position) -> m.ProofState | None:
+    async def _goals_at(self, client: LeanClient, uri: str, pos: Position) -> m.ProofState | None:
         try:
-            structured = await client.interactive_goals(doc.uri, pos)
+            structured = await client.interactive_goals(uri, pos)
         except ResponseError:
             structured = None
         except (ServerExited, InvalidPosition, DocumentNotOpen):
@@ -920,7 +961,7 @@ class _Ops:
         state = _analysis.goals_from_interactive(structured)
         if state is not None:
             return state
-        plain = await self._lean(lambda: client.plain_goal(doc.uri, pos))
+        plain = await self._lean(lambda: client.plain_goal(uri, pos))
         return None if plain is None else _analysis.goals_from_plain(plain)
 
     async def op_todo(self, inp: m.TodoInput) -> dict[str, Any]:
@@ -962,7 +1003,7 @@ class _Ops:
                 )
             if "incomplete_proof" in kinds and _analysis.is_unsolved_goals(d):
                 end = (d.fullRange or d.range).end
-                state = await self._goals_at(client, doc, end)
+                state = await self._goals_at(client, doc.uri, end)
                 items.append(
                     m.TodoItem(
                         kind="incomplete_proof",
@@ -1031,6 +1072,112 @@ class _Ops:
         if doc.module is not None and doc.module in self.rt.modules:
             self.rt.modules[doc.module].last_save_event_seq = self.rt.next_event_seq()
         return saved, progress
+
+    # -- speculation
+    async def op_run_at(self, inp: m.RunAtInput, *, store_handle: bool = False) -> dict[str, Any]:
+        self._prepare(inp.path)
+        client, doc = await self.rt.checked(inp.path, inp.version)
+        text_doc = await self._lean(lambda: _document(client, doc.uri))
+        pos = Position(line=inp.line, character=inp.character)
+        await self._lean(lambda: _validate_position(text_doc, pos))
+        goal = await self._lean(lambda: client.plain_goal(doc.uri, pos))
+        basis = spec.proof_basis(text_doc, pos) if goal is not None else spec.command_basis(text_doc, pos)
+        result, ok = await self._probe(client, doc, text_doc.text, basis, [inp.text])
+        handle = None
+        if store_handle and ok:
+            handle = self._mint(doc, basis, (inp.text,))
+        return m.RunResult(**result, next_handle=handle).dump()
+
+    async def op_run_with(self, inp: m.RunWithInput, *, linear: bool = False) -> dict[str, Any]:
+        self._prepare(inp.path)
+        client, doc, record = await self._handle(inp.handle, inp.path)
+        if linear:
+            self.rt.handles.take(record.raw)
+        text = client.document(doc.uri).text
+        texts = (*record.texts, inp.text)
+        result, ok = await self._probe(client, doc, text, record.basis, list(texts))
+        handle = self._mint(doc, record.basis, texts) if ok else None
+        return m.RunResult(**result, next_handle=handle).dump()
+
+    async def op_release(self, inp: m.ReleaseInput) -> dict[str, Any]:
+        self._prepare(inp.path)
+        _, _, record = await self._handle(inp.handle, inp.path)
+        self.rt.handles.take(record.raw)
+        return {"result": None}
+
+    def _mint(self, doc: DocState, basis: spec.Basis, texts: tuple[str, ...]) -> dict[str, Any]:
+        token = self.rt.session_token() or ""
+        raw = self.rt.handles.mint(token, doc.uri, doc.version, basis, texts)
+        return spec.wrap(self.rt.key, self.rt.epoch or 0, token, raw)
+
+    async def _handle(self, handle: dict[str, Any], path: str) -> tuple[LeanClient, DocState, spec.HandleRecord]:
+        """Resolve a client handle against this runtime (workspace, session, document and version)."""
+        workspace, epoch, session, raw = spec.unwrap(handle)
+        if workspace != self.rt.key:
+            raise invalid_params(f"request workspace '{self.rt.key}' does not match handle workspace '{workspace}'")
+        # Re-read the document first: an edit on disk invalidates the handles of the old version.
+        client, doc, _ = await self.rt.update(path)
+        if epoch != self.rt.epoch or session != self.rt.session_token():
+            raise BrokerError(
+                CONTENT_MODIFIED,
+                "handle belongs to a stale backend session (the Lean server was "
+                "restarted, the workspace dropped, or the handle came from another process)",
+                {"reason": "staleSession"},
+            )
+        record = self.rt.handles.get(raw, doc.uri)
+        if record.version != doc.version:
+            self.rt.handles.invalidate_document(doc.uri, keep_version=doc.version)
+            raise BrokerError(CONTENT_MODIFIED, "handle is stale: its document changed", {"reason": "staleHandle"})
+        return client, doc, record
+
+    async def _probe(
+        self, client: LeanClient, doc: DocState, source: str, basis: spec.Basis, texts: list[str]
+    ) -> tuple[dict[str, Any], bool]:
+        """Run the probe chain on a mirror of the document; returns the run result fields and success."""
+        probe = spec.build(source, basis, texts)
+        pool = self.rt.pool(doc.uri)
+        mirror = pool.acquire_slot()
+        mirror.waiting += 1
+        try:
+            await mirror.lock.acquire()
+        finally:
+            mirror.waiting -= 1
+        try:
+            watch = _Watch(mirror.uri, self.rt.display(doc.path))
+            with single_errors():
+                async with self._watch(client, watch, None):
+                    if not mirror.opened:
+                        version = await self._lean(lambda: client.open(mirror.uri, probe.text))
+                        mirror.opened = True
+                    else:
+                        version = await self._lean(lambda: client.change(mirror.uri, probe.text, save=False))
+                    watch.version = version
+                    result = await self._lean(lambda: client.sync(mirror.uri))
+            diags = verdict.visible(result.diagnostics)
+            mine = [d for d in diags if spec.in_span(d, probe.span_start, probe.span_end)]
+            messages = [
+                m.RunMessage(severity=spec.severity_name(d), text=d.message)  # type: ignore[arg-type]
+                for d in mine
+                if not spec.is_trace(d)
+            ]
+            traces = [d.message for d in mine if spec.is_trace(d)]
+            ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
+            if result.elaboration is not Elaboration.COMPLETE:
+                messages.append(m.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
+            state: m.ProofState | None = None
+            if basis.mode == "proof" and ok:
+                # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
+                unsolved = [d for d in diags if _analysis.is_unsolved_goals(d) and d not in mine]
+                if unsolved:
+                    state = await self._goals_at(client, mirror.uri, probe.span_end)
+                    state = state or _analysis.goals_from_unsolved(unsolved[-1])
+                state = state or m.ProofState(goals=[])
+        finally:
+            mirror.last_used = time.monotonic()
+            mirror.lock.release()
+        if basis.mode == "proof" and not ok and basis.goal_position is not None:
+            state = await self._goals_at(client, doc.uri, basis.goal_position)
+        return {"success": ok, "messages": messages, "traces": traces, "proof_state": state}, ok
 
 
 def _result_object(value: Any) -> dict[str, Any]:
