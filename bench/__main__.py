@@ -6,12 +6,13 @@ import sys
 
 import anyio
 
-from bench import broker_overhead, lsp_overhead, mcp_overhead
+from bench import broker_overhead, lsp_overhead, mcp_overhead, speculation
 
 BENCHES = {
     "lsp_overhead": lsp_overhead.main,
     "broker_overhead": broker_overhead.main,
     "mcp_overhead": mcp_overhead.main,
+    "speculation": speculation.main,
 }
 
 
