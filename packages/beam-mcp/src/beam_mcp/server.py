@@ -536,15 +536,16 @@ class McpServer:
                 f"{tool.name} accepts no undeclared input fields: {', '.join(undeclared)}",
                 {"fields": undeclared},
             )
+        if tool.name == DROP_WORKSPACE:
+            return await self._drop(call, notifier)
+        # Calls admitted after a drop wait for it (a full stream-order fence, process tools included).
+        for event in call.waits:
+            await event.wait()
         if tool.name == BEAM_VERSION:
             return tool_result(self._identity())
         if tool.name == BEAM_STATS:
             broker = self._broker
             return tool_result(broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}})
-        if tool.name == DROP_WORKSPACE:
-            return await self._drop(call, notifier)
-        for event in call.waits:
-            await event.wait()
         if tool.name == BEAM_FEEDBACK_REPORT:
             return await self._watched(call, notifier, functools.partial(self._feedback, call, notifier))
         return await self._watched(call, notifier, functools.partial(self._operation, call, notifier))
