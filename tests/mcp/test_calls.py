@@ -534,3 +534,19 @@ def _call(rid: Any, name: str, arguments: dict[str, Any], **meta: Any) -> dict[s
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": modern_meta(**meta)},
     }
+
+
+async def test_eof_gives_up_on_a_drop_stuck_past_the_grace_period(root: str) -> None:
+    async def stuck(arguments: Any, ctx: CallContext) -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    broker = FakeBroker()
+    broker.handlers["drop_workspace"] = stuck
+    async with harness(broker, shutdown_grace=0.05) as h:
+        await h.send(_call(1, "lean_drop_workspace", {"workspace": {"root": root}}))
+        await anyio.wait_all_tasks_blocked()
+        with anyio.fail_after(5):
+            await h.server.shutdown()
+        assert h.raw_available() == []
+    assert broker.cancelled == ["drop_workspace"] and broker.closed

@@ -307,3 +307,27 @@ def call_message(rid: Any, name: str, arguments: dict[str, Any], **meta: Any) ->
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": modern_meta(**meta)},
     }
+
+
+async def test_an_invalid_message_never_releases_the_id_of_an_active_request() -> None:
+    import anyio
+
+    async with harness() as h:
+        release = anyio.Event()
+
+        async def slow(arguments: Any, ctx: Any) -> dict[str, Any]:
+            await release.wait()
+            return {}
+
+        h.broker.handlers["update"] = slow
+        root = project(h)
+        await h.send({"jsonrpc": "2.0", "id": 8, "extra": 1, "method": "x"})  # invalid, id 8 echoed
+        await h.send(call_message(8, "lean_update", {"workspace": {"root": root}, "path": "A.lean"}))
+        invalid = await h.recv()
+        assert invalid["id"] == 8 and "error" in invalid
+        await anyio.wait_all_tasks_blocked()
+        await h.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": modern_meta()}})
+        release.set()
+        response, others = await h.until(8)
+        assert "structuredContent" in response["result"] and others == []
+        assert h.raw_available() == []

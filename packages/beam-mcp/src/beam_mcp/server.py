@@ -65,6 +65,8 @@ STATUS_DELAY_ENV: Final = "LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS"
 """Overrides the 2 s `beam.status` delay (milliseconds; for tests)."""
 DEFAULT_STATUS_DELAY: Final = 2.0
 RUNTIME_SETUP_CODE: Final = "runtimeSetup"
+SHUTDOWN_GRACE: Final = 30.0
+"""Seconds EOF waits for admitted drops before cancelling them too."""
 
 Family = Literal["undecided", "legacy", "modern"]
 
@@ -108,6 +110,7 @@ class ServerConfig:
             (None: 2 s, or `LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS`).
         server_binary: Reported by `beam_version`.
         broker_factory: Opens the broker (tests pass a fake); None: `beam_broker.Broker.open`.
+        shutdown_grace: Seconds EOF waits for admitted drops before cancelling them too.
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -115,6 +118,7 @@ class ServerConfig:
     status_delay: float | None = None
     server_binary: str | None = None
     broker_factory: BrokerFactory | None = None
+    shutdown_grace: float = SHUTDOWN_GRACE
 
     def delay(self) -> float:
         """The effective `beam.status` delay in seconds."""
@@ -242,9 +246,12 @@ class McpServer:
                 if on_flushed is not None:
                     on_flushed()
 
-    def _respond(self, rid: RequestId | None, result: Any = None, error: JsonRpcError | None = None) -> None:
+    def _respond(
+        self, rid: RequestId | None, result: Any = None, error: JsonRpcError | None = None, *, owned: bool = True
+    ) -> None:
+        """Send a response; an owned id is released once it is flushed."""
         line = _jsonrpc.error_response(rid, error) if error is not None else _jsonrpc.response(rid, result)
-        release = None if rid is None else functools.partial(self._owned.discard, rid.key)
+        release = functools.partial(self._owned.discard, rid.key) if rid is not None and owned else None
         self._enqueue(line, release)
 
     # ---- broker -------------------------------------------------------------------------------------
@@ -296,7 +303,8 @@ class McpServer:
             # two indistinguishable terminal responses.
             return
         if isinstance(message, Invalid):
-            self._respond(message.id, error=message.error)
+            # Never admitted, so its id is not ours to release.
+            self._respond(message.id, error=message.error, owned=False)
         elif isinstance(message, Notification):
             self._notification(message)
         else:
@@ -316,7 +324,7 @@ class McpServer:
 
     def receive_oversized(self) -> None:
         """A line over the transport's size limit was discarded."""
-        self._respond(None, error=JsonRpcError(PARSE_ERROR, "parse error: message too large"))
+        self._respond(None, error=JsonRpcError(PARSE_ERROR, "parse error: message too large"), owned=False)
 
     def _notification(self, note: Notification) -> None:
         if note.method == "notifications/initialized":
@@ -666,6 +674,12 @@ class McpServer:
             if call.tool.cancellable:
                 call.cancelled = True
                 call.scope.cancel()
+        with anyio.move_on_after(self.config.shutdown_grace):
+            await self._idle.wait()
+        # A drop stuck past the grace period (a hung Lean server) must not keep the process alive.
+        for call in list(self._calls.values()):
+            call.cancelled = True
+            call.scope.cancel()
         await self._idle.wait()
         self._broker_stop.set()
         await self._broker_stopped.wait()
