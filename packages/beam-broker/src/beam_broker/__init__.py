@@ -1,12 +1,16 @@
 """beam-broker: workspace runtimes for Lean 4 behind one operation registry.
 
-The public API is what `__all__` lists; everything else is private.
+The public API is what `__all__` lists; everything else is private. The runtime (and with it the Lean
+client stack) loads on first use of `Broker`/`BrokerConfig`, so the registry is cheap to import (the MCP
+server answers `tools/list` from it before any Lean work).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .__about__ import __version__
-from .errors import BrokerError
+from .errors import RUNTIME_SETUP, BrokerError
 from .events import (
     BrokerEvent,
     CallContext,
@@ -16,8 +20,21 @@ from .events import (
     SetupEvent,
 )
 from .operations import BY_NAME, BY_TOOL, OPERATIONS, OperationSpec, Progress
-from .runtime import RUNTIME_SETUP, Broker, BrokerConfig
 from .workspace import WorkspaceDescriptor
+
+if TYPE_CHECKING:
+    from .runtime import Broker, BrokerConfig
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("Broker", "BrokerConfig"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import runtime
+
+    value = getattr(runtime, name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "__version__",

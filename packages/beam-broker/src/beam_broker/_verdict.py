@@ -169,7 +169,8 @@ class ProgressTracker:
                 p.range.end.line if p.range.end.character == 0 and p.range.end.line > 0 else p.range.end.line + 1
                 for p in params.processing
             ]
-            self.range_end_line = max(ends)
+            # An empty range at a line start ((8,0)-(8,0)) would otherwise end before it starts.
+            self.range_end_line = max(*ends, self.range_start_line)
         else:
             self.range_start_line = None
 

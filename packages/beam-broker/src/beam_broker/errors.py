@@ -11,6 +11,7 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
       syncBarrierIncomplete   the diagnostics barrier could not complete (stale imports, fatal progress)
       saveTargetNotModule, saveTraceStale, saveUnsupportedSetup   save preflight failures
       internalError           unexpected I/O or Lean failure
+      runtimeSetup            no Lean server could be started for the workspace
       plus LSP names mapped from Lean's numeric error codes (methodNotFound, rpcNeedsReconnect, ...)
 
 Lean semantic failures (a probe that does not type-check, a file with errors) are *results*, not errors.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_lsp import ResponseError
 from beam_lsp import errors as lsp_codes
 
 INVALID_INPUT = "invalidInput"
@@ -34,6 +34,7 @@ SAVE_TARGET_NOT_MODULE = "saveTargetNotModule"
 SAVE_TRACE_STALE = "saveTraceStale"
 SAVE_UNSUPPORTED_SETUP = "saveUnsupportedSetup"
 INTERNAL_ERROR = "internalError"
+RUNTIME_SETUP = "runtimeSetup"
 METHOD_NOT_FOUND = "methodNotFound"
 RPC_NEEDS_RECONNECT = "rpcNeedsReconnect"
 
@@ -70,7 +71,7 @@ class BrokerError(Exception):
         return out
 
 
-def from_response_error(exc: ResponseError) -> BrokerError:
+def from_response_error(exc: lsp_codes.ResponseError) -> BrokerError:
     """Map a Lean JSON-RPC error reply to a broker error with the LSP code's name."""
     name = _LSP_NAMES.get(exc.code, "unknownErrorCode")
     data: dict[str, Any] = {"lspCode": exc.code}

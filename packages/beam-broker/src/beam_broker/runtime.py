@@ -56,6 +56,7 @@ from .errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     REQUEST_CANCELLED,
+    RUNTIME_SETUP,
     SYNC_BARRIER_INCOMPLETE,
     WORKER_EXITED,
     BrokerError,
@@ -71,7 +72,6 @@ log = logging.getLogger("beam_broker")
 _conv = converters.get_converter()
 T = TypeVar("T")
 
-RUNTIME_SETUP = "runtimeSetup"
 REPORT_DELAY_ARG = "-Dserver.reportDelayMs=0"
 SERVER_CMD_ENV = "BEAM_LEAN_SERVER_CMD"
 
@@ -505,7 +505,7 @@ class Broker:
     # -- registry
     def operations(self) -> tuple[OperationSpec, ...]:
         """The implemented operations, in public tool order."""
-        return tuple(spec for spec in OPERATIONS if hasattr(_Ops, f"op_{spec.method}"))
+        return tuple(op for op in OPERATIONS if op.name == "drop_workspace" or hasattr(_Ops, f"op_{op.method}"))
 
     @property
     def active(self) -> bool:

@@ -1,20 +1,14 @@
 """beam-lsp: an async client for the Lean 4 language server.
 
-The public API is what `__all__` lists; everything else is private.
+The public API is what `__all__` lists; everything else is private. The client (and with it lsprotocol, the
+slowest import) loads on first use, so `import beam_lsp` stays cheap for callers that need only the models.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .__about__ import __version__
-from .client import (
-    ClientStats,
-    DiagnosticsEvent,
-    LeanClient,
-    LspEvent,
-    ProgressEvent,
-    ServerExitedEvent,
-    SyncResult,
-)
 from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration, LogEntry
 from .documents import TextDocument, path_to_uri, uri_to_path, utf16_len
 from .errors import (
@@ -43,6 +37,34 @@ from .lean import (
     Range,
 )
 from .redaction import Redactor, is_secret_name
+
+if TYPE_CHECKING:
+    from .client import (
+        ClientStats,
+        DiagnosticsEvent,
+        LeanClient,
+        LspEvent,
+        ProgressEvent,
+        ServerExitedEvent,
+        SyncResult,
+    )
+
+_LAZY = dict.fromkeys(
+    ("ClientStats", "DiagnosticsEvent", "LeanClient", "LspEvent", "ProgressEvent", "ServerExitedEvent", "SyncResult"),
+    "client",
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "__version__",

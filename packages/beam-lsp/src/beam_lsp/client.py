@@ -201,6 +201,10 @@ class LeanClient:
         self._docs: dict[str, TextDocument] = {}
         self._state: dict[str, _DocState] = {}
         self._rpc_sessions: dict[str, int | str] = {}
+        # Lean answers pending requests of a crashed worker with errors, then sends one fatal fileProgress.
+        # When we learned of the crash from an error, that later notice may arrive after the document was
+        # reopened or changed (same or new version) and must not mark the new worker as crashed.
+        self._crash_notices: dict[str, tuple[_DocState, int]] = {}
         self._subscribers: list[MemoryObjectSendStream[LspEvent]] = []
         self._exited: ServerExited | None = None
         self._exit_event = anyio.Event()
@@ -423,6 +427,8 @@ class LeanClient:
             self.cache.progress(prog)
             state = self._state.get(prog.textDocument.uri)
             version = prog.textDocument.version
+            if prog.fatal and self._stale_crash_notice(prog.textDocument.uri, state):
+                state = None
             if state is not None and (
                 state.progress_version is None or version is None or version >= state.progress_version
             ):
@@ -441,6 +447,13 @@ class LeanClient:
             if isinstance(params, dict):
                 kind = "log" if method == "window/logMessage" else "show"
                 self.cache.log(kind, int(params.get("type", 4)), str(params.get("message", "")))
+
+    def _stale_crash_notice(self, uri: str, state: _DocState | None) -> bool:
+        expected = self._crash_notices.pop(uri, None)
+        if expected is None:
+            return False
+        doc = self._docs.get(uri)
+        return expected[0] is not state or doc is None or expected[1] != doc.version
 
     def _slot_diagnostics(self, uri: str) -> tuple[LeanDiagnostic, ...]:
         snap = self.cache.get(uri)
@@ -587,6 +600,7 @@ class LeanClient:
                 except WorkerCrashed:
                     self._worker_crashes += 1
                     state.crashed = True
+                    self._crash_notices[uri] = (state, doc.version)
                 await state.wait_for(
                     lambda: (
                         self._exited is not None
@@ -636,6 +650,7 @@ class LeanClient:
             if uri is not None and uri in self._state:
                 self._state[uri].crashed = True
                 self._state[uri].poke()
+                self._crash_notices[uri] = (self._state[uri], self._docs[uri].version)
             raise
 
     async def _at(self, method: str, uri: str, position: Position, **extra: Any) -> Any:
@@ -774,6 +789,7 @@ class LeanClient:
                 if attempt:
                     raise
         return None  # unreachable: the loop returns or raises
+
 
 @contextlib.contextmanager
 def _unwrap_single_group() -> Iterator[None]:

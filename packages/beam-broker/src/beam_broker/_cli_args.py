@@ -1,0 +1,302 @@
+"""`lean-beam` subcommands derived from the operation registry, and their arguments turned back into JSON.
+
+Owns: one argparse subparser per `OPERATIONS` entry (arguments generated from the input model's fields),
+help text adapted from the registry's descriptions, and reading option values (`@FILE`, `-` for stdin, JSON
+objects, comma lists) into the `arguments` object of `Broker.call`. It lists no operation by hand and never
+validates what the input model validates: bad values reach the broker and come back as `invalidInput`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import textwrap
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TextIO
+
+from pydantic.fields import FieldInfo
+
+from .errors import invalid_input
+from .operations import BY_NAME, OPERATIONS, PROGRESS, OperationSpec
+
+Kind = Literal["str", "text", "int", "bool", "choice", "list", "json"]
+
+_SKIPPED = frozenset({"workspace"})
+_POSITIONAL = "path"
+_TEXT_FIELDS = frozenset({"text"})
+_DEST_PREFIX = "field_"
+
+
+def command_name(spec: OperationSpec) -> str:
+    """The subcommand of an operation: its name with dashes (`run_at_handle` -> `run-at-handle`)."""
+    return spec.name.replace("_", "-")
+
+
+def cli_text(text: str) -> str:
+    """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
+    text = text.replace(PROGRESS, "")
+
+    def command(match: re.Match[str]) -> str:
+        spec = BY_NAME.get(match.group(1))
+        return f"`lean-beam {command_name(spec)}`" if spec is not None else match.group(0)
+
+    text = re.sub(r"\blean_([a-z_]+)", command, text)
+    return re.sub(r"\s{2,}", " ", text).strip()
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a description (for the command list)."""
+    end = re.search(r"[.:;](\s|$)", text)
+    return text[: end.start()] if end else text
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldArg:
+    """How one input-model field appears on the command line."""
+
+    name: str
+    kind: Kind
+    required: bool
+    default: Any
+    choices: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination (prefixed so fields never collide with global options)."""
+        return _DEST_PREFIX + self.name
+
+    @property
+    def flag(self) -> str:
+        """The option spelling (`diagnostic_scope` -> `--diagnostic-scope`)."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def positional(self) -> bool:
+        """Whether the field is the positional argument."""
+        return self.name == _POSITIONAL
+
+
+def field_args(spec: OperationSpec) -> list[FieldArg]:
+    """The command-line arguments of an operation, in input-model order (the workspace is implied).
+
+    Raises:
+        TypeError: A field type the CLI cannot express (a new model field needs a rule here).
+    """
+    out = []
+    for name, info in spec.input_model.model_fields.items():
+        if name in _SKIPPED:
+            continue
+        kind, choices = _kind_of(info.annotation)
+        if kind == "str" and name in _TEXT_FIELDS:
+            kind = "text"
+        out.append(FieldArg(name, kind, info.is_required(), None if info.is_required() else info.default, choices))
+    return out
+
+
+def _kind_of(annotation: Any) -> tuple[Kind, tuple[str, ...]]:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return _kind_of(members[0])
+    elif origin is Literal:
+        return "choice", tuple(str(a) for a in typing.get_args(annotation))
+    elif origin is list:
+        (item,) = typing.get_args(annotation)
+        item_kind, choices = _kind_of(item)
+        if item_kind in ("str", "choice"):
+            return "list", choices
+    elif origin is dict or annotation is dict:
+        return "json", ()
+    elif annotation is bool:
+        return "bool", ()
+    elif annotation is int:
+        return "int", ()
+    elif annotation is str:
+        return "str", ()
+    raise TypeError(f"lean-beam cannot express an input field of type {annotation!r}")
+
+
+PATH_HELP = (
+    "Lean source file: relative to the current directory when that is inside the project, else to the "
+    "project root; or absolute."
+)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter without breaking lines at hyphens (`lean-beam sync` stays on one line)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
+def _help(info: FieldInfo, arg: FieldArg) -> str:
+    description = PATH_HELP if arg.positional else cli_text(info.description or "")
+    parts = [description]
+    if arg.kind == "text":
+        parts.append("Literal text, @FILE to read a file, or - for standard input (@@ starts a literal '@').")
+    elif arg.kind == "json":
+        parts.append("A JSON object: inline text, @FILE, or - for standard input.")
+    elif arg.kind == "list":
+        parts.append("Comma-separated" + (f" ({', '.join(arg.choices)})." if arg.choices else "."))
+    if arg.required and not arg.positional:
+        parts.append("Required.")
+    elif "default" in description.lower():
+        pass
+    elif arg.kind == "bool" or (not arg.required and arg.default is not None and arg.kind != "list"):
+        shown = json.dumps(arg.default) if arg.kind == "bool" else arg.default
+        parts.append(f"Default: {shown}.")
+    return " ".join(p for p in parts if p).replace("%", "%%")
+
+
+def add_operation(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    spec: OperationSpec,
+    parents: list[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add the subcommand of one operation; its namespace carries `operation = spec.name`."""
+    description = cli_text(spec.description)
+    parser = subparsers.add_parser(
+        command_name(spec),
+        help=first_sentence(description).replace("%", "%%"),
+        description=description.replace("%", "%%"),
+        parents=parents,
+        formatter_class=HelpFormatter,
+    )
+    fields = spec.input_model.model_fields
+    for arg in field_args(spec):
+        text = _help(fields[arg.name], arg)
+        if arg.positional:
+            parser.add_argument(arg.dest, metavar=arg.name.upper(), help=text)
+        elif arg.kind == "bool":
+            action: Any = argparse.BooleanOptionalAction if arg.default is True else "store_true"
+            parser.add_argument(arg.flag, dest=arg.dest, action=action, default=None, help=text)
+        else:
+            kwargs: dict[str, Any] = {"dest": arg.dest, "required": arg.required, "help": text}
+            if arg.kind == "int":
+                kwargs.update(type=int, metavar="N")
+            elif arg.kind == "choice":
+                kwargs.update(choices=arg.choices)
+            elif arg.kind == "list":
+                kwargs.update(metavar="A,B" if not arg.choices else "{" + ",".join(arg.choices) + "}[,...]")
+            elif arg.kind == "json":
+                kwargs.update(metavar="JSON")
+            else:
+                kwargs.update(metavar=arg.name.upper())
+            parser.add_argument(arg.flag, **kwargs)
+    parser.set_defaults(operation=spec.name)
+    return parser
+
+
+def add_operations(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
+    """One subcommand per registry entry, in registry order."""
+    for spec in OPERATIONS:
+        add_operation(subparsers, spec, parents)
+
+
+@dataclasses.dataclass
+class Inputs:
+    """Where option values are read from; standard input may be consumed once per invocation."""
+
+    stdin: TextIO = dataclasses.field(default_factory=lambda: sys.stdin)
+    _stdin_used_by: str | None = None
+
+    def source(self, raw: str, flag: str, *, escape: bool) -> str:
+        """Resolve `-` (stdin) and `@FILE`; with `escape`, `@@x` is the literal `@x`.
+
+        Raises:
+            BrokerError: `invalidInput` when stdin was already used or the file cannot be read.
+        """
+        if raw == "-":
+            if self._stdin_used_by is not None:
+                raise invalid_input(f"{flag}: standard input was already read for {self._stdin_used_by}")
+            self._stdin_used_by = flag
+            return self.stdin.read()
+        if escape and raw.startswith("@@"):
+            return raw[1:]
+        if raw.startswith("@"):
+            try:
+                return _read_file(raw[1:])
+            except (OSError, UnicodeDecodeError) as exc:
+                hint = " (to pass text that starts with '@', write '@@')" if escape else ""
+                raise invalid_input(f"{flag}: cannot read {raw[1:]!r}: {_reason(exc)}{hint}") from None
+        return raw
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return exc.strerror or str(exc)
+
+
+def _read_file(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _object(text: str, flag: str) -> dict[str, Any]:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        raise invalid_input(f"{flag}: not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise invalid_input(f"{flag}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def operation_arguments(spec: OperationSpec, namespace: argparse.Namespace, inputs: Inputs) -> dict[str, Any]:
+    """The `arguments` object for `Broker.call` (without the workspace); omitted options are left out.
+
+    Raises:
+        BrokerError: `invalidInput` for unreadable `@FILE`/stdin values or malformed JSON objects.
+    """
+    values: Mapping[str, Any] = vars(namespace)
+    out: dict[str, Any] = {}
+    for arg in field_args(spec):
+        raw = values.get(arg.dest)
+        if raw is None:
+            continue
+        if arg.kind == "text":
+            out[arg.name] = inputs.source(raw, arg.flag, escape=True)
+        elif arg.kind == "json":
+            out[arg.name] = _object(inputs.source(raw, arg.flag, escape=False), arg.flag)
+        elif arg.kind == "list":
+            out[arg.name] = [item.strip() for item in raw.split(",") if item.strip()]
+        else:
+            out[arg.name] = raw
+    return out
+
+
+def resolve_cli_path(path: str, root: str, cwd: str) -> str:
+    """A relative `path` as the broker expects it (root-relative).
+
+    Inside the project a relative path is relative to the current directory, as a shell completes it; from
+    outside the project it is relative to the root.
+    """
+    if os.path.isabs(path):
+        return path
+    real_root, real_cwd = os.path.realpath(root), os.path.realpath(cwd)
+    if real_cwd != real_root and real_cwd.startswith(real_root.rstrip(os.sep) + os.sep):
+        return os.path.relpath(os.path.join(real_cwd, path), real_root)
+    return path
