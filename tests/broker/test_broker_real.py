@@ -378,3 +378,31 @@ async def test_invalid_inputs_are_rejected_before_any_runtime_exists(broker: Bro
     with pytest.raises(BrokerError, match="not a Lean/Lake project"):
         await broker.call("sync", {"workspace": {"root": str(demo_root / "Demo")}, "path": "Proofs.lean"})
     assert not broker.active
+
+
+async def test_diagnostics_resources_list_open_documents_and_notify_changes(broker: Broker, demo_root: Path) -> None:
+    changed: list[str] = []
+    remove = broker.add_diagnostics_listener(changed.append)
+    broken = str(demo_root / "Demo/Broken.lean")
+    assert broker.diagnostics(broken) == {
+        "path": broken,
+        "tracked": False,
+        "availability": "pending",
+        "diagnostics": [],
+    }
+    await call(broker, "sync", demo_root, path="Demo/Broken.lean")
+    await call(broker, "run_at", demo_root, path="Demo/Broken.lean", version=1, line=5, character=0, text="#check fine")
+    assert broker.open_documents() == [broken]  # the probe mirror is not a document
+    snap = broker.diagnostics(broken)
+    assert (snap["tracked"], snap["availability"], snap["version"], snap["elaboration"]) == (
+        True,
+        "published",
+        1,
+        "complete",
+    )
+    assert snap["diagnostics"][0]["message"].startswith("Type mismatch") and "fullRange" in snap["diagnostics"][0]
+    assert broken in changed and all("_beamProbe" not in p for p in changed)
+    remove()
+    changed.clear()
+    await call(broker, "refresh", demo_root, path="Demo/Broken.lean")
+    assert changed == []

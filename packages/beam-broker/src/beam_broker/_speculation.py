@@ -29,6 +29,7 @@ from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 DEFAULT_MIRRORS_PER_DOCUMENT = 2
 DEFAULT_MIRROR_IDLE_SECONDS = 120.0
 _TRACE = re.compile(r"^\[[A-Za-z_][\w.]*\]")
+_MIRROR = re.compile(r"_beamProbe\d+\.lean$")
 _ids = itertools.count(1)
 
 
@@ -161,6 +162,11 @@ def severity_name(d: LeanDiagnostic) -> str:
 def is_trace(d: LeanDiagnostic) -> bool:
     """An information message rendered from a trace node (`[Class.name] ...`)."""
     return (d.severity or 3) >= 3 and bool(_TRACE.match(d.message))
+
+
+def is_mirror_path(path: str) -> bool:
+    """Whether a path or URI names a private probe mirror (never a user document)."""
+    return bool(_MIRROR.search(path))
 
 
 # ---- mirrors ------------------------------------------------------------------------------------------

@@ -259,6 +259,7 @@ class WorkspaceRuntime:
         self.created = time.monotonic()
         self.metrics = _Metrics()
         self.cache = DiagnosticsCache(broker.redactor)
+        self.cache.add_listener(broker._diagnostics_changed)
         self._session: _Session | None = None
         self._session_lock = anyio.Lock()
         self._next_epoch = 1
@@ -483,6 +484,7 @@ class Broker:
         self.env: Mapping[str, str] = dict(config.env if config.env is not None else os.environ)
         self.redactor = Redactor.from_sources(self.env, list(config.lean_cmd or ()))
         self._runtimes: dict[str, WorkspaceRuntime] = {}
+        self._diagnostic_listeners: list[Callable[[str], None]] = []
         self.save_lock = anyio.Lock()
         self._started = time.monotonic()
 
@@ -596,6 +598,47 @@ class Broker:
         if rt is None:
             return None
         return {"stats": self.workspace_stats(rt), "open_files": self.open_files(rt)}
+
+    # -- diagnostics resources
+    def open_documents(self) -> list[str]:
+        """Canonical paths of the open source documents of every cached workspace, sorted (no probe mirrors)."""
+        return sorted({str(doc.path) for rt in self._runtimes.values() for doc in rt.docs.values()})
+
+    def diagnostics(self, path: str) -> dict[str, Any]:
+        """What Beam knows about one file's diagnostics (mcpls resource fields; never triggers analysis).
+
+        Returns `{tracked, availability, diagnostics, version?, elaboration?, processing?}` from the cache of the
+        workspace that has the file open or cached; `tracked: false` with an empty list when none does.
+        """
+        canonical = os.path.realpath(path)
+        for rt in self._runtimes.values():
+            snap = rt.cache.get(canonical)
+            if snap.tracked or canonical in rt.docs:
+                out = snap.wire()
+                out["tracked"] = True
+                out["path"] = canonical
+                return out
+        return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+
+    def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(canonical_path)` whenever a source file's cached diagnostics change.
+
+        Changes are publishes, progress, evictions and server restarts, in every current and future workspace.
+        Returns a function that removes the listener.
+        """
+        self._diagnostic_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._diagnostic_listeners:
+                self._diagnostic_listeners.remove(listener)
+
+        return remove
+
+    def _diagnostics_changed(self, path: str) -> None:
+        if spec.is_mirror_path(path):
+            return
+        for listener in list(self._diagnostic_listeners):
+            listener(path)
 
     # -- dispatch
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext | None = None) -> dict[str, Any]:
