@@ -300,3 +300,36 @@ def resolve_cli_path(path: str, root: str, cwd: str) -> str:
     if real_cwd != real_root and real_cwd.startswith(real_root.rstrip(os.sep) + os.sep):
         return os.path.relpath(os.path.join(real_cwd, path), real_root)
     return path
+
+
+def synopsis(spec: OperationSpec) -> str:
+    """The arguments of a subcommand in usage style (`PATH --version N [--diagnostics-in-result]`)."""
+    parts = []
+    for arg in field_args(spec):
+        if arg.positional:
+            parts.append(arg.name.upper())
+            continue
+        if arg.kind == "bool":
+            flag = arg.flag if arg.default is not True else "--no-" + arg.flag[2:]
+            parts.append(f"[{flag}]")
+            continue
+        value = {"int": "N", "json": "JSON", "choice": "{" + ",".join(arg.choices) + "}"}.get(arg.kind)
+        if arg.kind == "list":
+            value = "{" + ",".join(arg.choices) + "},..." if arg.choices else "A,B,..."
+        text = f"{arg.flag} {value or arg.name.upper()}"
+        parts.append(text if arg.required else f"[{text}]")
+    return " ".join(parts)
+
+
+def commands_table() -> str:
+    """The Markdown table of registry subcommands in docs/cli.md (`python -m beam_broker._cli_args`)."""
+    lines = ["| command | arguments | what it does |", "| --- | --- | --- |"]
+    for spec in OPERATIONS:
+        args = synopsis(spec).replace("|", "\\|")
+        shown = f"`{args}`" if args else "(none)"
+        lines.append(f"| `{command_name(spec)}` | {shown} | {first_sentence(cli_text(spec.description))}. |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(commands_table())

@@ -29,7 +29,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import SocketStream
@@ -39,7 +39,9 @@ from .__about__ import __version__
 from .errors import INTERNAL_ERROR, BrokerError, invalid_input
 from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
 from .operations import BY_NAME
-from .runtime import Broker, BrokerConfig
+
+if TYPE_CHECKING:
+    from .runtime import Broker, BrokerConfig
 
 log = logging.getLogger("beam_broker.daemon")
 
@@ -186,6 +188,7 @@ class _Server:
         }
 
     async def handle(self, conn: SocketStream) -> None:
+        """Serve one connection: one request, its events, one final answer."""
         keep_open = False
         try:
             reader = BufferedByteReceiveStream(conn)
@@ -212,6 +215,8 @@ class _Server:
                 await _send_quietly(conn, {"result": self.broker.stats()})
             else:
                 await self._call(conn, reader, op, arguments)
+        except Exception:  # one broken connection must not take the daemon (and its Lean servers) down
+            log.exception("connection failed")
         finally:
             if not keep_open:
                 with anyio.CancelScope(shield=True):
@@ -219,6 +224,8 @@ class _Server:
 
     async def _call(self, conn: SocketStream, reader: BufferedByteReceiveStream, op: str, args: dict[str, Any]) -> None:
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+        finished, hung_up = anyio.Event(), anyio.Event()
+        call_scope = anyio.CancelScope()
 
         def put(message: dict[str, Any]) -> None:
             try:
@@ -226,34 +233,44 @@ class _Server:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # the client is gone; the call is being cancelled
 
-        async with anyio.create_task_group() as tg:
+        async def write() -> None:
+            try:
+                async with receive:
+                    async for message in receive:
+                        await conn.send(encode(message))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the client is gone: the hang-up watcher cancels the call
 
-            async def write() -> None:
-                try:
-                    async with receive:
-                        async for message in receive:
-                            await conn.send(encode(message))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
-                tg.cancel_scope.cancel()  # all sent (or the client left): stop watching for a hang-up
-
-            async def watch_hangup() -> None:
-                try:
-                    while True:
-                        await reader.receive()  # nothing more is expected; EOF means "cancel"
-                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
+        async def watch_hangup() -> None:
+            try:
+                while True:
+                    await reader.receive()  # nothing more is expected; EOF means "cancel"
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+            finally:
+                hung_up.set()
+            if not finished.is_set():
                 log.info("%s: the client closed the connection; cancelling", op)
-                tg.cancel_scope.cancel()
+                call_scope.cancel()
 
-            tg.start_soon(write)
+        async with anyio.create_task_group() as tg:
             tg.start_soon(watch_hangup)
-            with send:
-                started = time.perf_counter()
-                final = await self._run(op, args, put)
-                outcome = final["error"]["code"] if "error" in final else "ok"
-                log.info("%s: %s in %.0f ms", op, outcome, (time.perf_counter() - started) * 1000)
-                put(final)
+            with call_scope:
+                async with anyio.create_task_group() as writing:
+                    writing.start_soon(write)
+                    with send:
+                        started = time.perf_counter()
+                        final = await self._run(op, args, put)
+                        outcome = final["error"]["code"] if "error" in final else "ok"
+                        log.info("%s: %s in %.0f ms", op, outcome, (time.perf_counter() - started) * 1000)
+                        put(final)
+            finished.set()
+            # A client closes once it has the final line. Waiting for that EOF, rather than cancelling the
+            # pending read, sidesteps a race in anyio's asyncio socket streams (a read cancelled as data
+            # arrives raises InvalidStateError in an event-loop callback).
+            with anyio.move_on_after(REQUEST_TIMEOUT):
+                await hung_up.wait()
+            tg.cancel_scope.cancel()
 
     async def _run(self, op: str, args: dict[str, Any], put: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         ctx = CallContext(emit=lambda event: put({"event": event_wire(event)}))
@@ -339,6 +356,8 @@ async def serve(
     Returns:
         Why the daemon stopped.
     """
+    from .runtime import Broker  # the Lean stack loads only where a broker runs, not in clients
+
     ensure_private_dir(paths.directory)
     async with Broker.open(config) as broker:
         server = _Server(paths, broker, info or {})

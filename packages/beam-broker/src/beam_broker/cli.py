@@ -83,7 +83,7 @@ exit codes:
 examples:
   lean-beam sync Demo/Proofs.lean
   lean-beam hover Demo/Proofs.lean --version 1 --line 3 --character 8
-  lean-beam run-at Demo/Proofs.lean --version 1 --line 3 --character 0 --text '#check two'
+  lean-beam run-at Demo/Proofs.lean --version 1 --line 8 --character 5 --text '#check two'
   lean-beam --compact run-at-handle Main.lean --version 1 --line 9 --character 2 --text @probe.lean \\
       | jq .next_handle > h.json
   lean-beam run-with Main.lean --handle @h.json --text 'exact h'
@@ -438,7 +438,6 @@ def _summary(current: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def _daemon_start(args: argparse.Namespace, options: Options) -> int:
     from . import _daemon
-    from .runtime import BrokerConfig, server_command
 
     paths = _daemon_paths(options)
     current = run(lambda: _daemon.status(paths))
@@ -446,6 +445,8 @@ def _daemon_start(args: argparse.Namespace, options: Options) -> int:
         options.note(f"a daemon already serves {paths.root}")
         print_json(_summary(current, started=False), compact=options.compact)
         return EXIT_OK
+    from .runtime import BrokerConfig, server_command
+
     # Fail now rather than on every later call: the daemon would start, but never start Lean.
     server_command(BrokerConfig(lean_cmd=options.lean_cmd), os.environ)
     argv = [sys.executable, "-m", "beam_broker.cli", "--root", paths.root]
