@@ -1,0 +1,358 @@
+"""The `lean-beam` daemon: its protocol in-process (fake Lean), and `daemon start|status|stop` as processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from beam_broker import BrokerConfig, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker import _daemon as daemon
+from beam_broker import errors as codes
+from beam_broker.events import BrokerEvent
+from tests.support.fixtures import fake_cmd
+
+from .test_cli import Cli, cli_env, fake_cli, lean_cli, project, state_dir
+
+__all__ = ["fake_cli", "lean_cli", "state_dir"]  # fixtures shared with test_cli.py
+
+# ---- helpers ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Served:
+    paths: daemon.DaemonPaths
+    done: anyio.Event
+    reason: list[str]
+
+    async def call(self, op: str, arguments: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[BrokerEvent]]:
+        events: list[BrokerEvent] = []
+        with anyio.fail_after(30):
+            answer = await daemon.request(self.paths, op, arguments, events.append)
+        return answer, events
+
+    async def raw(self, line: bytes) -> list[dict[str, Any]]:
+        """Send bytes as they are; every line of the answer until the daemon closes."""
+        with anyio.fail_after(30):
+            async with await anyio.connect_unix(self.paths.socket) as conn:
+                await conn.send(line)
+                data = b""
+                try:
+                    while True:
+                        data += await conn.receive()
+                except anyio.EndOfStream:
+                    pass
+        return [json.loads(x) for x in data.splitlines()]
+
+
+@asynccontextmanager
+async def served(
+    root: Path, state: Path, config: dict[str, Any] | None = None, *, watch_interval: float = 5.0
+) -> AsyncIterator[Served]:
+    """A daemon served in this process (no lock, no signals) on the fake Lean; shut down on exit."""
+    paths = daemon.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state)})
+    broker_config = BrokerConfig(lean_cmd=fake_cmd(config), env={"PATH": os.environ.get("PATH", "")})
+    ready, done = anyio.Event(), anyio.Event()
+    reason: list[str] = []
+
+    async def run() -> None:
+        try:
+            reason.append(await daemon.serve(paths, broker_config, watch_interval=watch_interval, on_ready=ready.set))
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            await ready.wait()
+        try:
+            yield Served(paths, done, reason)
+        finally:
+            with anyio.fail_after(30), anyio.CancelScope(shield=True):
+                if not done.is_set():
+                    await daemon.request(paths, daemon.SHUTDOWN, linger=True)
+                await done.wait()
+
+
+def wait_dead(pid: int, timeout: float = 20) -> None:
+    """Wait until a process (not our child) is gone or a zombie."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} is still alive after {timeout} s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# ---- paths and wire -----------------------------------------------------------------------------------
+def test_socket_paths_hash_the_canonical_root_under_a_private_directory(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p")
+    alias = tmp_path / "alias"
+    alias.symlink_to(root)
+    paths = daemon.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state_dir)})
+    assert paths.socket.parent == state_dir / "beam" and paths.socket.suffix == ".sock" and len(paths.socket.stem) == 16
+    assert daemon.paths_for(str(alias), {"XDG_RUNTIME_DIR": str(state_dir)}) == paths
+    assert paths.root == str(root)
+    fallback = daemon.paths_for(str(root), {"HOME": str(tmp_path)})
+    assert fallback.socket.parent == tmp_path / ".cache" / "beam"
+    daemon.ensure_private_dir(paths.directory)
+    assert paths.directory.stat().st_mode & 0o777 == 0o700
+
+
+def test_every_event_kind_round_trips_through_the_wire() -> None:
+    events: list[BrokerEvent] = [
+        PreparationEvent("lean_sync on A.lean: preparing", "A.lean"),
+        SetupEvent("Built Demo.Basic"),
+        FileProgressEvent("A.lean", {"updates": 2, "done": True}),
+        DiagnosticEvent({"path": "A.lean", "severity": "error", "message": "boom"}),
+    ]
+    for event in events:
+        wire = json.loads(daemon.encode(daemon.event_wire(event)))
+        assert daemon.event_from_wire(wire) == event
+    assert [daemon.event_wire(e)["kind"] for e in events] == ["preparation", "setup", "fileProgress", "diagnostic"]
+    assert daemon.event_from_wire({"kind": "future"}) is None
+    assert daemon.event_from_wire({"kind": "setup", "bogus": 1}) is None
+
+
+# ---- the protocol, in-process -------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_a_call_streams_its_events_then_one_result(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p", "theorem x : True := ERROR_HERE\n")
+    async with served(root, state_dir) as d:
+        args = {"workspace": {"root": str(root)}, "path": "A.lean", "diagnostic_scope": "all"}
+        answer, events = await d.call("sync", args)
+    assert answer["result"]["diagnostics"]["counts"]["error"] == 1
+    assert isinstance(events[0], PreparationEvent) and events[0].message.startswith("lean_sync on A.lean")
+    assert [e.item["message"] for e in events if isinstance(e, DiagnosticEvent)] == ["unknown identifier 'ERROR_HERE'"]
+    assert any(isinstance(e, FileProgressEvent) and e.done for e in events)
+    assert d.reason == ["shutdown requested"]
+
+
+@pytest.mark.anyio
+async def test_bad_requests_get_one_invalid_input_error_and_the_daemon_keeps_serving(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    root = project(tmp_path / "p")
+    async with served(root, state_dir) as d:
+        for line, fragment in [
+            (b"not json\n", "malformed request"),
+            (b"[1]\n", "malformed request"),
+            (b'{"op": "sync", "op": "sync"}\n', "duplicate key"),
+            (b'{"op": "sync", "extra": 1}\n', "unknown fields extra"),
+            (b'{"op": "nope"}\n', "unknown operation 'nope'"),
+            (b'{"op": "sync", "arguments": []}\n', "'arguments' must be an object"),
+        ]:
+            [answer] = await d.raw(line)
+            assert answer["error"]["code"] == codes.INVALID_INPUT and fragment in answer["error"]["message"]
+        answer, _ = await d.call("sync", {"workspace": {"root": "relative"}, "path": "A.lean"})
+        assert answer["error"]["code"] == codes.INVALID_INPUT and "absolute" in answer["error"]["message"]
+        ok, _ = await d.call("update", {"workspace": {"root": str(root)}, "path": "A.lean"})
+        assert ok["result"]["version"] == 1
+
+
+@pytest.mark.anyio
+async def test_status_and_stats_describe_the_daemon_and_its_broker(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p")
+    async with served(root, state_dir) as d:
+        await d.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
+        status, _ = await d.call(daemon.STATUS)
+        stats, _ = await d.call(daemon.STATS)
+    result = status["result"]
+    assert result["running"] is True and result["pid"] == os.getpid() and result["root"] == str(root)
+    assert result["socket"] == str(d.paths.socket) and result["uptimeMs"] >= 0
+    lean = stats["result"]["workspaces"][f"local:{root}"]["byBackend"]["lean"]
+    assert lean["sessionStarts"] == 1 and lean["ops"]["sync_file"]["successCount"] == 1
+
+
+@pytest.mark.anyio
+async def test_closing_the_connection_cancels_the_call_and_the_runtime_stays_usable(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    root = project(tmp_path / "p")
+    ws = {"workspace": {"root": str(root)}}
+    async with served(root, state_dir, {"stall": ["textDocument/hover"]}) as d:
+        await d.call("update", {**ws, "path": "A.lean"})
+        started = anyio.Event()
+
+        def on_event(event: BrokerEvent) -> None:
+            if isinstance(event, PreparationEvent):
+                started.set()
+
+        async with anyio.create_task_group() as tg:
+
+            async def hover() -> None:
+                args = {**ws, "path": "A.lean", "version": 1, "line": 0, "character": 8}
+                await daemon.request(d.paths, "hover", args, on_event)
+
+            tg.start_soon(hover)
+            with anyio.fail_after(10):
+                await started.wait()
+            tg.cancel_scope.cancel()  # closes the connection
+        with anyio.fail_after(10):
+            while True:  # the daemon notices the hang-up on its own schedule
+                stats, _ = await d.call(daemon.STATS)
+                ops = stats["result"]["workspaces"][f"local:{root}"]["byBackend"]["lean"]["ops"]
+                if ops.get("hover", {}).get("cancelledCount") == 1:
+                    break
+                await anyio.sleep(0.02)
+        again, _ = await d.call("update", {**ws, "path": "A.lean"})
+        assert again["result"] == {"workspace": {"root": str(root)}, "version": 1, "changed": False}
+
+
+@pytest.mark.anyio
+async def test_shutdown_answers_and_closes_only_after_lean_has_stopped(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p")
+    async with served(root, state_dir) as d:
+        await d.call("update", {"workspace": {"root": str(root)}, "path": "A.lean"})
+        with anyio.fail_after(30):
+            answer = await daemon.request(d.paths, daemon.SHUTDOWN, linger=True)
+            assert answer["result"] == {"stopping": True, "pid": os.getpid()}
+            await d.done.wait()
+        assert not d.paths.socket.exists()
+    assert d.reason == ["shutdown requested"]
+
+
+@pytest.mark.anyio
+async def test_the_daemon_stops_when_its_root_or_its_socket_file_disappears(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p")
+    async with served(root, state_dir, watch_interval=0.05) as d:
+        shutil.rmtree(root)
+        with anyio.fail_after(10):
+            await d.done.wait()
+    assert d.reason == [f"the workspace root {root} was removed"]
+    root = project(tmp_path / "q")
+    async with served(root, state_dir, watch_interval=0.05) as d:
+        d.paths.socket.unlink()
+        with anyio.fail_after(10):
+            await d.done.wait()
+    assert "was removed or replaced" in d.reason[0]
+
+
+@pytest.mark.anyio
+async def test_a_client_finds_no_daemon_without_a_socket_or_with_a_stale_one(tmp_path: Path, state_dir: Path) -> None:
+    import socket
+
+    paths = daemon.paths_for(str(project(tmp_path / "p")), {"XDG_RUNTIME_DIR": str(state_dir)})
+    with pytest.raises(daemon.DaemonUnavailable):
+        await daemon.request(paths, daemon.STATUS)
+    daemon.ensure_private_dir(paths.directory)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(paths.socket))  # bound, never listening, then closed: what a dead daemon leaves
+    with pytest.raises(daemon.DaemonUnavailable):
+        await daemon.request(paths, daemon.STATUS)
+    assert await daemon.status(paths) is None
+
+
+# ---- daemon start | status | stop, as processes ------------------------------------------------------
+def test_start_status_stop_and_a_stale_socket_replaced_by_the_next_start(fake_cli: Cli) -> None:
+    started = fake_cli("--compact", "daemon", "start")
+    assert started.code == 0, started.stderr
+    first = started.json
+    assert first["started"] is True and first["root"] == str(fake_cli.cwd) and alive(first["pid"])
+    assert Path(first["socket"]).parent.stat().st_mode & 0o777 == 0o700
+    again = fake_cli("--compact", "daemon", "start")
+    assert again.json == {**first, "started": False}
+
+    synced = fake_cli("-v", "--compact", "sync", "A.lean")
+    assert synced.code == 0 and "answered by the daemon" in synced.stderr
+
+    os.killpg(first["pid"], signal.SIGKILL)
+    wait_dead(first["pid"])
+    stale = fake_cli("--compact", "daemon", "status")
+    assert stale.code == 1 and stale.json["running"] is False and stale.json["staleSocket"] is True
+    cold = fake_cli("-v", "--compact", "update", "A.lean")
+    assert cold.code == 0 and cold.json["version"] == 1
+    assert "no daemon answers" in cold.stderr and "running Lean in this process" in cold.stderr
+
+    restarted = fake_cli("--compact", "daemon", "start")
+    assert restarted.code == 0, restarted.stderr
+    assert restarted.json["started"] is True and restarted.json["pid"] != first["pid"]
+    status = fake_cli("--compact", "daemon", "status")
+    assert status.code == 0 and status.json["pid"] == restarted.json["pid"] and status.json["running"] is True
+
+    stopped = fake_cli("--compact", "daemon", "stop")
+    assert stopped.code == 0 and stopped.json == {"stopped": True, "pid": restarted.json["pid"], "root": first["root"]}
+    wait_dead(restarted.json["pid"])
+    gone = fake_cli("--compact", "daemon", "status")
+    assert gone.code == 1 and gone.json["staleSocket"] is False
+    assert fake_cli("--compact", "daemon", "stop").json["reason"] == "notRunning"
+
+
+def test_sigterm_stops_the_daemon_and_removes_its_socket(fake_cli: Cli) -> None:
+    started = fake_cli("--compact", "daemon", "start")
+    assert started.code == 0, started.stderr
+    os.kill(started.json["pid"], signal.SIGTERM)
+    wait_dead(started.json["pid"])
+    assert not Path(started.json["socket"]).exists()
+    assert "received SIGTERM" in Path(started.json["log"]).read_text()
+
+
+def test_the_daemon_process_exits_when_its_root_is_deleted(fake_cli: Cli) -> None:
+    started = fake_cli("--compact", "daemon", "start")
+    assert started.code == 0, started.stderr
+    assert fake_cli("-q", "update", "A.lean").code == 0  # a live Lean server too
+    shutil.rmtree(fake_cli.cwd)
+    wait_dead(started.json["pid"], timeout=20)
+    assert not Path(started.json["socket"]).exists()
+    assert "was removed" in Path(started.json["log"]).read_text()
+
+
+def test_daemon_start_without_lean_exits_3(tmp_path: Path, state_dir: Path) -> None:
+    root = project(tmp_path / "p")
+    result = Cli(cli_env({"PATH": ""}, state_dir), root)("daemon", "start")
+    assert result.code == 3 and result.error["code"] == "runtimeSetup"
+    assert not list(state_dir.glob("beam/*.sock"))
+
+
+@pytest.mark.lean
+def test_the_daemon_keeps_one_lean_server_and_its_handles_across_commands(lean_cli: Cli, demo_root: Path) -> None:
+    started = lean_cli("--compact", "daemon", "start")
+    assert started.code == 0, started.stderr
+    pid = started.json["pid"]
+    assert lean_cli("-q", "sync", "Demo/Proofs.lean").code == 0
+    broken = lean_cli("--compact", "sync", "Demo/Broken.lean")
+    assert broken.code == 0 and broken.json["diagnostics"]["counts"]["error"] == 1
+    assert "Demo/Broken.lean:4:21: error: Type mismatch" in broken.stderr  # events cross the socket
+
+    at = ("Demo/Proofs.lean", "--version", "1", "--line", "3", "--character", "0")
+    minted = lean_cli("--compact", "run-at-handle", *at, "--text", "def a1 : MyNat := MyNat.one")
+    assert minted.code == 0 and minted.json["success"] is True, minted.stderr
+    handle = json.dumps(minted.json["next_handle"])
+    used = lean_cli("--compact", "run-with", "Demo/Proofs.lean", "--handle", "-", "--text", "#check a1", input=handle)
+    assert used.code == 0, used.stderr
+    assert used.json["messages"] == [{"severity": "information", "text": "a1 : MyNat"}]
+
+    stats = lean_cli("--compact", "stats")
+    lean = stats.json["workspaces"][f"local:{demo_root}"]["byBackend"]["lean"]
+    assert lean["sessionStarts"] == 1 and lean["sessionRestarts"] == 0 and lean["requestCount"] == 4
+    status = lean_cli("--compact", "daemon", "status")
+    assert status.code == 0 and status.json["pid"] == pid and status.json["root"] == str(demo_root)
+    assert status.json["stats"]["workspaces"][f"local:{demo_root}"]["sessions"]["lean"]["active"] is True
+    assert status.json["stats"]["workspaces"][f"local:{demo_root}"]["sessions"]["lean"]["openDocCount"] == 2
+
+    stopped = lean_cli("--compact", "daemon", "stop")
+    assert stopped.code == 0 and stopped.json["stopped"] is True
+    wait_dead(pid)
+    assert lean_cli("--compact", "daemon", "status").code == 1
