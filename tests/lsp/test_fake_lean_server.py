@@ -49,7 +49,10 @@ class Client:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:
-            chunk = os.read(fd, 1 << 20)
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except OSError:  # the fixture closed the pipe during teardown
+                chunk = b""
             with self.cond:
                 if not chunk:
                     self.eof = True
