@@ -406,3 +406,36 @@ async def test_diagnostics_resources_list_open_documents_and_notify_changes(brok
     changed.clear()
     await call(broker, "refresh", demo_root, path="Demo/Broken.lean")
     assert changed == []
+
+
+async def test_distinct_roots_get_their_own_runtimes_side_by_side(
+    broker: Broker, demo_root: Path, built_demo: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(built_demo, other, symlinks=True)
+    results: dict[str, dict[str, Any]] = {}
+
+    async def sync(root: Path, path: str) -> None:
+        results[str(root)] = await call(broker, "sync", root, path=path)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sync, demo_root, "Demo/Proofs.lean")
+        tg.start_soon(sync, other.resolve(), "Demo/Broken.lean")
+    assert results[str(demo_root)]["diagnostics"]["counts"]["error"] == 0
+    assert results[str(other.resolve())]["diagnostics"]["counts"]["error"] == 1
+    assert sorted(broker.stats()["workspaces"]) == sorted([f"local:{demo_root}", f"local:{other.resolve()}"])
+
+
+async def test_drop_accepts_the_echoed_descriptor_after_the_directory_is_gone(
+    broker: Broker, demo_root: Path, tmp_path: Path
+) -> None:
+    echoed = (await call(broker, "sync", demo_root, path="Demo/Proofs.lean"))["workspace"]
+    demo_root.rename(tmp_path / "moved")
+    with anyio.fail_after(60):
+        dropped = await broker.call("drop_workspace", {"workspace": echoed})
+    assert (dropped["dropped"], dropped["invalidated_handles"]) == (True, True)
+    with anyio.fail_after(60):
+        again = await broker.call("drop_workspace", {"workspace": echoed})
+    assert (again["dropped"], again["reason"]) == (False, "notFound")

@@ -250,3 +250,13 @@ async def test_bad_positions_are_invalid_params(broker: Broker, demo_root: Path)
         assert err.code == codes.INVALID_PARAMS
     stale = await error_of(broker, "run_at", demo_root, **at("Demo/Proofs.lean", 3, 0, "#check byTerm", version=9))
     assert stale.code == codes.CONTENT_MODIFIED
+
+
+async def test_a_handle_from_another_process_is_a_stale_session(broker: Broker, demo_root: Path) -> None:
+    await call(broker, "update", demo_root, path="Demo/Proofs.lean")
+    h = (await call(broker, "run_at_handle", demo_root, **at("Demo/Proofs.lean", 3, 0, "def e : MyNat := MyNat.one")))[
+        "next_handle"
+    ]
+    forged = {**h, "session": "4242-1"}  # same workspace and epoch, another process's Lean session
+    err = await error_of(broker, "run_with", demo_root, path="Demo/Proofs.lean", handle=forged, text="#check e")
+    assert err.code == codes.CONTENT_MODIFIED and "stale backend session" in err.message
