@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,12 @@ Handler = Callable[[Mapping[str, Any], CallContext], Awaitable[dict[str, Any]]]
 
 
 class FakeBroker:
-    """Implements `BrokerLike`: validates like the broker, then runs a scripted handler per operation."""
+    """Implements `BrokerLike`: validates like the broker, then runs a scripted handler per operation.
+
+    Diagnostics resources are scripted too: `open_docs` lists the open documents, `documents` holds what
+    `diagnostics(path)` answers per canonical path, and `publish` changes one file and reports it to the
+    listeners the way the broker's cache does.
+    """
 
     def __init__(self, operations: tuple[OperationSpec, ...] | None = None) -> None:
         self.ops = operations if operations is not None else tuple(s for s in OPERATIONS if s.name not in UNIMPLEMENTED)
@@ -49,6 +55,10 @@ class FakeBroker:
         self.roots: set[str] = set()
         self.opened = False
         self.closed = False
+        self.open_docs: list[str] = []
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.listeners: list[Callable[[str], None]] = []
+        self.diagnostic_reads = 0
 
     # -- BrokerLike
     def operations(self) -> tuple[OperationSpec, ...]:
@@ -65,6 +75,31 @@ class FakeBroker:
         if root not in self.roots:
             return None
         return {"stats": {"root": root}, "open_files": [{"path": "Main.lean", "version": 1}]}
+
+    def open_documents(self) -> list[str]:
+        return sorted(self.open_docs)
+
+    def diagnostics(self, path: str) -> dict[str, Any]:
+        self.diagnostic_reads += 1
+        canonical = os.path.realpath(path)
+        snapshot = self.documents.get(canonical)
+        if snapshot is None:
+            return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+        return {"path": canonical, "tracked": True, **snapshot}
+
+    def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def publish(self, path: str, snapshot: dict[str, Any] | None = None, **fields: Any) -> None:
+        """Replace (or with None, forget) one file's snapshot and report the change synchronously."""
+        canonical = os.path.realpath(path)
+        if snapshot is None and not fields:
+            self.documents.pop(canonical, None)
+        else:
+            self.documents[canonical] = {**(snapshot or {}), **fields}
+        for listener in list(self.listeners):
+            listener(canonical)
 
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: CallContext | None = None) -> dict[str, Any]:
         spec = BY_NAME[name]
@@ -111,12 +146,21 @@ async def fake_broker_cm(broker: FakeBroker) -> AsyncIterator[FakeBroker]:
 class Harness:
     """Drives one in-process server: send lines, read decoded output messages."""
 
-    def __init__(self, server: McpServer, out: MemoryObjectReceiveStream[bytes], broker: FakeBroker) -> None:
+    def __init__(
+        self, server: McpServer, out: MemoryObjectReceiveStream[bytes], broker: FakeBroker, gate: list[anyio.Event]
+    ) -> None:
         self.server = server
         self.out = out
         self.broker = broker
         self.ids = itertools.count(1)
         self.pending: list[dict[str, Any]] = []
+        self._gate = gate
+
+    def pause_output(self) -> anyio.Event:
+        """Make the server's writer block before its next message until the returned event is set."""
+        gate = anyio.Event()
+        self._gate[:] = [gate]
+        return gate
 
     async def send(self, message: Any) -> None:
         line = message if isinstance(message, bytes) else json.dumps(message).encode()
@@ -191,16 +235,19 @@ class Harness:
 async def harness(broker: FakeBroker | None = None, **config: Any) -> AsyncIterator[Harness]:
     broker = broker or FakeBroker()
     send, receive = anyio.create_memory_object_stream[bytes](math.inf)
+    gate: list[anyio.Event] = []
 
     async def write(data: bytes) -> None:
         assert data.endswith(b"\n") and data.count(b"\n") == 1
+        if gate:
+            await gate[0].wait()
         send.send_nowait(data)
 
     config.setdefault("status_delay", 60.0)
     cfg = ServerConfig(broker_factory=lambda: fake_broker_cm(broker), **config)
     with send, receive:
         async with McpServer.open(cfg, write) as server:
-            yield Harness(server, receive, broker)
+            yield Harness(server, receive, broker, gate)
 
 
 def make_project(path: Path) -> Path:

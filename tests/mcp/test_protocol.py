@@ -20,6 +20,11 @@ pytestmark = pytest.mark.anyio
 
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 INIT = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+CAPABILITIES = {
+    "logging": {},
+    "resources": {"subscribe": True, "listChanged": False},
+    "tools": {"listChanged": False},
+}
 
 
 def error_code(response: dict[str, Any]) -> int:
@@ -102,7 +107,18 @@ async def test_a_request_reusing_an_active_id_is_ignored_and_the_id_is_reusable_
         ("tools/call", {"name": "beam_version"}, "initialize must complete before MCP operation requests"),
         ("ping", None, "initialize must complete before MCP operation requests"),
         ("logging/setLevel", {"level": "info"}, "initialize must complete before MCP logging requests"),
-        ("resources/list", None, "initialize must be the first MCP operation"),
+        ("resources/list", None, "initialize must complete before MCP operation requests"),
+        (
+            "resources/read",
+            {"uri": "lsp-diagnostics:///a.lean"},
+            "initialize must complete before MCP operation requests",
+        ),
+        (
+            "resources/subscribe",
+            {"uri": "lsp-diagnostics:///a.lean"},
+            "initialize must complete before MCP operation requests",
+        ),
+        ("prompts/list", None, "initialize must be the first MCP operation"),
     ],
 )
 async def test_legacy_requests_before_initialize_are_invalid(method: str, params: Any, message: str) -> None:
@@ -134,7 +150,7 @@ async def test_legacy_lifecycle_initialize_then_initialized_then_operations() ->
         init = await h.request("initialize", {**INIT, "protocolVersion": "2025-06-18"})
         assert init["result"] == {
             "protocolVersion": LEGACY,
-            "capabilities": {"logging": {}, "tools": {"listChanged": False}},
+            "capabilities": CAPABILITIES,
             "serverInfo": {"name": "lean-beam-mcp", "version": init["result"]["serverInfo"]["version"]},
         }
         waiting = await h.request("tools/list")
@@ -152,8 +168,10 @@ async def test_legacy_lifecycle_initialize_then_initialized_then_operations() ->
         assert error_code(await h.request("tools/list", {"_meta": 3})) == INVALID_PARAMS
         assert error_code(await h.request("logging/setLevel", {"level": "loud"})) == INVALID_PARAMS
         assert error_code(await h.request("ping", {"x": 1})) == INVALID_PARAMS
-        unknown = await h.request("resources/list")
-        assert unknown["error"] == {"code": METHOD_NOT_FOUND, "message": "method not found: resources/list"}
+        unknown = await h.request("prompts/list")
+        assert unknown["error"] == {"code": METHOD_NOT_FOUND, "message": "method not found: prompts/list"}
+        modern_only = await h.request("subscriptions/listen", {"notifications": {}})
+        assert modern_only["error"] == {"code": METHOD_NOT_FOUND, "message": "method not found: subscriptions/listen"}
 
 
 async def test_legacy_family_rejects_modern_traffic() -> None:
@@ -171,7 +189,7 @@ async def test_discover_is_public_cacheable_and_does_not_select_a_family() -> No
         response = await h.request("server/discover", {"_meta": modern_meta()})
         result = response["result"]
         assert result["supportedVersions"] == [MODERN]
-        assert result["capabilities"] == {"logging": {}, "tools": {"listChanged": False}}
+        assert result["capabilities"] == CAPABILITIES
         assert result["instructions"].startswith("Use an explicit local workspace descriptor")
         assert (result["ttlMs"], result["cacheScope"], result["resultType"]) == (3600000, "public", "complete")
         assert result["_meta"][SERVER_INFO_KEY]["name"] == "lean-beam-mcp"
@@ -193,7 +211,9 @@ async def test_the_first_modern_operation_selects_the_modern_family() -> None:
         assert "already selected the modern protocol family" in legacy["error"]["message"]
 
 
-@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/list"])
+@pytest.mark.parametrize(
+    "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "prompts/list"]
+)
 async def test_modern_initialize_ping_set_level_and_unknown_methods_are_not_found(method: str) -> None:
     async with harness() as h:
         assert error_code(await h.request(method, {"_meta": modern_meta(), "level": "info"})) == METHOD_NOT_FOUND

@@ -119,6 +119,52 @@ async def test_stdio_legacy_session_with_a_fake_lean_sync(tmp_path: Path) -> Non
         assert code == 0, stderr
 
 
+async def test_stdio_modern_diagnostics_resources_with_a_fake_lean(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    source = root / "A.lean"
+    source.write_text("theorem t : True := ERROR_HERE\n", encoding="utf-8")
+    uri = f"lsp-diagnostics://{root}/A.lean"
+    meta = {"_meta": modern_meta()}
+
+    async def request(c: Child, rid: Any, method: str, **fields: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        await c.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": {**fields, **meta}})
+        return await c.until(rid)
+
+    async def read(c: Child, rid: Any) -> dict[str, Any]:
+        response, _ = await request(c, rid, "resources/read", uri=uri)
+        document: dict[str, Any] = json.loads(response["result"]["contents"][0]["text"])
+        return document
+
+    async with child("--lean-cmd", shlex.join(fake_cmd())) as c:
+        empty, _ = await request(c, "l0", "resources/list")
+        assert empty["result"]["resources"] == []
+        sync = {"name": "lean_sync", "arguments": {"workspace": {"root": str(root)}, "path": "A.lean"}}
+        await request(c, "s1", "tools/call", **sync)
+        listed, _ = await request(c, "l1", "resources/list")
+        assert [r["uri"] for r in listed["result"]["resources"]] == [uri]
+        first = await read(c, "r1")
+        assert (first["availability"], first["version"], first["elaboration"]) == ("published", 1, "complete")
+        assert [d["message"] for d in first["diagnostics"]] == ["unknown identifier 'ERROR_HERE'"]
+        listen = {"notifications": {"resourceSubscriptions": [uri]}, **meta}
+        await c.send({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": listen})
+        ack, replay = await c.recv(), await c.recv()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert replay["params"] == {"uri": uri, "_meta": {"io.modelcontextprotocol/subscriptionId": "L"}}
+        source.write_text("theorem t : True := trivial\n", encoding="utf-8")
+        _, seen = await request(c, "s2", "tools/call", **sync)
+        with anyio.fail_after(30):
+            while True:
+                update = seen.pop(0) if seen else await c.recv()
+                assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
+                document = await read(c, "r2")
+                if document["version"] == 2 and document["elaboration"] == "complete":
+                    break
+        assert document["diagnostics"] == [] and document["availability"] == "published"
+        await c.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L"}})
+        code, _ = await c.close_and_wait()
+        assert code == 0 and b'"id":"L"' not in c.buf
+
+
 async def test_eof_with_a_call_in_flight_exits_zero_without_answering_it(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")
     (root / "A.lean").write_text("theorem t : True := trivial\n", encoding="utf-8")

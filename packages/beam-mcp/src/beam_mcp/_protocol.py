@@ -21,6 +21,10 @@ LEGACY_VERSION: Final = "2025-11-25"
 SUPPORTED_MODERN_VERSIONS: Final = (MODERN_VERSION,)
 
 PUBLIC_CACHE_TTL_MS: Final = 3_600_000
+RESOURCE_LIST_TTL_MS: Final = 1_000
+"""`resources/list` is private to this process's state and changes only when a client syncs or closes files."""
+RESOURCE_READ_TTL_MS: Final = 0
+"""`resources/read` is never reused: Lean rewrites a file's diagnostics while it elaborates (subscribe instead)."""
 INSTRUCTIONS: Final = "Use an explicit local workspace descriptor on every workspace-bound Beam tool call."
 
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -28,6 +32,7 @@ META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 MODERN_META_KEYS: Final = (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL)
 
 MISSING_MODERN_META: Final = (
@@ -45,8 +50,16 @@ def server_info() -> dict[str, str]:
 
 
 def capabilities() -> dict[str, Any]:
-    """Server capabilities (the same for both families)."""
-    return {"logging": {}, "tools": {"listChanged": False}}
+    """Server capabilities (the same for both families).
+
+    `resources.subscribe` covers legacy `resources/subscribe` and the `resourceSubscriptions` of a modern
+    `subscriptions/listen`; neither list ever announces changes (`listChanged: false`).
+    """
+    return {
+        "logging": {},
+        "resources": {"subscribe": True, "listChanged": False},
+        "tools": {"listChanged": False},
+    }
 
 
 def admits(minimum: str | None, level: str) -> bool:

@@ -4,8 +4,9 @@
 writer. It owns the protocol-family state machine (undecided -> legacy or modern), request-id ownership
 (admission until terminal flush), the per-call cancel scopes, the `lean_drop_workspace` stream-order fence,
 the broker's lifetime (opened in the background at start, so `tools/list` does not pay for the import of
-the Lean stack when the client is still handshaking) and EOF shutdown. It must not contain Lean semantics:
-tool calls go to the broker (`beam_broker.Broker.call`) or to beam-feedback.
+the Lean stack when the client is still handshaking), who may subscribe to diagnostics resources and how
+long a `subscriptions/listen` stream lives, and EOF shutdown. It must not contain Lean semantics: tool calls
+go to the broker (`beam_broker.Broker.call`) or to beam-feedback, resources to `_resources`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 import anyio
 import anyio.abc
 
-from . import _jsonrpc
+from . import _jsonrpc, _resources
 from .__about__ import __version__
 from ._jsonrpc import Invalid, Notification, Request, RequestId
 from ._notify import CallNotifier, Kinds
@@ -33,6 +34,8 @@ from ._protocol import (
     MISSING_MODERN_META,
     MODERN_VERSION,
     PUBLIC_CACHE_TTL_MS,
+    RESOURCE_LIST_TTL_MS,
+    RESOURCE_READ_TTL_MS,
     SERVER_NAME,
     SUPPORTED_MODERN_VERSIONS,
     ModernContext,
@@ -44,10 +47,12 @@ from ._protocol import (
     modern_envelope,
     server_info,
 )
+from ._resources import MAX_LISTENS, MAX_SUBSCRIPTIONS, UPDATE_INTERVAL, Subscriber, UpdateHub
 from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, DROP_WORKSPACE, Tool, ToolSet, local_tools
 from .errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     RUNTIME_SETUP_PREFIX,
     JsonRpcError,
@@ -69,6 +74,8 @@ SHUTDOWN_GRACE: Final = 30.0
 """Seconds EOF waits for admitted drops before cancelling them too."""
 
 Family = Literal["undecided", "legacy", "modern"]
+_Line = tuple[bytes, Callable[[], None] | None, Callable[[], bool] | None]
+"""A queued output message: data, called once written (or dropped), and whether it is still to be written."""
 
 
 class BrokerLike(Protocol):
@@ -95,6 +102,18 @@ class BrokerLike(Protocol):
         """Stats and open files of a cached workspace, or None."""
         ...
 
+    def open_documents(self) -> list[str]:
+        """Canonical paths of the open source documents of every cached workspace, sorted."""
+        ...
+
+    def diagnostics(self, path: str) -> dict[str, Any]:
+        """What the cache knows about one file's diagnostics (never triggers analysis)."""
+        ...
+
+    def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(canonical_path)` on every cache change; returns a function that removes it."""
+        ...
+
 
 BrokerFactory = Callable[[], contextlib.AbstractAsyncContextManager[BrokerLike]]
 
@@ -111,6 +130,8 @@ class ServerConfig:
         server_binary: Reported by `beam_version`.
         broker_factory: Opens the broker (tests pass a fake); None: `beam_broker.Broker.open`.
         shutdown_grace: Seconds EOF waits for admitted drops before cancelling them too.
+        update_interval: Seconds between two `resources/updated` of one file for one subscriber while Lean is
+            still elaborating it (updates on completion, failure or other changes are not delayed).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -119,6 +140,7 @@ class ServerConfig:
     server_binary: str | None = None
     broker_factory: BrokerFactory | None = None
     shutdown_grace: float = SHUTDOWN_GRACE
+    update_interval: float = UPDATE_INTERVAL
 
     def delay(self) -> float:
         """The effective `beam.status` delay in seconds."""
@@ -182,9 +204,7 @@ class McpServer:
         self._write = write
         self._tg = tg
         self._factory = config.broker_factory or _default_factory(config)
-        self._out_send, self._out_recv = anyio.create_memory_object_stream[tuple[bytes, Callable[[], None] | None]](
-            math.inf
-        )
+        self._out_send, self._out_recv = anyio.create_memory_object_stream[_Line](math.inf)
         self._output_open = True
         # protocol state
         self.family: Family = "undecided"
@@ -204,6 +224,10 @@ class McpServer:
         self._broker_stop = anyio.Event()
         self._broker_stopped = anyio.Event()
         self._tools: ToolSet | None = None
+        # resources
+        self._hub = UpdateHub(self._enqueue, self._diagnostics, config.update_interval)
+        self._session_subscriber: Subscriber | None = None
+        self._listens: dict[tuple[str, str | int], Subscriber] = {}
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -220,6 +244,7 @@ class McpServer:
             server = cls(config, write, tg)
             tg.start_soon(server._writer)
             tg.start_soon(server._host_broker)
+            tg.start_soon(server._hub.run)
             try:
                 yield server
             finally:
@@ -227,17 +252,20 @@ class McpServer:
                     await server.shutdown()
 
     # ---- output -------------------------------------------------------------------------------------
-    def _enqueue(self, data: bytes, on_flushed: Callable[[], None] | None = None) -> None:
+    def _enqueue(
+        self, data: bytes, on_flushed: Callable[[], None] | None = None, live: Callable[[], bool] | None = None
+    ) -> None:
+        """Queue one message for the writer; it is skipped if `live()` is false when its turn comes."""
         try:
-            self._out_send.send_nowait((data, on_flushed))
+            self._out_send.send_nowait((data, on_flushed, live))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             if on_flushed is not None:
                 on_flushed()
 
     async def _writer(self) -> None:
         async with self._out_recv:
-            async for data, on_flushed in self._out_recv:
-                if self._output_open:
+            async for data, on_flushed, live in self._out_recv:
+                if self._output_open and (live is None or live()):
                     try:
                         await self._write(data + b"\n")
                     except OSError:
@@ -264,7 +292,12 @@ class McpServer:
             async with self._factory() as broker:
                 self._broker = broker
                 self._broker_ready.set()
-                await self._broker_stop.wait()
+                remove = broker.add_diagnostics_listener(self._hub.changed)
+                try:
+                    self._hub.recheck()  # for subscriptions recorded while the broker was loading
+                    await self._broker_stop.wait()
+                finally:
+                    remove()
         except Exception as exc:
             log.exception("could not open the Beam broker")
             self._broker_error = exc
@@ -291,6 +324,24 @@ class McpServer:
             if self._tools is None:
                 self._tools = ToolSet.build(broker.operations())
         return self._tools
+
+    def _resource_broker(self) -> BrokerLike | None:
+        """The broker for a resource request, None while it is still loading (no workspace can exist yet).
+
+        Resource requests never wait for the broker and never start Lean.
+
+        Raises:
+            JsonRpcError: `-32603` when it could not be opened.
+        """
+        if not self._broker_ready.is_set():
+            return None
+        if self._broker is None:
+            raise JsonRpcError(INTERNAL_ERROR, f"the Beam broker is unavailable: {self._broker_error!r}")
+        return self._broker
+
+    def _diagnostics(self, path: str) -> dict[str, Any]:
+        broker = self._broker
+        return broker.diagnostics(path) if broker is not None else _resources.untracked(path)
 
     # ---- input --------------------------------------------------------------------------------------
     async def receive(self, line: bytes) -> None:
@@ -336,10 +387,17 @@ class McpServer:
             if not isinstance(params, dict) or not set(params) <= {"requestId", "reason", "_meta"}:
                 return
             rid = _jsonrpc.decode_id(params.get("requestId"))
-            call = self._calls.get(rid.key) if rid is not None else None
+            if rid is None:
+                return
+            call = self._calls.get(rid.key)
             if call is not None and call.tool.cancellable:
                 call.cancelled = True
                 call.scope.cancel()
+            listen = self._listens.pop(rid.key, None)
+            if listen is not None:
+                # The client ended its stream: nothing more is sent for it (not even a result), and the id is free.
+                self._hub.close(listen)
+                self._owned.discard(rid.key)
         # Other notifications are ignored.
 
     # ---- requests -----------------------------------------------------------------------------------
@@ -405,6 +463,20 @@ class McpServer:
             self._admit_legacy_operation()
             await self._start_call(req, params, None)
             return None
+        if method == "resources/list":
+            self._admit_legacy_operation()
+            return self._list_resources(params)
+        if method == "resources/read":
+            self._admit_legacy_operation()
+            return self._read_resource(params)
+        if method == "resources/subscribe":
+            self._admit_legacy_operation()
+            self._subscribe(req, params)
+            return None
+        if method == "resources/unsubscribe":
+            self._admit_legacy_operation()
+            self._unsubscribe(params)
+            return {}
         if self.family == "undecided":
             raise invalid_request("initialize must be the first MCP operation")
         raise method_not_found(method)
@@ -430,8 +502,23 @@ class McpServer:
             self.family = "modern"
             await self._start_call(req, params, ctx)
             return None
+        if method == "resources/list":
+            self.family = "modern"
+            page = self._list_resources(params)
+            return modern_envelope({**page, "ttlMs": RESOURCE_LIST_TTL_MS, "cacheScope": "private"})
+        if method == "resources/read":
+            self.family = "modern"
+            read = self._read_resource(params)
+            return modern_envelope({**read, "ttlMs": RESOURCE_READ_TTL_MS, "cacheScope": "private"})
+        if method == "subscriptions/listen":
+            self.family = "modern"
+            self._listen(req, params)
+            return None
         if method in ("initialize", "ping", "logging/setLevel"):
-            raise JsonRpcError(method_not_found(method).code, f"{method} is not part of MCP {MODERN_VERSION}")
+            raise JsonRpcError(METHOD_NOT_FOUND, f"{method} is not part of MCP {MODERN_VERSION}")
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            message = f"{method} is not part of MCP {MODERN_VERSION}: use subscriptions/listen"
+            raise JsonRpcError(METHOD_NOT_FOUND, message)
         raise method_not_found(method)
 
     async def _list_tools(self, params: Any) -> list[dict[str, Any]]:
@@ -439,6 +526,104 @@ class McpServer:
         if "cursor" in p:
             raise invalid_params("tools/list is not paginated: cursor is not supported")
         return (await self.tools()).descriptors()
+
+    # ---- resources ----------------------------------------------------------------------------------
+    def _list_resources(self, params: Any) -> dict[str, Any]:
+        p = check_closed(params, frozenset({"cursor", "_meta"}), "resources/list")
+        broker = self._resource_broker()
+        return _resources.list_page(broker.open_documents() if broker is not None else [], p)
+
+    def _read_resource(self, params: Any) -> dict[str, Any]:
+        p = check_closed(
+            params, frozenset({"uri", "inputResponses", "requestState", "_meta"}), "resources/read", required=True
+        )
+        if "inputResponses" in p or "requestState" in p:
+            raise invalid_params(
+                "resources/read does not accept inputResponses or requestState: Beam never returns an "
+                "input_required result, so there is no multi round-trip request to continue"
+            )
+        uri = self._uri(p, "resources/read")
+        path = _resources.canonical(_resources.uri_to_path(uri))
+        broker = self._resource_broker()
+        snapshot = broker.diagnostics(path) if broker is not None else _resources.untracked(path)
+        return _resources.contents(uri, _resources.payload(snapshot))
+
+    @staticmethod
+    def _uri(params: Mapping[str, Any], what: str) -> str:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params(f"{what} requires a uri string")
+        return uri
+
+    def _subscribe(self, req: Request, params: Any) -> None:
+        p = check_closed(params, frozenset({"uri", "_meta"}), "resources/subscribe", required=True)
+        uri = self._uri(p, "resources/subscribe")
+        path = _resources.canonical(_resources.uri_to_path(uri))
+        self._resource_broker()  # a broken broker is an error here too
+        subscriber = self._session_subscriber
+        if subscriber is None:
+            subscriber = self._session_subscriber = Subscriber()
+        if uri not in subscriber.aliases and subscriber.count >= MAX_SUBSCRIPTIONS:
+            raise JsonRpcError(
+                INVALID_REQUEST,
+                f"resources/subscribe: a session holds at most {MAX_SUBSCRIPTIONS} subscriptions",
+                {"limit": MAX_SUBSCRIPTIONS},
+            )
+        # Record, then check: a change after this point is reported; one before it is in the replay.
+        replay = self._hub.subscribe(subscriber, path, uri)
+        self._respond(req.id, {})
+        if replay:
+            self._hub.replay(subscriber, path, uri)
+
+    def _unsubscribe(self, params: Any) -> None:
+        p = check_closed(params, frozenset({"uri", "_meta"}), "resources/unsubscribe", required=True)
+        uri = self._uri(p, "resources/unsubscribe")
+        subscriber = self._session_subscriber
+        if subscriber is None:
+            _resources.uri_to_path(uri)  # only malformed URIs are errors
+        else:
+            self._hub.unsubscribe(subscriber, uri)
+
+    def _listen(self, req: Request, params: Any) -> None:
+        """Open a `subscriptions/listen` stream: acknowledge, replay, then updates until it is cancelled.
+
+        Only `resourceSubscriptions` is honoured (the tool and resource lists never change). A stream that
+        honours nothing is closed gracefully at once: its final result follows the acknowledgement.
+        """
+        p = check_closed(params, frozenset({"notifications", "_meta"}), "subscriptions/listen", required=True)
+        wanted = p.get("notifications")
+        if not isinstance(wanted, dict):
+            raise invalid_params("subscriptions/listen requires a notifications object")
+        for flag in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
+            if flag in wanted and not isinstance(wanted[flag], bool):
+                raise invalid_params(f"subscriptions/listen notifications.{flag} must be a boolean")
+        uris = wanted.get("resourceSubscriptions", [])
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise invalid_params("subscriptions/listen notifications.resourceSubscriptions must be an array of URIs")
+        uris = list(dict.fromkeys(uris))
+        if len(uris) > MAX_SUBSCRIPTIONS:
+            raise invalid_params(
+                f"subscriptions/listen names at most {MAX_SUBSCRIPTIONS} resources", {"limit": MAX_SUBSCRIPTIONS}
+            )
+        targets = [(_resources.canonical(_resources.uri_to_path(uri)), uri) for uri in uris]
+        self._resource_broker()
+        if targets and len(self._listens) >= MAX_LISTENS:
+            raise JsonRpcError(
+                INVALID_REQUEST,
+                f"subscriptions/listen: at most {MAX_LISTENS} streams may be open; cancel one first",
+                {"limit": MAX_LISTENS},
+            )
+        subscriber = Subscriber(req.id)
+        replays = [(path, uri) for path, uri in targets if self._hub.subscribe(subscriber, path, uri)]
+        honoured: dict[str, Any] = {"resourceSubscriptions": uris} if uris else {}
+        ack = {"notifications": honoured, "_meta": subscriber.meta()}
+        self._enqueue(_jsonrpc.notification("notifications/subscriptions/acknowledged", ack), live=subscriber.live)
+        if not targets:
+            self._respond(req.id, modern_envelope({"_meta": subscriber.meta()}))
+            return
+        self._listens[req.id.key] = subscriber
+        for path, uri in replays:
+            self._hub.replay(subscriber, path, uri)
 
     # ---- tools/call ---------------------------------------------------------------------------------
     async def _start_call(self, req: Request, params: Any, ctx: ModernContext | None) -> None:
@@ -497,6 +682,8 @@ class McpServer:
         finally:
             notifier.close()
             del self._calls[call.rid.key]
+            if call.tool.name == DROP_WORKSPACE:
+                self._hub.recheck()  # the broker does not report the files of a dropped workspace
             if line is None or call.cancelled:
                 self._owned.discard(call.rid.key)
             else:
@@ -667,9 +854,13 @@ class McpServer:
     async def shutdown(self) -> None:
         """EOF: refuse new requests, cancel cooperative calls, let drops finish, stop the broker, flush.
 
-        Cancelled calls get no response. Idempotent.
+        Cancelled calls get no response; neither do open `subscriptions/listen` streams (an abrupt end). Idempotent.
         """
         self._closing = True
+        self._hub.close_all()
+        for key in list(self._listens):
+            self._owned.discard(key)
+        self._listens.clear()
         for call in list(self._calls.values()):
             if call.tool.cancellable:
                 call.cancelled = True
