@@ -101,8 +101,14 @@ class Client:
                         return m
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.eof and not self.cond.wait(0)):
-                    raise AssertionError(f"no matching message; got {self.msgs}")
+                    raise AssertionError(f"no matching message; got {self.msgs}{self._exit_report()}")
                 self.cond.wait(left)
+
+    def _exit_report(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        err = self.proc.stderr.read().decode("utf-8", "replace")[-2000:]
+        return f"; the fake exited with {self.proc.returncode}, stderr:\n{err}"
 
     def response(self, rid: Any, timeout: float = TIMEOUT) -> JSON:
         return self.wait_for(lambda m: m.get("id") == rid and "method" not in m, timeout)

@@ -315,8 +315,10 @@ class LeanClient:
                     await self._process.wait()
 
     async def _reap(self) -> None:
-        pids = descendants(self._process.pid) if self._process.returncode is None else []
-        kill_tree(self._process.pid, pids)
+        # Only a live (unreaped) server may be signalled: once reaped, its pid and process-group id can belong
+        # to an unrelated new process.
+        if self._process.returncode is None:
+            kill_tree(self._process.pid, descendants(self._process.pid))
         with anyio.move_on_after(SHUTDOWN_TIMEOUT), contextlib.suppress(Exception):
             await self._process.wait()
         with contextlib.suppress(Exception):
