@@ -43,7 +43,8 @@ class Client:
         self.eof = False
         self.cond = threading.Condition()
         self.next_id = 1
-        threading.Thread(target=self._pump, daemon=True).start()
+        self.pump = threading.Thread(target=self._pump, daemon=True)
+        self.pump.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -143,6 +144,9 @@ class Client:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(TIMEOUT)
+        # The reader must be done before its pipe closes: a closed fd number is reused by the next test's
+        # pipe, and a reader still looping on the old number would steal the next fake's messages.
+        self.pump.join(TIMEOUT)
         for s in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if s is not None:
                 s.close()
