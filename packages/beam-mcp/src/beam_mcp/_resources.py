@@ -178,15 +178,25 @@ class _Watch:
     dirty: bool = False
 
 
+Send = Callable[[bytes, Callable[[], None], Callable[[], bool]], None]
+"""Enqueue one message on a subscriber's stream: `(data, on_flushed, live)`; a message whose `live()` is false at
+write time is skipped (`on_flushed` still runs)."""
+
+
 class Subscriber:
     """A receiver of updates: the legacy session (no id) or one `subscriptions/listen` stream (its request id).
 
     Subscriptions are keyed by canonical path; each keeps the raw URIs the client used, so updates use the
     client's spelling and unsubscribing by that spelling works after a symlink changed or the file vanished.
+
+    Args:
+        send: Where its updates go (the stdio writer, a legacy HTTP session's GET stream, a listen's response).
+        subscription_id: The listen request's id; None for a legacy session.
     """
 
-    def __init__(self, subscription_id: RequestId | None = None) -> None:
+    def __init__(self, send: Send, subscription_id: RequestId | None = None) -> None:
         """A subscriber with no subscriptions yet."""
+        self.send = send
         self.subscription_id = subscription_id
         self.watches: dict[str, _Watch] = {}
         self.aliases: dict[str, str] = {}
@@ -215,11 +225,6 @@ class Subscriber:
         return _jsonrpc.notification(UPDATED, params)
 
 
-Send = Callable[[bytes, Callable[[], None], Callable[[], bool]], None]
-"""Enqueue one line on the serialized writer: `(data, on_flushed, live)`; a line whose `live()` is false at
-write time is skipped (`on_flushed` still runs)."""
-
-
 class UpdateHub:
     """Routes the broker's change reports to subscribers as coalesced, throttled `resources/updated`.
 
@@ -230,14 +235,12 @@ class UpdateHub:
     previous update, and an update still waiting to be written absorbs later changes until it is flushed.
 
     Args:
-        send: Enqueues one line on the serialized writer.
         snapshot: `broker.diagnostics` (or a stand-in while no broker exists); must not block.
         interval: Seconds between two processing-phase updates of one file for one subscriber.
     """
 
-    def __init__(self, send: Send, snapshot: Callable[[str], dict[str, Any]], interval: float = UPDATE_INTERVAL):
+    def __init__(self, snapshot: Callable[[str], dict[str, Any]], interval: float = UPDATE_INTERVAL):
         """A hub with no subscribers."""
-        self._send = send
         self._snapshot = snapshot
         self.interval = interval
         self._subscribers: dict[Subscriber, None] = {}
@@ -364,7 +367,7 @@ class UpdateHub:
 
         for uri in uris:
             watch.in_flight += 1
-            self._send(subscriber.notification(uri), flushed, live)
+            subscriber.send(subscriber.notification(uri), flushed, live)
 
     def _flushed(self, subscriber: Subscriber, path: str, watch: _Watch) -> None:
         watch.in_flight -= 1

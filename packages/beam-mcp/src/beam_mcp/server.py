@@ -1,12 +1,15 @@
 """The MCP coordinator: protocol families, request admission, tool dispatch, cancellation and ordering.
 
-`McpServer` consumes input lines (from any transport) and produces output lines through one serialized
-writer. It owns the protocol-family state machine (undecided -> legacy or modern), request-id ownership
-(admission until terminal flush), the per-call cancel scopes, the `lean_drop_workspace` stream-order fence,
-the broker's lifetime (opened in the background at start, so `tools/list` does not pay for the import of
-the Lean stack when the client is still handshaking), who may subscribe to diagnostics resources and how
-long a `subscriptions/listen` stream lives, and EOF shutdown. It must not contain Lean semantics: tool calls
-go to the broker (`beam_broker.Broker.call`) or to beam-feedback, resources to `_resources`.
+`McpServer` consumes client messages and produces output messages. A transport hands it each message with
+the `Channel` it arrived on and the `Outlet` its answer goes to: stdio has one channel and one outlet (the
+serialized stdout writer, `receive`); Streamable HTTP has a channel per modern request or legacy session and
+an outlet per HTTP response (`handle`). The server owns the protocol-family state machine of each channel
+(undecided -> legacy or modern), request-id ownership (admission until terminal flush), the per-call cancel
+scopes, the `lean_drop_workspace` fence (process-wide, in admission order), the broker's lifetime (opened in
+the background at start, so `tools/list` does not pay for the import of the Lean stack when the client is
+still handshaking), who may subscribe to diagnostics resources and how long a `subscriptions/listen` stream
+lives, and shutdown. It must not contain Lean semantics (tool calls go to the broker,
+`beam_broker.Broker.call`, or to beam-feedback; resources to `_resources`) nor know HTTP.
 """
 
 from __future__ import annotations
@@ -76,6 +79,82 @@ SHUTDOWN_GRACE: Final = 30.0
 Family = Literal["undecided", "legacy", "modern"]
 _Line = tuple[bytes, Callable[[], None] | None, Callable[[], bool] | None]
 """A queued output message: data, called once written (or dropped), and whether it is still to be written."""
+_Key = tuple[str, str | int]
+
+
+class Outlet(Protocol):
+    """Where the messages of one request go (its notifications, then its response).
+
+    Every callback passed in is called exactly once, when the message was written or dropped. A message whose
+    `live()` is false when its turn comes is skipped.
+    """
+
+    def message(
+        self, data: bytes, on_flushed: Callable[[], None] | None = None, live: Callable[[], bool] | None = None
+    ) -> None:
+        """A notification that belongs to the request (progress, logs, a listen stream's updates)."""
+        ...
+
+    def respond(self, data: bytes, on_flushed: Callable[[], None] | None = None) -> None:
+        """The request's response: nothing follows it."""
+        ...
+
+    def abandon(self) -> None:
+        """The request ended without a response (cancelled, or a listen stream ended): nothing follows."""
+        ...
+
+
+class _WriterOutlet:
+    """The stdio outlet: every request's messages go to the one serialized writer, in order."""
+
+    def __init__(self, enqueue: Callable[[bytes, Callable[[], None] | None, Callable[[], bool] | None], None]):
+        self._enqueue = enqueue
+
+    def message(
+        self, data: bytes, on_flushed: Callable[[], None] | None = None, live: Callable[[], bool] | None = None
+    ) -> None:
+        self._enqueue(data, on_flushed, live)
+
+    def respond(self, data: bytes, on_flushed: Callable[[], None] | None = None) -> None:
+        self._enqueue(data, on_flushed, None)
+
+    def abandon(self) -> None:
+        pass
+
+
+def _dropped(data: bytes, on_flushed: Callable[[], None], live: Callable[[], bool]) -> None:
+    on_flushed()
+
+
+class Channel:
+    """The per-stream protocol state: stdio, one modern HTTP request, or one legacy HTTP session.
+
+    It holds what the protocol scopes to a stream: the selected family, the legacy lifecycle and log level, the
+    request ids in use, the calls and listen streams by id (for cancellation), and the legacy subscriptions.
+    Create one with `McpServer.channel`.
+
+    Attributes:
+        family: The selected protocol family.
+        legacy_ready: Whether `notifications/initialized` arrived after a legacy `initialize`.
+        log_level: The legacy minimum log level (`logging/setLevel`).
+        closed: Whether `McpServer.close_channel` ended it.
+    """
+
+    def __init__(self, notify: _resources.Send, family: Family = "undecided") -> None:
+        """Internal: use `McpServer.channel`."""
+        self.family: Family = family
+        self.legacy_ready = False
+        self.log_level = "debug"
+        self.closed = False
+        self.notify = notify
+        self.owned: set[_Key] = set()
+        self.calls: dict[_Key, _Call] = {}
+        self.listens: dict[_Key, tuple[Subscriber, Outlet]] = {}
+        self.session_subscriber: Subscriber | None = None
+
+    def owns(self, rid: RequestId) -> bool:
+        """Whether `rid` is in use on this channel (admitted and not yet answered or cancelled)."""
+        return rid.key in self.owned
 
 
 class BrokerLike(Protocol):
@@ -191,28 +270,27 @@ class _Call:
     modern: ModernContext | None
     scope: anyio.CancelScope
     waits: list[anyio.Event]
+    channel: Channel
+    outlet: Outlet
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     cancelled: bool = False
 
 
 class McpServer:
-    """One MCP connection over one transport (use `McpServer.open`)."""
+    """The MCP server of one process: the broker, tools, calls and subscriptions of every channel (use `open`)."""
 
-    def __init__(self, config: ServerConfig, write: Callable[[bytes], Awaitable[None]], tg: anyio.abc.TaskGroup):
+    def __init__(self, config: ServerConfig, write: Callable[[bytes], Awaitable[None]] | None, tg: anyio.abc.TaskGroup):
         """Internal: use `McpServer.open`."""
         self.config = config
-        self._write = write
         self._tg = tg
         self._factory = config.broker_factory or _default_factory(config)
         self._out_send, self._out_recv = anyio.create_memory_object_stream[_Line](math.inf)
         self._output_open = True
-        # protocol state
-        self.family: Family = "undecided"
-        self.legacy_ready = False
-        self.log_level = "debug"
-        # requests
-        self._owned: set[tuple[str, str | int]] = set()
-        self._calls: dict[tuple[str, str | int], _Call] = {}
+        # the stdio channel (when there is a writer)
+        self._stdio = Channel(self._enqueue) if write is not None else None
+        self._stdio_outlet = _WriterOutlet(self._enqueue)
+        # requests, across channels (the drop fence and shutdown are process-wide)
+        self._calls: dict[_Call, None] = {}
         self._last_drop: anyio.Event | None = None
         self._closing = False
         self._idle = anyio.Event()
@@ -225,24 +303,27 @@ class McpServer:
         self._broker_stopped = anyio.Event()
         self._tools: ToolSet | None = None
         # resources
-        self._hub = UpdateHub(self._enqueue, self._diagnostics, config.update_interval)
-        self._session_subscriber: Subscriber | None = None
-        self._listens: dict[tuple[str, str | int], Subscriber] = {}
+        self._hub = UpdateHub(self._diagnostics, config.update_interval)
+        self._listens: dict[Subscriber, tuple[Channel, _Key, Outlet]] = {}
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, config: ServerConfig, write: Callable[[bytes], Awaitable[None]]) -> AsyncIterator[McpServer]:
-        """Start the writer and the broker; leaving the block is EOF.
+    async def open(
+        cls, config: ServerConfig, write: Callable[[bytes], Awaitable[None]] | None = None
+    ) -> AsyncIterator[McpServer]:
+        """Start the writer (with `write`) and the broker; leaving the block is EOF.
 
         At EOF in-flight calls are cancelled and drained, drops complete, Lean shuts down, output is flushed.
 
         Args:
             config: Server settings.
-            write: Writes one encoded message line (newline included) and flushes it.
+            write: Writes one encoded message line (newline included) and flushes it: the stdio channel that
+                `receive` serves. None for a transport that only uses `channel` and `handle` (HTTP).
         """
         async with anyio.create_task_group() as tg:
             server = cls(config, write, tg)
-            tg.start_soon(server._writer)
+            if write is not None:
+                tg.start_soon(server._writer, write)
             tg.start_soon(server._host_broker)
             tg.start_soon(server._hub.run)
             try:
@@ -250,6 +331,51 @@ class McpServer:
             finally:
                 with anyio.CancelScope(shield=True):
                     await server.shutdown()
+
+    # ---- channels -----------------------------------------------------------------------------------
+    def channel(self, *, notify: _resources.Send | None = None, family: Family = "undecided") -> Channel:
+        """A new channel for a transport that carries more than one stream (HTTP).
+
+        Args:
+            notify: Where messages that belong to no request go (a legacy session's `resources/updated`); None
+                drops them.
+            family: The family the transport already selected (a modern HTTP request is modern from the start).
+        """
+        return Channel(notify or _dropped, family)
+
+    def cancel(self, channel: Channel, rid: RequestId) -> None:
+        """Cancel one request of `channel` as `notifications/cancelled` does.
+
+        A cooperative call stops without a response; a listen stream ends without a result and frees its id. A
+        drop (not cancellable), finished requests and unknown ids are left alone.
+        """
+        call = channel.calls.get(rid.key)
+        if call is not None and call.tool.cancellable:
+            call.cancelled = True
+            call.scope.cancel()
+        listen = channel.listens.pop(rid.key, None)
+        if listen is not None:
+            subscriber, outlet = listen
+            # The client ended its stream: nothing more is sent for it (not even a result), and the id is free.
+            self._hub.close(subscriber)
+            self._listens.pop(subscriber, None)
+            channel.owned.discard(rid.key)
+            outlet.abandon()
+
+    def close_channel(self, channel: Channel) -> None:
+        """End a channel (an expired or deleted HTTP session): cancel its requests, end its subscriptions.
+
+        An admitted drop still completes. Idempotent.
+        """
+        channel.closed = True
+        for call in list(channel.calls.values()):
+            self.cancel(channel, call.rid)
+        for subscriber, _ in list(channel.listens.values()):
+            assert subscriber.subscription_id is not None
+            self.cancel(channel, subscriber.subscription_id)
+        if channel.session_subscriber is not None:
+            self._hub.close(channel.session_subscriber)
+            channel.session_subscriber = None
 
     # ---- output -------------------------------------------------------------------------------------
     def _enqueue(
@@ -262,12 +388,12 @@ class McpServer:
             if on_flushed is not None:
                 on_flushed()
 
-    async def _writer(self) -> None:
+    async def _writer(self, write: Callable[[bytes], Awaitable[None]]) -> None:
         async with self._out_recv:
             async for data, on_flushed, live in self._out_recv:
                 if self._output_open and (live is None or live()):
                     try:
-                        await self._write(data + b"\n")
+                        await write(data + b"\n")
                     except OSError:
                         # The client closed our stdout: keep serving quietly until EOF on stdin.
                         self._output_open = False
@@ -275,12 +401,19 @@ class McpServer:
                     on_flushed()
 
     def _respond(
-        self, rid: RequestId | None, result: Any = None, error: JsonRpcError | None = None, *, owned: bool = True
+        self,
+        channel: Channel,
+        outlet: Outlet,
+        rid: RequestId | None,
+        result: Any = None,
+        error: JsonRpcError | None = None,
+        *,
+        owned: bool = True,
     ) -> None:
         """Send a response; an owned id is released once it is flushed."""
         line = _jsonrpc.error_response(rid, error) if error is not None else _jsonrpc.response(rid, result)
-        release = functools.partial(self._owned.discard, rid.key) if rid is not None and owned else None
-        self._enqueue(line, release)
+        release = functools.partial(channel.owned.discard, rid.key) if rid is not None and owned else None
+        outlet.respond(line, release)
 
     # ---- broker -------------------------------------------------------------------------------------
     async def _host_broker(self) -> None:
@@ -344,86 +477,102 @@ class McpServer:
         return broker.diagnostics(path) if broker is not None else _resources.untracked(path)
 
     # ---- input --------------------------------------------------------------------------------------
+    def _stdio_channel(self) -> Channel:
+        if self._stdio is None:
+            raise RuntimeError("this McpServer was opened without a writer: use channel() and handle()")
+        return self._stdio
+
     async def receive(self, line: bytes) -> None:
-        """Handle one input line (the reader calls this for every line, in order)."""
+        """Handle one stdio input line (the reader calls this for every line, in order)."""
         line = _jsonrpc.strip_line(line)
-        message = _jsonrpc.parse_line(line)
+        await self.handle(self._stdio_channel(), _jsonrpc.parse_line(line), self._stdio_outlet)
+
+    def receive_oversized(self) -> None:
+        """A stdio line over the transport's size limit was discarded."""
+        error = JsonRpcError(PARSE_ERROR, "parse error: message too large")
+        self._respond(self._stdio_channel(), self._stdio_outlet, None, error=error, owned=False)
+
+    async def handle(self, channel: Channel, message: _jsonrpc.Message, outlet: Outlet) -> None:
+        """Handle one client message that arrived on `channel`; its answer (if any) goes to `outlet`.
+
+        Returns once the message is answered or, for a tool call or a listen stream, admitted: the rest of its
+        output follows on `outlet`, which always ends with `respond` or `abandon`. A message whose id is in use
+        on the channel is ignored (nothing is sent to `outlet`); transports that cannot leave a request
+        unanswered check `Channel.owns` first. Notifications send nothing.
+        """
         rid = message.id if isinstance(message, Request | Invalid) else None
-        if rid is not None and rid.key in self._owned:
+        if rid is not None and rid.key in channel.owned:
             # A second message reusing an active id is ignored, even if malformed: answering it would create
             # two indistinguishable terminal responses.
             return
         if isinstance(message, Invalid):
             # Never admitted, so its id is not ours to release.
-            self._respond(message.id, error=message.error, owned=False)
+            self._respond(channel, outlet, message.id, error=message.error, owned=False)
         elif isinstance(message, Notification):
-            self._notification(message)
+            self._notification(channel, message)
         else:
-            self._owned.add(message.id.key)
+            channel.owned.add(message.id.key)
             try:
                 if self._closing:
                     raise invalid_request("MCP server is shutting down")
-                result = await self._request(message)
+                result = await self._request(channel, message, outlet)
             except JsonRpcError as exc:
-                self._respond(message.id, error=exc)
+                self._respond(channel, outlet, message.id, error=exc)
+            except anyio.get_cancelled_exc_class():
+                # The transport gave up on the request before it was answered or admitted (an HTTP client
+                # disconnected while it waited for the broker): the id is free again.
+                if message.id.key not in channel.calls and message.id.key not in channel.listens:
+                    channel.owned.discard(message.id.key)
+                raise
             except Exception as exc:
                 log.exception("internal error handling %s", message.method)
-                self._respond(message.id, error=JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}"))
+                error = JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}")
+                self._respond(channel, outlet, message.id, error=error)
             else:
                 if result is not None:
-                    self._respond(message.id, result)
+                    self._respond(channel, outlet, message.id, result)
 
-    def receive_oversized(self) -> None:
-        """A line over the transport's size limit was discarded."""
-        self._respond(None, error=JsonRpcError(PARSE_ERROR, "parse error: message too large"), owned=False)
-
-    def _notification(self, note: Notification) -> None:
+    def _notification(self, channel: Channel, note: Notification) -> None:
         if note.method == "notifications/initialized":
             params = note.params if note.has_params else {}
-            if isinstance(params, dict) and set(params) <= {"_meta"} and self.family == "legacy":
-                self.legacy_ready = True
+            if isinstance(params, dict) and set(params) <= {"_meta"} and channel.family == "legacy":
+                channel.legacy_ready = True
         elif note.method == "notifications/cancelled":
             params = note.params
             if not isinstance(params, dict) or not set(params) <= {"requestId", "reason", "_meta"}:
                 return
             rid = _jsonrpc.decode_id(params.get("requestId"))
-            if rid is None:
-                return
-            call = self._calls.get(rid.key)
-            if call is not None and call.tool.cancellable:
-                call.cancelled = True
-                call.scope.cancel()
-            listen = self._listens.pop(rid.key, None)
-            if listen is not None:
-                # The client ended its stream: nothing more is sent for it (not even a result), and the id is free.
-                self._hub.close(listen)
-                self._owned.discard(rid.key)
+            if rid is not None:
+                self.cancel(channel, rid)
         # Other notifications are ignored.
 
     # ---- requests -----------------------------------------------------------------------------------
-    def _conflict(self, requested: str) -> JsonRpcError:
+    @staticmethod
+    def _conflict(channel: Channel, requested: str) -> JsonRpcError:
         return invalid_request(
-            f"MCP transport already selected the {self.family} protocol family; {requested} traffic is not allowed"
+            f"MCP transport already selected the {channel.family} protocol family; {requested} traffic is not allowed"
         )
 
-    async def _request(self, req: Request) -> dict[str, Any] | None:
-        """Answer one request; None means a call task owns the response."""
+    async def _request(self, channel: Channel, req: Request, outlet: Outlet) -> dict[str, Any] | None:
+        """Answer one request; None means a call task or a listen stream owns the response."""
+        if channel.closed:
+            raise invalid_request("this MCP session has ended")
         params = req.params if req.has_params else None
         if req.method == "server/discover" or has_modern_meta(params):
             ctx = decode_modern(params)
-            if self.family == "legacy":
-                raise self._conflict("modern")
-            return await self._modern(req, params, ctx)
+            if channel.family == "legacy":
+                raise self._conflict(channel, "modern")
+            return await self._modern(channel, req, params, ctx, outlet)
         if req.method == "initialize":
-            return self._initialize(params)
-        if self.family == "modern":
+            return self._initialize(channel, params)
+        if channel.family == "modern":
             raise invalid_params(MISSING_MODERN_META)
-        return await self._legacy(req, params)
+        return await self._legacy(channel, req, params, outlet)
 
-    def _initialize(self, params: Any) -> dict[str, Any]:
-        if self.family == "modern":
-            raise self._conflict("legacy")
-        if self.family == "legacy":
+    def _initialize(self, channel: Channel, params: Any) -> dict[str, Any]:
+        if channel.family == "modern":
+            raise self._conflict(channel, "legacy")
+        if channel.family == "legacy":
             raise invalid_request("initialize has already completed")
         allowed = frozenset({"protocolVersion", "capabilities", "clientInfo", "_meta"})
         p = check_closed(params, allowed, "initialize", required=True)
@@ -434,54 +583,57 @@ class McpServer:
         info = p.get("clientInfo")
         if not (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
             raise invalid_params("initialize requires clientInfo with string name and version")
-        self.family = "legacy"
-        self.legacy_ready = False
+        channel.family = "legacy"
+        channel.legacy_ready = False
         return {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities(), "serverInfo": server_info()}
 
-    def _admit_legacy_operation(self) -> None:
-        if self.family == "undecided":
+    @staticmethod
+    def _admit_legacy_operation(channel: Channel) -> None:
+        if channel.family == "undecided":
             raise invalid_request("initialize must complete before MCP operation requests")
-        if not self.legacy_ready:
+        if not channel.legacy_ready:
             raise invalid_request("notifications/initialized is required before MCP operation requests")
 
-    async def _legacy(self, req: Request, params: Any) -> dict[str, Any] | None:
+    async def _legacy(self, channel: Channel, req: Request, params: Any, outlet: Outlet) -> dict[str, Any] | None:
         method = req.method
         if method == "ping":
-            self._admit_legacy_operation()
+            self._admit_legacy_operation(channel)
             check_closed(params, frozenset({"_meta"}), "ping")
             return {}
         if method == "logging/setLevel":
-            if self.family == "undecided":
+            if channel.family == "undecided":
                 raise invalid_request("initialize must complete before MCP logging requests")
             p = check_closed(params, frozenset({"level", "_meta"}), "logging/setLevel", required=True)
-            self.log_level = check_level(p.get("level"))
+            channel.log_level = check_level(p.get("level"))
             return {}
         if method == "tools/list":
-            self._admit_legacy_operation()
+            self._admit_legacy_operation(channel)
             return {"tools": await self._list_tools(params)}
         if method == "tools/call":
-            self._admit_legacy_operation()
-            await self._start_call(req, params, None)
+            self._admit_legacy_operation(channel)
+            await self._start_call(channel, req, params, None, outlet)
             return None
         if method == "resources/list":
-            self._admit_legacy_operation()
+            self._admit_legacy_operation(channel)
             return self._list_resources(params)
         if method == "resources/read":
-            self._admit_legacy_operation()
+            self._admit_legacy_operation(channel)
             return self._read_resource(params)
         if method == "resources/subscribe":
-            self._admit_legacy_operation()
-            self._subscribe(req, params)
+            self._admit_legacy_operation(channel)
+            self._subscribe(channel, req, params, outlet)
             return None
         if method == "resources/unsubscribe":
-            self._admit_legacy_operation()
-            self._unsubscribe(params)
+            self._admit_legacy_operation(channel)
+            self._unsubscribe(channel, params)
             return {}
-        if self.family == "undecided":
+        if channel.family == "undecided":
             raise invalid_request("initialize must be the first MCP operation")
         raise method_not_found(method)
 
-    async def _modern(self, req: Request, params: Any, ctx: ModernContext) -> dict[str, Any] | None:
+    async def _modern(
+        self, channel: Channel, req: Request, params: Any, ctx: ModernContext, outlet: Outlet
+    ) -> dict[str, Any] | None:
         method = req.method
         if method == "server/discover":
             check_closed(params, frozenset({"_meta"}), "server/discover", required=True)
@@ -495,24 +647,24 @@ class McpServer:
                 }
             )
         if method == "tools/list":
-            self.family = "modern"
+            channel.family = "modern"
             tools = await self._list_tools(params)
             return modern_envelope({"tools": tools, "ttlMs": PUBLIC_CACHE_TTL_MS, "cacheScope": "public"})
         if method == "tools/call":
-            self.family = "modern"
-            await self._start_call(req, params, ctx)
+            channel.family = "modern"
+            await self._start_call(channel, req, params, ctx, outlet)
             return None
         if method == "resources/list":
-            self.family = "modern"
+            channel.family = "modern"
             page = self._list_resources(params)
             return modern_envelope({**page, "ttlMs": RESOURCE_LIST_TTL_MS, "cacheScope": "private"})
         if method == "resources/read":
-            self.family = "modern"
+            channel.family = "modern"
             read = self._read_resource(params)
             return modern_envelope({**read, "ttlMs": RESOURCE_READ_TTL_MS, "cacheScope": "private"})
         if method == "subscriptions/listen":
-            self.family = "modern"
-            self._listen(req, params)
+            channel.family = "modern"
+            self._listen(channel, req, params, outlet)
             return None
         if method in ("initialize", "ping", "logging/setLevel"):
             raise JsonRpcError(METHOD_NOT_FOUND, f"{method} is not part of MCP {MODERN_VERSION}")
@@ -555,14 +707,14 @@ class McpServer:
             raise invalid_params(f"{what} requires a uri string")
         return uri
 
-    def _subscribe(self, req: Request, params: Any) -> None:
+    def _subscribe(self, channel: Channel, req: Request, params: Any, outlet: Outlet) -> None:
         p = check_closed(params, frozenset({"uri", "_meta"}), "resources/subscribe", required=True)
         uri = self._uri(p, "resources/subscribe")
         path = _resources.canonical(_resources.uri_to_path(uri))
         self._resource_broker()  # a broken broker is an error here too
-        subscriber = self._session_subscriber
+        subscriber = channel.session_subscriber
         if subscriber is None:
-            subscriber = self._session_subscriber = Subscriber()
+            subscriber = channel.session_subscriber = Subscriber(channel.notify)
         if uri not in subscriber.aliases and subscriber.count >= MAX_SUBSCRIPTIONS:
             raise JsonRpcError(
                 INVALID_REQUEST,
@@ -571,20 +723,20 @@ class McpServer:
             )
         # Record, then check: a change after this point is reported; one before it is in the replay.
         replay = self._hub.subscribe(subscriber, path, uri)
-        self._respond(req.id, {})
+        self._respond(channel, outlet, req.id, {})
         if replay:
             self._hub.replay(subscriber, path, uri)
 
-    def _unsubscribe(self, params: Any) -> None:
+    def _unsubscribe(self, channel: Channel, params: Any) -> None:
         p = check_closed(params, frozenset({"uri", "_meta"}), "resources/unsubscribe", required=True)
         uri = self._uri(p, "resources/unsubscribe")
-        subscriber = self._session_subscriber
+        subscriber = channel.session_subscriber
         if subscriber is None:
             _resources.uri_to_path(uri)  # only malformed URIs are errors
         else:
             self._hub.unsubscribe(subscriber, uri)
 
-    def _listen(self, req: Request, params: Any) -> None:
+    def _listen(self, channel: Channel, req: Request, params: Any, outlet: Outlet) -> None:
         """Open a `subscriptions/listen` stream: acknowledge, replay, then updates until it is cancelled.
 
         Only `resourceSubscriptions` is honoured (the tool and resource lists never change). A stream that
@@ -613,20 +765,23 @@ class McpServer:
                 f"subscriptions/listen: at most {MAX_LISTENS} streams may be open; cancel one first",
                 {"limit": MAX_LISTENS},
             )
-        subscriber = Subscriber(req.id)
+        subscriber = Subscriber(outlet.message, req.id)
         replays = [(path, uri) for path, uri in targets if self._hub.subscribe(subscriber, path, uri)]
         honoured: dict[str, Any] = {"resourceSubscriptions": uris} if uris else {}
         ack = {"notifications": honoured, "_meta": subscriber.meta()}
-        self._enqueue(_jsonrpc.notification("notifications/subscriptions/acknowledged", ack), live=subscriber.live)
+        outlet.message(_jsonrpc.notification("notifications/subscriptions/acknowledged", ack), live=subscriber.live)
         if not targets:
-            self._respond(req.id, modern_envelope({"_meta": subscriber.meta()}))
+            self._respond(channel, outlet, req.id, modern_envelope({"_meta": subscriber.meta()}))
             return
-        self._listens[req.id.key] = subscriber
+        channel.listens[req.id.key] = (subscriber, outlet)
+        self._listens[subscriber] = (channel, req.id.key, outlet)
         for path, uri in replays:
             self._hub.replay(subscriber, path, uri)
 
     # ---- tools/call ---------------------------------------------------------------------------------
-    async def _start_call(self, req: Request, params: Any, ctx: ModernContext | None) -> None:
+    async def _start_call(
+        self, channel: Channel, req: Request, params: Any, ctx: ModernContext | None, outlet: Outlet
+    ) -> None:
         p = check_closed(
             params,
             frozenset({"name", "arguments", "inputResponses", "requestState", "_meta"}),
@@ -653,14 +808,15 @@ class McpServer:
         token = meta.get("progressToken")
         if "progressToken" in meta and (isinstance(token, bool) or not isinstance(token, str | int | float)):
             raise invalid_params("_meta.progressToken must be a string or a number")
-        call = _Call(req.id, tool, arguments, token, ctx, anyio.CancelScope(), [])
-        # The drop fence is fixed in stream order, at admission.
+        call = _Call(req.id, tool, arguments, token, ctx, anyio.CancelScope(), [], channel, outlet)
+        # The drop fence is fixed in admission order (stream order on stdio), across every channel.
         if tool.name == DROP_WORKSPACE:
-            call.waits = [c.done for c in self._calls.values()]
+            call.waits = [c.done for c in self._calls]
             self._last_drop = call.done
         elif self._last_drop is not None and not self._last_drop.is_set():
             call.waits = [self._last_drop]
-        self._calls[req.id.key] = call
+        self._calls[call] = None
+        channel.calls[req.id.key] = call
         self._idle = anyio.Event() if self._idle.is_set() else self._idle
         self._tg.start_soon(self._run_call, call)
 
@@ -681,13 +837,15 @@ class McpServer:
                     line = _jsonrpc.error_response(call.rid, JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}"))
         finally:
             notifier.close()
-            del self._calls[call.rid.key]
+            del self._calls[call]
+            del call.channel.calls[call.rid.key]
             if call.tool.name == DROP_WORKSPACE:
                 self._hub.recheck()  # the broker does not report the files of a dropped workspace
             if line is None or call.cancelled:
-                self._owned.discard(call.rid.key)
+                call.channel.owned.discard(call.rid.key)
+                call.outlet.abandon()
             else:
-                self._enqueue(line, functools.partial(self._owned.discard, call.rid.key))
+                call.outlet.respond(line, functools.partial(call.channel.owned.discard, call.rid.key))
             call.done.set()
             if not self._calls:
                 self._idle.set()
@@ -704,11 +862,13 @@ class McpServer:
             )
         else:
             kinds = Kinds(preparation=call.tool.name == BEAM_FEEDBACK_REPORT)
-        modern = call.modern
-        level: Callable[[], str | None] = (lambda: modern.log_level) if modern is not None else (lambda: self.log_level)
+        modern, channel = call.modern, call.channel
+        level: Callable[[], str | None] = (
+            (lambda: modern.log_level) if modern is not None else (lambda: channel.log_level)
+        )
         path = call.arguments.get("path")
         return CallNotifier(
-            send=self._enqueue,
+            send=call.outlet.message,
             tool=call.tool.name,
             request_id=call.rid,
             token=call.token,
@@ -858,17 +1018,19 @@ class McpServer:
         """
         self._closing = True
         self._hub.close_all()
-        for key in list(self._listens):
-            self._owned.discard(key)
+        for channel, key, outlet in list(self._listens.values()):
+            channel.listens.pop(key, None)
+            channel.owned.discard(key)
+            outlet.abandon()
         self._listens.clear()
-        for call in list(self._calls.values()):
+        for call in list(self._calls):
             if call.tool.cancellable:
                 call.cancelled = True
                 call.scope.cancel()
         with anyio.move_on_after(self.config.shutdown_grace):
             await self._idle.wait()
         # A drop stuck past the grace period (a hung Lean server) must not keep the process alive.
-        for call in list(self._calls.values()):
+        for call in list(self._calls):
             call.cancelled = True
             call.scope.cancel()
         await self._idle.wait()
