@@ -251,3 +251,12 @@ def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
         )
         required = [name for name, f in spec.input_model.model_fields.items() if f.is_required()]
         assert required[-1] == "workspace", spec.name
+
+
+def test_every_registered_operation_has_a_runtime_handler() -> None:
+    from beam_broker.operations import implemented
+    from beam_broker.runtime import _Ops
+
+    assert implemented() == OPERATIONS
+    for spec in OPERATIONS:
+        assert spec.name == "drop_workspace" or hasattr(_Ops, f"op_{spec.method}"), spec.name

@@ -88,7 +88,7 @@ async def test_stdio_answers_discovery_and_listing_and_exits_zero_quietly_on_eof
         assert response["result"]["supportedVersions"] == ["2026-07-28"]
         await c.send({"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": {"_meta": modern_meta()}})
         listed, _ = await c.until("l")
-        assert listed["result"]["tools"][0]["name"] == "beam_version"
+        assert listed["result"]["tools"][0]["name"] == "beam_version", listed
         code, stderr = await c.close_and_wait()
         assert code == 0 and stderr == b""
 

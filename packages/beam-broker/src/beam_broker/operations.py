@@ -306,3 +306,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
 
 BY_TOOL: dict[str, OperationSpec] = {spec.tool: spec for spec in OPERATIONS}
 BY_NAME: dict[str, OperationSpec] = {spec.name: spec for spec in OPERATIONS}
+
+
+def implemented() -> tuple[OperationSpec, ...]:
+    """The operations this version serves, in public tool order (cheap: no Lean stack is imported).
+
+    Every registered operation is implemented; `Broker.operations()` returns the same tuple, and a test checks
+    that each one has a runtime handler.
+    """
+    return OPERATIONS

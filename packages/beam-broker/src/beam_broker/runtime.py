@@ -65,7 +65,7 @@ from .errors import (
     invalid_params,
 )
 from .events import CallContext, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-from .operations import BY_NAME, OPERATIONS, OperationSpec
+from .operations import BY_NAME, OperationSpec, implemented
 from .workspace import WorkspaceDescriptor, cache_key, display_path, module_name, resolve, resolve_path
 
 log = logging.getLogger("beam_broker")
@@ -507,7 +507,7 @@ class Broker:
     # -- registry
     def operations(self) -> tuple[OperationSpec, ...]:
         """The implemented operations, in public tool order."""
-        return tuple(op for op in OPERATIONS if op.name == "drop_workspace" or hasattr(_Ops, f"op_{op.method}"))
+        return implemented()
 
     @property
     def active(self) -> bool:

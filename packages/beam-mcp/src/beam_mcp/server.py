@@ -299,6 +299,7 @@ class McpServer:
         self._broker: BrokerLike | None = None
         self._broker_error: BaseException | None = None
         self._broker_ready = anyio.Event()
+        self._registry_ready = anyio.Event()
         self._broker_stop = anyio.Event()
         self._broker_stopped = anyio.Event()
         self._tools: ToolSet | None = None
@@ -419,9 +420,13 @@ class McpServer:
     async def _host_broker(self) -> None:
         try:
             if self.config.broker_factory is None:
-                # Importing the Lean stack takes a moment; do it off the event loop so discovery and
-                # initialize are answered meanwhile.
-                await anyio.to_thread.run_sync(importlib.import_module, "beam_broker")
+                # Imports take a moment, so they run off the event loop (discovery and initialize are answered
+                # meanwhile), in two steps: the light registry first, which is all tools/list needs, then the
+                # Lean client stack behind the runtime. tools/list waits for the first step rather than
+                # importing beam_broker itself: a package must never be initialized by two threads at once.
+                await anyio.to_thread.run_sync(importlib.import_module, "beam_broker.operations")
+                self._registry_ready.set()
+                await anyio.to_thread.run_sync(importlib.import_module, "beam_broker.runtime")
             async with self._factory() as broker:
                 self._broker = broker
                 self._broker_ready.set()
@@ -436,6 +441,7 @@ class McpServer:
             self._broker_error = exc
         finally:
             self._broker = None
+            self._registry_ready.set()
             self._broker_ready.set()
             self._broker_stopped.set()
 
@@ -453,9 +459,16 @@ class McpServer:
     async def tools(self) -> ToolSet:
         """The tool set (built once, from the broker's implemented operations)."""
         if self._tools is None:
-            broker = await self.broker()
+            if self.config.broker_factory is None:
+                # The registry is light (no Lean stack): tools/list need not wait for the broker to load.
+                await self._registry_ready.wait()
+                from beam_broker.operations import implemented
+
+                operations = implemented()
+            else:
+                operations = (await self.broker()).operations()
             if self._tools is None:
-                self._tools = ToolSet.build(broker.operations())
+                self._tools = ToolSet.build(operations)
         return self._tools
 
     def _resource_broker(self) -> BrokerLike | None:
