@@ -7,11 +7,18 @@ Example:
     >>> import anyio
     >>> from beam_mcp import ServerConfig, serve_stdio
     >>> anyio.run(serve_stdio, ServerConfig())  # doctest: +SKIP
+
+    Streamable HTTP on loopback (``url = await tg.start(serve_http, config, HttpConfig(port=8765))`` inside a
+    task group reports the endpoint once it listens):
+
+    >>> from beam_mcp import HttpConfig, serve_http
+    >>> anyio.run(serve_http, ServerConfig(), HttpConfig(port=8765))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from .__about__ import __version__
+from ._http import HttpConfig, serve_http
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 from ._stdio import serve as serve_stdio
 from .errors import BeamMcpError, JsonRpcError, SelfCheckError
@@ -23,6 +30,8 @@ __all__ = [
     "ServerConfig",
     "McpServer",
     "serve_stdio",
+    "HttpConfig",
+    "serve_http",
     "BrokerLike",
     # protocol
     "MODERN_VERSION",

@@ -1,7 +1,8 @@
-"""The `lean-beam-mcp` command: serve MCP on stdio, print the version, or self-check an installation.
+"""The `lean-beam-mcp` command: serve MCP on stdio or Streamable HTTP, print the version, or self-check.
 
-Exit codes: 0 success (stdin closed normally, version printed, self-check passed); 1 self-check failed;
-2 usage error; 130 interrupted. Nothing but MCP messages is written to stdout while serving; logs go to
+Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT or SIGTERM, version printed,
+self-check passed); 1 self-check failed, or the HTTP address cannot be bound; 2 usage error; 130 interrupted.
+Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
 stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the Lean stack is
 imported by the server in the background.
 """
@@ -9,14 +10,21 @@ imported by the server in the background.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
+
+if TYPE_CHECKING:
+    from ._http import HttpConfig
+    from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
 
@@ -27,10 +35,14 @@ There is no default workspace. The Lean server command is, in order: --lean-cmd,
 then `lake serve` found on PATH (elan installs it).
 
 MCP revisions: {MODERN_VERSION} (per-request metadata, preferred) and {LEGACY_VERSION} (initialize).
-Close stdin to stop the server.
+Close stdin to stop the stdio server; SIGINT or SIGTERM stops the HTTP server.
+
+The HTTP endpoint has no authentication: keep it on loopback (the default) or behind an authenticating proxy.
 
 examples:
   lean-beam-mcp                                   serve on stdio (what an MCP client runs)
+  lean-beam-mcp --http 127.0.0.1:8765             serve Streamable HTTP at http://127.0.0.1:8765/mcp
+  lean-beam-mcp --http 127.0.0.1:0                ... on a free port (the URL is printed on stderr)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
   lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
 """
@@ -51,6 +63,28 @@ def _parser() -> argparse.ArgumentParser:
         '(e.g. "lake serve -- -Dserver.reportDelayMs=0")',
     )
     parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT 0 picks a free port; "
+        "HOST defaults to 127.0.0.1, write IPv6 as [::1]:PORT)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="with --http: also accept this Host header (NAME for any port, NAME:PORT for one); loopback names "
+        "and the bound address are always accepted; repeatable",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="with --http: also accept this Origin (scheme://host:port); loopback origins on the bound port are "
+        "always accepted; repeatable",
+    )
+    parser.add_argument(
         "--self-check",
         metavar="FILE",
         help="start a server as a child process, sync FILE (a .lean file inside a Lean/Lake project) through "
@@ -66,6 +100,53 @@ def version_lines(server_binary: str | None = None) -> list[str]:
         lines.append(f"server binary: {server_binary}")
     lines.append(f"python: {sys.executable}")
     return lines
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` as (host, port); the host defaults to 127.0.0.1.
+
+    Raises:
+        ValueError: Not an address with a port in 0..65535.
+    """
+    host, colon, port = value.rpartition(":")
+    if not colon:
+        host, port = "", value
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"write IPv6 addresses in brackets: [{host}]:{port}")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} has no valid port (0..65535)")
+    return host or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback name or address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | None:
+    """Serve HTTP until SIGINT or SIGTERM, then shut down gracefully; the error when it cannot listen."""
+    import anyio
+
+    from ._http import serve_http
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+            try:
+                url = await tg.start(serve_http, config, http_config)
+            except OSError as exc:
+                return str(exc)
+            print(f"{SERVER_NAME}: serving MCP over Streamable HTTP at {url}", file=sys.stderr, flush=True)
+            async for _ in signals:
+                break
+            tg.cancel_scope.cancel()
+    return None
 
 
 def _server_binary() -> str | None:
@@ -91,6 +172,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--lean-cmd: {exc}")
         if not lean_cmd:
             parser.error("--lean-cmd must not be empty")
+    address: tuple[str, int] | None = None
+    if args.http is not None:
+        if args.self_check is not None:
+            parser.error("--http and --self-check cannot be combined")
+        try:
+            address = parse_address(args.http)
+        except ValueError as exc:
+            parser.error(f"--http: {exc}")
+    elif args.allowed_host or args.allowed_origin:
+        parser.error("--allowed-host and --allowed-origin need --http")
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if os.environ.get(TRACE_ENV) else logging.WARNING,
@@ -103,11 +194,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args.self_check, lean_cmd)
 
-    from ._stdio import serve
     from .server import ServerConfig
 
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary)
     try:
-        anyio.run(serve, ServerConfig(lean_cmd=lean_cmd, server_binary=binary))
+        if address is not None:
+            from ._http import HttpConfig
+
+            host, port = address
+            if not is_loopback(host):
+                logging.getLogger("beam_mcp").warning(
+                    "serving on %s, which is not a loopback address: the MCP endpoint has no authentication, so "
+                    "anyone who can reach it can run Lean on this machine; put it behind an authenticating proxy",
+                    host,
+                )
+            http_config = HttpConfig(
+                host=host,
+                port=port,
+                allowed_hosts=tuple(args.allowed_host),
+                allowed_origins=tuple(args.allowed_origin),
+            )
+            error = anyio.run(_serve_http, config, http_config)
+            if error is not None:
+                print(f"{SERVER_NAME}: cannot serve HTTP on {args.http}: {error}", file=sys.stderr)
+                return 1
+        else:
+            from ._stdio import serve
+
+            anyio.run(serve, config)
     except KeyboardInterrupt:
         return 130
     return 0

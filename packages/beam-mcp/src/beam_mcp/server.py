@@ -325,6 +325,8 @@ class McpServer:
             server = cls(config, write, tg)
             if write is not None:
                 tg.start_soon(server._writer, write)
+            else:
+                server._out_recv.close()  # no stdio channel: nothing is ever queued for a writer
             tg.start_soon(server._host_broker)
             tg.start_soon(server._hub.run)
             try:
