@@ -439,3 +439,26 @@ async def test_drop_accepts_the_echoed_descriptor_after_the_directory_is_gone(
     with anyio.fail_after(60):
         again = await broker.call("drop_workspace", {"workspace": echoed})
     assert (again["dropped"], again["reason"]) == (False, "notFound")
+
+
+async def test_the_runtime_snapshot_reports_open_files_against_the_disk(broker: Broker, demo_root: Path) -> None:
+    assert await broker.runtime_snapshot(str(demo_root)) is None
+    await call(broker, "save", demo_root, path="Demo/Proofs.lean")
+    (demo_root / "Demo/Scratch.lean").write_text("prelude\n")
+    await call(broker, "update", demo_root, path="Demo/Scratch.lean")
+
+    async def statuses() -> dict[str, tuple[str, bool]]:
+        snap = await broker.runtime_snapshot(str(demo_root))
+        assert snap is not None and snap["stats"]["root"] == str(demo_root)
+        return {f["path"]: (f["diskStatus"], f["checkpointed"]) for f in snap["open_files"]}
+
+    assert await statuses() == {
+        "Demo/Proofs.lean": ("matchesTracked", True),
+        "Demo/Scratch.lean": ("matchesTracked", False),
+    }
+    (demo_root / "Demo/Proofs.lean").write_text("prelude\n-- edited\n")
+    (demo_root / "Demo/Scratch.lean").unlink()
+    assert await statuses() == {
+        "Demo/Proofs.lean": ("differsFromTracked", False),
+        "Demo/Scratch.lean": ("missing", False),
+    }

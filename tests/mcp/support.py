@@ -71,7 +71,7 @@ class FakeBroker:
     def stats(self) -> dict[str, Any]:
         return {"uptimeMs": 1 if self.roots else 0, "workspaces": {f"local:{r}": {"root": r} for r in self.roots}}
 
-    def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
+    async def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
         if root not in self.roots:
             return None
         return {"stats": {"root": root}, "open_files": [{"path": "Main.lean", "version": 1}]}

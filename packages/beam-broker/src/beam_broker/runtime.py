@@ -569,12 +569,12 @@ class Broker:
             "byBackend": {"lean": rt.metrics.wire()},
         }
 
-    def open_files(self, rt: WorkspaceRuntime) -> list[dict[str, Any]]:
+    async def open_files(self, rt: WorkspaceRuntime) -> list[dict[str, Any]]:
         """Open documents of a workspace with their disk status (`open_docs` FileEntry shape)."""
         out = []
-        for doc in rt.docs.values():
+        for doc in list(rt.docs.values()):
             try:
-                disk = text_hash(doc.path.read_text(encoding="utf-8"))
+                disk = text_hash(await anyio.Path(doc.path).read_text(encoding="utf-8"))
                 status = "matchesTracked" if disk == doc.text_hash else "differsFromTracked"
             except FileNotFoundError:
                 status = "missing"
@@ -592,12 +592,15 @@ class Broker:
             )
         return out
 
-    def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
-        """Stats and open files of a cached workspace (for feedback reports), or None."""
+    async def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
+        """Stats and open files of a cached workspace (for feedback reports), or None.
+
+        Reading each open file's disk status is file I/O, so this is async (it never blocks the event loop).
+        """
         rt = self.cached(root)
         if rt is None:
             return None
-        return {"stats": self.workspace_stats(rt), "open_files": self.open_files(rt)}
+        return {"stats": self.workspace_stats(rt), "open_files": await self.open_files(rt)}
 
     # -- diagnostics resources
     def open_documents(self) -> list[str]:

@@ -177,7 +177,7 @@ class BrokerLike(Protocol):
         """Whether any workspace runtime exists."""
         ...
 
-    def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
+    async def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
         """Stats and open files of a cached workspace, or None."""
         ...
 
@@ -992,7 +992,7 @@ class McpServer:
         snapshot = None
         broker = self._broker
         if not confidential and broker is not None:
-            snapshot = broker.runtime_snapshot(descriptor.root)
+            snapshot = await broker.runtime_snapshot(descriptor.root)
         identity: dict[str, Any] = {
             "name": SERVER_NAME,
             "version": __version__,
