@@ -96,6 +96,32 @@ async def main() -> int:
                        character=29)  # fmt: skip
             await call("lean_goals", "before skip", path="Demo/Goals.lean", version=versions["Demo/Goals.lean"], line=4,
                        character=2, mode="before")  # fmt: skip
+            proofs = versions["Demo/Proofs.lean"]
+            probe = await call(
+                "lean_run_at_handle",
+                "speculative command",
+                path="Demo/Proofs.lean",
+                version=proofs,
+                line=8,
+                character=0,
+                text="def three : MyNat := MyNat.succ two",
+            )
+            await call(
+                "lean_run_with",
+                "continue from the handle",
+                path="Demo/Proofs.lean",
+                handle=probe["next_handle"],
+                text="#check three",
+            )
+            await call(
+                "lean_run_at",
+                "speculative tactic (no Init: fails, goals at the basis)",
+                path="Demo/Goals.lean",
+                version=versions["Demo/Goals.lean"],
+                line=4,
+                character=2,
+                text="exact hp",
+            )
             await call("lean_hover", "stale version", path="Demo/Proofs.lean", version=99, line=3, character=29)
             await call("lean_drop_workspace", "")
             assert proc.stdin is not None
