@@ -45,6 +45,19 @@ class RawLsp:
         msg: dict[str, Any] = json.loads(body)
         return msg
 
+    async def start(self, root: Path, uri: str, text: str) -> None:
+        """Handshake, open one document and wait until Lean has elaborated it."""
+        await self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
+        await self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {"textDocument": {"uri": uri, "languageId": "lean4", "version": 1, "text": text}},
+            }
+        )
+        await self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
+
     async def request(self, method: str, params: Any) -> Any:
         self.next_id += 1
         rid = self.next_id
@@ -73,16 +86,7 @@ async def main(rounds: int = 200) -> dict[str, float]:
             proc = await anyio.open_process(cmd, cwd=root, env=env, stderr=subprocess.DEVNULL)
             async with proc:
                 raw = RawLsp(proc)
-                await raw.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
-                await raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-                await raw.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "textDocument/didOpen",
-                        "params": {"textDocument": {"uri": uri, "languageId": "lean4", "version": 1, "text": text}},
-                    }
-                )
-                await raw.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
+                await raw.start(root, uri, text)
                 hover_pos = Position(line=3, character=9)
                 goal_pos = Position(line=3, character=43)
 

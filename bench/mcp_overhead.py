@@ -123,16 +123,7 @@ async def hover_stdio(rounds: int, root: Path, tc: Any) -> float:
             "_meta": META,
         }
         raw = RawLsp(raw_proc)
-        await raw.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
-        await raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-        await raw.send(
-            {
-                "jsonrpc": "2.0",
-                "method": "textDocument/didOpen",
-                "params": {"textDocument": {"uri": uri, "languageId": "lean4", "version": 1, "text": text}},
-            }
-        )
-        await raw.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
+        await raw.start(root, uri, text)
         hover_params = {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 29}}
 
         async def mcp_hover() -> None:

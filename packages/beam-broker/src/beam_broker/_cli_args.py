@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 
 from pydantic.fields import FieldInfo
 
+from ._util import loads_object
 from .errors import invalid_input
 from .operations import BY_NAME, OPERATIONS, PROGRESS, OperationSpec
 
@@ -248,21 +249,10 @@ def _read_file(path: str) -> str:
 
 
 def _object(text: str, flag: str) -> dict[str, Any]:
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise ValueError(f"duplicate key {key!r}")
-            out[key] = value
-        return out
-
     try:
-        value = json.loads(text, object_pairs_hook=pairs)
-    except ValueError as exc:  # json.JSONDecodeError is a ValueError
-        raise invalid_input(f"{flag}: not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise invalid_input(f"{flag}: expected a JSON object, got {type(value).__name__}")
-    return value
+        return loads_object(text)
+    except ValueError as exc:
+        raise invalid_input(f"{flag}: {exc}") from None
 
 
 def operation_arguments(spec: OperationSpec, namespace: argparse.Namespace, inputs: Inputs) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .__about__ import __version__
+from ._util import loads_object
 from .errors import INTERNAL_ERROR, BrokerError, invalid_input
 from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
 from .operations import BY_NAME
@@ -137,19 +138,7 @@ def decode(line: bytes) -> dict[str, Any]:
     Raises:
         ValueError: Not UTF-8, not JSON, duplicate keys, or not an object.
     """
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise ValueError(f"duplicate key {key!r}")
-            out[key] = value
-        return out
-
-    value = json.loads(line.decode("utf-8"), object_pairs_hook=pairs)
-    if not isinstance(value, dict):
-        raise ValueError("a protocol message must be a JSON object")
-    return value
+    return loads_object(line.decode("utf-8"))
 
 
 # ---- server -------------------------------------------------------------------------------------------
