@@ -35,6 +35,7 @@ from .lean import (
     PlainTermGoal,
     Position,
     Range,
+    severity_label,
 )
 from .redaction import Redactor, is_secret_name
 
@@ -97,6 +98,7 @@ __all__ = [
     "LeanFileProgressParams",
     "PlainGoal",
     "PlainTermGoal",
+    "severity_label",
     # redaction
     "Redactor",
     "is_secret_name",

@@ -38,6 +38,19 @@ class DiagnosticSeverity(enum.IntEnum):
     INFORMATION = 3
     HINT = 4
 
+    @property
+    def label(self) -> str:
+        """The lower-case name Beam uses on the wire (`"error"`, `"warning"`, `"information"`, `"hint"`)."""
+        return self.name.lower()
+
+
+def severity_label(value: int | None) -> str:
+    """The label of an LSP severity number, or `"unknown"` for a missing or unknown one."""
+    try:
+        return DiagnosticSeverity(value).label if value is not None else "unknown"
+    except ValueError:
+        return "unknown"
+
 
 class LeanTag(enum.IntEnum):
     """Lean's `leanTags` on diagnostics."""

@@ -1,0 +1,49 @@
+"""Lean/Lake projects on disk: the project markers, project-root discovery and module names.
+
+The only copy of these rules in Beam: the broker (workspace descriptors, save), the CLIs (`lean-beam`,
+`beam-feedback`, `lean-beam-mcp --self-check`) and feedback reports all use it. Standard library only; it reads
+directory entries but never file contents.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Final
+
+PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.toml", "lakefile.lean")
+"""A directory holding any of these is a Lean/Lake project root."""
+
+# A Lean identifier component: letters (any script), `_`, digits and `'`/`!`/`?` after the first character, or
+# a «guillemet-quoted» name. Lake module names never start with a dash, so they cannot be read as options.
+_COMPONENT: Final = re.compile(r"(?:[^\W\d]|_)[\w'!?]*|«[^«»\n]+»")
+
+
+def is_project_root(directory: Path) -> bool:
+    """Whether `directory` holds a Lean/Lake project marker."""
+    return any((directory / marker).exists() for marker in PROJECT_MARKERS)
+
+
+def find_project_root(start: Path) -> Path | None:
+    """The nearest directory at or above `start` (a directory, or a file's parent) that is a project root."""
+    first = start if start.is_dir() else start.parent
+    for directory in (first, *first.parents):
+        if is_project_root(directory):
+            return directory
+    return None
+
+
+def module_name(root: str | Path, path: Path) -> str | None:
+    """The Lean module a `.lean` file under `root` defines (`Foo/Bar.lean` -> `Foo.Bar`), else None."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return None
+    if rel.suffix != ".lean" or not rel.with_suffix("").parts:
+        return None
+    return ".".join(rel.with_suffix("").parts)
+
+
+def is_module_name(name: str) -> bool:
+    """Whether `name` is a valid Lean module name (dot-separated identifiers; never an option like `--help`)."""
+    return bool(name) and all(_COMPONENT.fullmatch(part) for part in name.split("."))
