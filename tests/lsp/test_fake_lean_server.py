@@ -523,11 +523,15 @@ def test_malformed_frames_are_emitted_on_the_trigger_and_then_the_server_goes_si
     tail = _raw_after(c, expected)
     assert c.raw.find(expected) >= before
     c.request("textDocument/hover", at(0, 0))  # muted: nothing more is written
-    time.sleep(0.2)
-    assert len(c.raw) - c.raw.find(expected) == len(tail)
+    assert c.proc.poll() is None  # the server hangs on rather than exiting
+    assert c.proc.stdin is not None
+    c.proc.stdin.close()  # the fake handles every message it read, then exits at end of input ...
+    assert c.proc.wait(TIMEOUT) == 0
+    with c.cond:  # ... so once its output is at end of stream, everything it ever wrote is in c.raw
+        assert c.cond.wait_for(lambda: c.eof, TIMEOUT)
+        assert len(c.raw) - c.raw.find(expected) == len(tail)
     if kind == "oversized":
         assert len(tail) == len(expected) - 1 + len(b'{"jsonrpc":"2.0","x":"') + 1000
-    assert c.proc.poll() is None
 
 
 def test_malformed_then_close_exits_with_the_configured_code(make: Callable[..., Client]) -> None:

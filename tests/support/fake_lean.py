@@ -37,6 +37,12 @@ Default behaviour (a faithful mini Lean server)
   "range": <word range>}`` for the identifier at the position, else ``null``.
 * ``$/lean/plainGoal`` -> ``{"goals": [goal], "rendered": "```lean\\n<goal>\\n```"}`` on lines containing
   the word ``goal_trigger`` (default ``by``), else ``null``. ``$/lean/plainTermGoal`` -> ``null``.
+* Lean RPC only with ``"rpc": true`` (otherwise these are unknown methods): ``$/lean/rpc/connect {uri}`` ->
+  ``{"sessionId": "<n>"}`` (a new numeric string per connect; the sessions of a file die with its worker:
+  crash or ``didClose``). ``$/lean/rpc/call`` with an unknown session -> -32900 ``Outdated RPC session``;
+  with method ``Lean.Widget.getInteractiveGoals`` -> ``{"goals": [{"goalPrefix": "⊢ ", "hyps": [], "type":
+  {"text": target}}]}`` (the goal text after its last ``⊢ ``) on ``goal_trigger`` lines, else ``null``;
+  other RPC methods -> -32601 ``No RPC method '<method>' found``.
 * Other known document requests get neutral answers (definition/references/... ``[]``, documentSymbol
   from ``theorem``/``def``/``lemma`` lines with kind 6, completion ``{"items": [], "isIncomplete": true}``).
 * Unknown method -> -32601 ``No request handler found for '<method>'``. Request for a document that is not
@@ -65,7 +71,11 @@ Config keys (a JSON object; every key is optional)
 ``hover`` (object)
     Word -> markdown hover value (default ``"```lean\\n<word>\\n```"``).
 ``goal_trigger`` (str, "by") / ``goal`` (str, "⊢ True")
-    Word that makes ``$/lean/plainGoal`` answer on a line, and the goal text it answers.
+    Word that makes ``$/lean/plainGoal`` (and interactive goals) answer on a line, and the goal text.
+``rpc`` (bool, false)
+    Answer Lean RPC (``$/lean/rpc/connect`` and ``$/lean/rpc/call``) as described above.
+``rpc_outdated`` (int, 0)
+    The first N ``$/lean/rpc/call`` requests fail with -32900 ``Outdated RPC session`` and end their session.
 ``crash_on`` ({"method": M, "exit_code": N = 1, "after_ms": T = 0, "stderr": S?})
     When a message with method M (request or notification) arrives, write S (default: a fake
     ``INTERNAL PANIC`` line) to stderr and exit the whole process with N, after T ms (other messages
@@ -210,6 +220,8 @@ KNOWN_REQUESTS: dict[str, bool] = {
     "textDocument/semanticTokens/range": True,
     "textDocument/documentColor": True,
     "textDocument/prepareRename": True,
+    "$/lean/rpc/connect": True,
+    "$/lean/rpc/call": True,
     "workspace/symbol": False,
     "codeAction/resolve": False,
     "completionItem/resolve": False,
@@ -220,6 +232,7 @@ ERR_METHOD_NOT_FOUND = -32601
 ERR_REQUEST_CANCELLED = -32800
 ERR_CONTENT_MODIFIED = -32801
 ERR_WORKER_CRASHED = -32902
+ERR_RPC_NEEDS_RECONNECT = -32900
 
 WORD = re.compile(r"[\w.'!?]+")
 SORRY = re.compile(r"\bsorry\b")
@@ -278,6 +291,7 @@ class Doc:
     done_version: int = -1
     crashed: bool = False
     queued: list[JSON] = field(default_factory=list)
+    sessions: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -323,6 +337,8 @@ class FakeLean:
         self.stall: set[str] = set(config.get("stall", []))
         self.content_modified: set[str] = set(config.get("content_modified", []))
         self.verbose = bool(config.get("verbose", False))
+        self.rpc_outdated_left = int(config.get("rpc_outdated", 0))
+        self.session_ids = itertools.count(1)
         mal = config.get("malformed")
         self.malformed_left = int(mal.get("times", 1)) if isinstance(mal, dict) else 0
 
@@ -629,7 +645,7 @@ class FakeLean:
             self.shutdown = True
             self.result(rid, None)
             return
-        if method not in KNOWN_REQUESTS:
+        if method not in KNOWN_REQUESTS or (method.startswith("$/lean/rpc/") and not self.cfg.get("rpc", False)):
             self.error(rid, ERR_METHOD_NOT_FOUND, f"No request handler found for '{method}'")
             return
         uri = self.uri_of(msg) if KNOWN_REQUESTS[method] else None
@@ -682,6 +698,7 @@ class FakeLean:
                 )
         self.progress(doc, [{"kind": 2, "range": whole(doc.text)}])
         doc.crashed = True
+        doc.sessions.clear()
 
     def answer(self, msg: JSON) -> None:
         rid, method = msg["id"], str(msg["method"])
@@ -728,6 +745,12 @@ class FakeLean:
                 return None
             goal = str(self.cfg.get("goal", "⊢ True"))
             return {"goals": [goal], "rendered": f"```lean\n{goal}\n```"}
+        if method == "$/lean/rpc/connect" and doc is not None:
+            session = str(next(self.session_ids))
+            doc.sessions.add(session)
+            return {"sessionId": session}
+        if method == "$/lean/rpc/call" and doc is not None:
+            return self.rpc_call(params, doc, line)
         if method == "textDocument/documentSymbol":
             out: list[JSON] = []
             for i, text in enumerate(lines):
@@ -754,6 +777,21 @@ class FakeLean:
         if method in ("$/lean/plainTermGoal", "textDocument/signatureHelp", "textDocument/prepareRename"):
             return None
         return []
+
+    def rpc_call(self, params: JSON, doc: Doc, line: str | None) -> Any:
+        session = str(params.get("sessionId"))
+        if self.rpc_outdated_left > 0 or session not in doc.sessions:
+            self.rpc_outdated_left = max(0, self.rpc_outdated_left - 1)
+            doc.sessions.discard(session)
+            raise LspError(ERR_RPC_NEEDS_RECONNECT, "Outdated RPC session")
+        method = str(params.get("method"))
+        if method != "Lean.Widget.getInteractiveGoals":
+            raise LspError(ERR_METHOD_NOT_FOUND, f"No RPC method '{method}' found")
+        trigger = str(self.cfg.get("goal_trigger", "by"))
+        if line is None or not re.search(rf"(?<![\w.']){re.escape(trigger)}(?![\w.'])", line):
+            return None
+        goal = str(self.cfg.get("goal", "⊢ True"))
+        return {"goals": [{"goalPrefix": "⊢ ", "hyps": [], "type": {"text": goal.rsplit("⊢ ", 1)[-1]}}]}
 
 
 def reader(fake: FakeLean, stream: BinaryIO) -> None:

@@ -1,7 +1,8 @@
 """beam-lsp: an async client for the Lean 4 language server.
 
-The public API is what `__all__` lists; everything else is private. The client (and with it lsprotocol, the
-slowest import) loads on first use, so `import beam_lsp` stays cheap for callers that need only the models.
+The public API is what `__all__` lists, plus the public modules `jsonrpc` (the JSON-RPC peer), `strict_json`,
+`project` and `redaction`; everything else is private. The client (and with it lsprotocol, the slowest import)
+loads on first use, so `import beam_lsp` stays cheap for callers that need only the models or the redactor.
 """
 
 from __future__ import annotations
@@ -40,20 +41,19 @@ from .lean import (
 from .redaction import Redactor, is_secret_name
 
 if TYPE_CHECKING:
-    from .client import (
-        ClientStats,
-        DiagnosticsEvent,
-        LeanClient,
-        LspEvent,
-        ProgressEvent,
-        ServerExitedEvent,
-        SyncResult,
-    )
+    from ._barrier import SyncResult
+    from ._events import DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
+    from .client import ClientStats, LeanClient
 
-_LAZY = dict.fromkeys(
-    ("ClientStats", "DiagnosticsEvent", "LeanClient", "LspEvent", "ProgressEvent", "ServerExitedEvent", "SyncResult"),
-    "client",
-)
+_LAZY = {
+    "ClientStats": "client",
+    "LeanClient": "client",
+    "SyncResult": "_barrier",
+    "DiagnosticsEvent": "_events",
+    "LspEvent": "_events",
+    "ProgressEvent": "_events",
+    "ServerExitedEvent": "_events",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,12 +1,10 @@
 """Content-Length framing for LSP over byte streams, with size limits.
 
-Owns turning bytes into JSON message bodies and back. It knows nothing about JSON-RPC semantics.
+Owns turning a byte stream into message bodies and a body into a frame. It knows nothing about JSON or
+JSON-RPC (`jsonrpc.py` encodes and decodes bodies).
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from anyio.abc import ByteReceiveStream
 
@@ -16,9 +14,8 @@ MAX_HEADER_BYTES = 8 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    """Frame one JSON-RPC message (compact UTF-8 JSON behind a Content-Length header)."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def frame(body: bytes) -> bytes:
+    """Put a Content-Length header in front of one message body."""
     return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
 
 
@@ -38,7 +35,7 @@ class FrameReader:
         """Return the next message body.
 
         Raises:
-            anyio.EndOfStream: The stream closed cleanly between messages.
+            anyio.EndOfStream: The stream closed (between messages or inside one).
             TransportError: The header is malformed or lacks Content-Length.
             MessageTooLarge: The header or the declared body exceeds the limits.
         """
@@ -70,18 +67,3 @@ class FrameReader:
         body = bytes(self._buf[:length])
         del self._buf[:length]
         return body
-
-
-def decode(body: bytes) -> dict[str, Any]:
-    """Parse a message body into a JSON object.
-
-    Raises:
-        TransportError: The body is not UTF-8 JSON or not an object.
-    """
-    try:
-        obj = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise TransportError(f"message body is not valid JSON: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise TransportError("message body is not a JSON object")
-    return obj

@@ -1,7 +1,10 @@
-"""Spawning the language server in its own process group, capturing stderr, and killing the whole tree.
+"""The language server's process: spawn in its own process group, stderr tail, the account of its exit, kill.
 
 Lean's watchdog starts file workers with `setsid`, so they are not in the server's process group; teardown
-therefore also collects descendants from /proc (where available) before killing.
+therefore also collects descendants from /proc (where available) before killing. `ServerProcess` decides once
+why the server is gone (`ServerExited`, with exit status and redacted stderr tail) however that was noticed:
+its output ended or broke, our writes failed, or the client shut it down. It knows nothing about JSON-RPC
+messages or documents.
 """
 
 from __future__ import annotations
@@ -10,15 +13,23 @@ import collections
 import contextlib
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from .errors import ServerExited, TransportError
 from .redaction import Redactor
 
-STDERR_TAIL_BYTES = 64 * 1024
+STDERR_TAIL_BYTES: Final = 64 * 1024
+EXIT_WAIT: Final = 2.0
+"""Seconds to wait for the exit status once the server's output ended."""
+STDERR_GRACE: Final = 0.5
+"""Seconds to wait for the rest of stderr after the exit (Lean's workers may keep it open)."""
+LOST_GRACE: Final = 5.0
+"""Seconds a failed write waits for the reader's account of the exit before declaring the server lost."""
 
 
 class StderrBuffer:
@@ -30,6 +41,8 @@ class StderrBuffer:
         self._size = 0
         self._limit = limit
         self.total = 0
+        self.eof = anyio.Event()
+        """Set once `pump` has read the stream to its end (or the stream broke)."""
 
     def feed(self, data: bytes) -> None:
         """Append bytes, dropping the oldest beyond the limit."""
@@ -45,10 +58,13 @@ class StderrBuffer:
         return redactor.redact("\n".join(text.splitlines()[-max_lines:]))
 
     async def pump(self, stream: ByteReceiveStream) -> None:
-        """Read `stream` to its end into the buffer."""
-        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            while True:
-                self.feed(await stream.receive(65536))
+        """Read `stream` to its end into the buffer, then set `eof`."""
+        try:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                while True:
+                    self.feed(await stream.receive(65536))
+        finally:
+            self.eof.set()
 
 
 async def spawn(cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None) -> Process:
@@ -86,6 +102,20 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+async def reap(process: Process, timeout: float) -> None:
+    """Kill a live process with its whole tree, wait (at most `timeout` seconds) for it and close its pipes.
+
+    Only a live (unreaped) process is signalled: once reaped, its pid and process-group id can belong to an
+    unrelated new process. Never raises for a process that is already gone.
+    """
+    if process.returncode is None:
+        kill_tree(process.pid, descendants(process.pid))
+    with anyio.move_on_after(timeout), contextlib.suppress(Exception):
+        await process.wait()
+    with anyio.move_on_after(timeout), contextlib.suppress(Exception):
+        await process.aclose()
+
+
 def kill_tree(pid: int, pids: Sequence[int]) -> None:
     """SIGKILL the process group of `pid` and every pid in `pids` (errors ignored: they may be gone)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -93,3 +123,79 @@ def kill_tree(pid: int, pids: Sequence[int]) -> None:
     for p in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
+
+
+class ServerProcess:
+    """One spawned server process and the single account of why it is gone.
+
+    `on_exit` is called once, synchronously, with the `ServerExited` that every later call should raise.
+    """
+
+    def __init__(self, process: Process, redactor: Redactor, on_exit: Callable[[ServerExited], None]) -> None:
+        """Watch `process` (spawned with piped stdio by `spawn`)."""
+        self.process = process
+        self.stderr = StderrBuffer()
+        self._redactor = redactor
+        self._on_exit = on_exit
+        self.exited: ServerExited | None = None
+        self._exit_event = anyio.Event()
+
+    def stderr_tail(self, max_lines: int = 40) -> str:
+        """The last lines the server wrote to stderr, redacted."""
+        return self.stderr.tail(self._redactor, max_lines)
+
+    def mark_exited(self, error: ServerExited) -> ServerExited:
+        """Record why the server is gone (the first account wins), tell `on_exit`, and return the account."""
+        if self.exited is None:
+            self.exited = error
+            self._exit_event.set()
+            self._on_exit(error)
+        return self.exited
+
+    async def wait_exited(self) -> ServerExited:
+        """Wait for the account of the exit."""
+        await self._exit_event.wait()
+        assert self.exited is not None
+        return self.exited
+
+    def kill(self) -> None:
+        """SIGKILL the server and its whole tree, unless it was already collected (its pid may be reused)."""
+        if self.process.returncode is None:
+            kill_tree(self.process.pid, descendants(self.process.pid))
+
+    async def watch(self, read: Callable[[], Awaitable[BaseException | None]]) -> None:
+        """Run `read` (the reader of the server's output) to its end, then account for the exit.
+
+        `read` returns None when the output ended, else the error that stopped it. A framing error
+        (`TransportError`) leaves the stream unusable, so the server is killed first.
+        """
+        failure = await read()
+        reason = "the server closed its output"
+        if isinstance(failure, TransportError):
+            reason = f"unrecoverable protocol error from the server: {failure}"
+            self.kill()
+        elif failure is not None:
+            reason = f"the server's output stream broke: {failure!r}"
+        returncode: int | None = None
+        with anyio.move_on_after(EXIT_WAIT):
+            returncode = await self.process.wait()
+        with anyio.move_on_after(STDERR_GRACE):
+            await self.stderr.eof.wait()
+        self.mark_exited(ServerExited(reason, returncode=returncode, stderr_tail=self.stderr_tail()))
+
+    async def input_broke(self, exc: BaseException) -> ServerExited:
+        """A write to the server failed: prefer the reader's account of the exit, else kill and give our own."""
+        with anyio.move_on_after(LOST_GRACE):
+            await self._exit_event.wait()
+        if self.exited is not None:
+            return self.exited
+        self.kill()
+        reason = f"the server stopped reading its input ({type(exc).__name__})"
+        return self.mark_exited(
+            ServerExited(reason, returncode=self.process.returncode, stderr_tail=self.stderr_tail())
+        )
+
+    async def reap(self, timeout: float) -> None:
+        """Kill what is left of the server, collect it and account for the exit if nobody did before."""
+        await reap(self.process, timeout)
+        self.mark_exited(ServerExited("the client shut the server down", returncode=self.process.returncode))

@@ -1,7 +1,10 @@
-"""`LeanClient`: one Lean language server process, its documents, the diagnostics barrier and requests.
+"""`LeanClient`: the facade for one Lean language server process, its documents and its typed requests.
 
-Owns the server process (spawn, handshake, shutdown, kill), the document mirror for that process, Lean's
-notifications (diagnostics, file progress, logs) and the typed request API. It must not know about
+Owns the server's lifecycle (spawn, handshake, shutdown, kill), the document mirror for that process, the
+dispatch of Lean's notifications (to the diagnostics cache, the sync barrier and event subscribers) and the typed
+request API. The JSON-RPC peer (`jsonrpc.py`), the barrier and crash notices (`_barrier.py`), the diagnostics
+cache (`diagnostics.py`) and the process helpers (`_process.py`) do the work. Every public method raises
+`ServerExited` once the server is gone, never an anyio or OS stream error. It must not know about
 workspaces-as-descriptors, tools or MCP: those live in beam-broker and beam-mcp.
 """
 
@@ -9,31 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from lsprotocol import converters, types
 
+from ._barrier import Barrier, SyncResult
+from ._events import Broadcast, DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, FrameReader
-from ._process import StderrBuffer, descendants, kill_tree, spawn
-from ._rpc import RpcEndpoint
-from .diagnostics import Availability, DiagnosticsCache, Elaboration
+from ._process import ServerProcess, spawn
+from .diagnostics import DiagnosticsCache
 from .documents import TextDocument, path_to_uri
-from .errors import (
-    BeamLspError,
-    DocumentNotOpen,
-    RpcNeedsReconnect,
-    ServerExited,
-    TransportError,
-    WorkerCrashed,
-)
+from .errors import BeamLspError, DocumentNotOpen, RpcNeedsReconnect, ServerExited, WorkerCrashed
+from .jsonrpc import JsonRpcPeer
 from .lean import (
     LeanDiagnostic,
     LeanFileProgressParams,
@@ -49,77 +46,26 @@ from .redaction import Redactor
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-log = logging.getLogger("beam_lsp")
+__all__ = [
+    "ClientStats",
+    "DiagnosticsEvent",
+    "LeanClient",
+    "LspEvent",
+    "ProgressEvent",
+    "ServerExitedEvent",
+    "SyncResult",
+]
+
 _conv = converters.get_converter()
 T = TypeVar("T")
+EventStream = MemoryObjectReceiveStream[LspEvent]
 
-INITIALIZE_TIMEOUT = 120.0
-SHUTDOWN_TIMEOUT = 5.0
-EVENT_BUFFER = 1024
-
-
-# ---- results and events -------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class SyncResult:
-    """The outcome of `LeanClient.sync` for exactly one document version.
-
-    Attributes:
-        uri: The document.
-        version: The version the barrier was taken for.
-        elaboration: `complete` (every diagnostic of `version` is in `diagnostics`), `processing` (the deadline
-            passed first; `processing` holds the ranges still elaborating) or `failed` (fatal error or crashed
-            worker; `diagnostics` holds what was published before).
-        diagnostics: Diagnostics Lean published for `version` (never a placeholder for "unknown").
-        processing: Ranges Lean was still working on (or failed on) when the result was taken.
-        availability: Whether the cache holds a publish for the file at all.
-        diagnostics_version: The version of the last publish seen for this URI (equals `version` normally).
-    """
-
-    uri: str
-    version: int
-    elaboration: Elaboration
-    diagnostics: tuple[LeanDiagnostic, ...]
-    processing: tuple[Range, ...] = ()
-    availability: Availability = Availability.PUBLISHED
-    diagnostics_version: int | None = None
-
-    @property
-    def complete(self) -> bool:
-        """Whether the barrier finished for this version."""
-        return self.elaboration is Elaboration.COMPLETE
-
-    @property
-    def errors(self) -> tuple[LeanDiagnostic, ...]:
-        """User-visible error diagnostics."""
-        return tuple(d for d in self.diagnostics if d.is_error)
+INITIALIZE_TIMEOUT: Final = 120.0
+SHUTDOWN_TIMEOUT: Final = 5.0
+EVENT_BUFFER: Final = 1024
 
 
-@dataclasses.dataclass(frozen=True)
-class DiagnosticsEvent:
-    """Lean published diagnostics for a document version."""
-
-    uri: str
-    version: int | None
-    diagnostics: tuple[LeanDiagnostic, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class ProgressEvent:
-    """A `$/lean/fileProgress` update."""
-
-    params: LeanFileProgressParams
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerExitedEvent:
-    """The server process is gone; `error` says why (with the redacted stderr tail)."""
-
-    error: ServerExited
-
-
-LspEvent = DiagnosticsEvent | ProgressEvent | ServerExitedEvent
-
-
+# ---- counters ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class ClientStats:
     """Counters for one client (one server process)."""
@@ -134,28 +80,17 @@ class ClientStats:
     events_dropped: int
 
 
-@dataclasses.dataclass
-class _DocState:
-    """What Lean told us about one open document, and a broadcast event for waiters."""
-
-    progress_version: int | None = None
-    processing: tuple[Range, ...] = ()
-    done: bool = False
-    fatal: bool = False
-    diagnostics_version: int | None = None
-    diagnostics: tuple[LeanDiagnostic, ...] = ()
-    barrier_version: int | None = None
-    crashed: bool = False
-    changed: anyio.Event = dataclasses.field(default_factory=anyio.Event)
-    lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
-
-    def poke(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        while not predicate():
-            await self.changed.wait()
+# ---- what we tell Lean we are, and how we answer its requests -----------------------------------------
+def _initialize_params(root_uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "processId": os.getpid(),
+        "clientInfo": {"name": "beam-lsp"},
+        "rootUri": root_uri,
+        "capabilities": _client_capabilities(),
+    }
+    if options:
+        params["initializationOptions"] = dict(options)
+    return params
 
 
 def _client_capabilities() -> dict[str, Any]:
@@ -176,41 +111,61 @@ def _client_capabilities() -> dict[str, Any]:
     }
 
 
+_ACKNOWLEDGED: Final = (
+    "client/registerCapability",
+    "client/unregisterCapability",
+    "window/workDoneProgress/create",
+    "workspace/inlayHint/refresh",
+    "workspace/semanticTokens/refresh",
+    "workspace/codeLens/refresh",
+    "workspace/diagnostic/refresh",
+    "window/showMessageRequest",
+)
+
+
+async def _acknowledge(_params: Any) -> None:
+    return None
+
+
+async def _configuration(params: Any) -> list[None]:
+    items = params.get("items") if isinstance(params, dict) else None
+    return [None] * (len(items) if isinstance(items, list) else 0)
+
+
+async def _apply_edit(_params: Any) -> dict[str, Any]:
+    return {"applied": False, "failureReason": "beam never edits sources"}
+
+
+def _install_handlers(peer: JsonRpcPeer) -> None:
+    for method in _ACKNOWLEDGED:
+        peer.set_handler(method, _acknowledge)
+    peer.set_handler("workspace/configuration", _configuration)
+    peer.set_handler("workspace/applyEdit", _apply_edit)
+
+
 class LeanClient:
     """An async client for one Lean language server process (`lake serve` or `lean --server`).
 
     Create it with `LeanClient.start(...)` as an async context manager; leaving the context shuts the server
     down (`shutdown`, `exit`, then the whole process tree is killed). Positions are LSP positions (0-based,
-    UTF-16 code units) and are validated against the client's own copy of the document before sending.
+    UTF-16 code units) and are validated against the client's own copy of the document before sending. Once the
+    server is gone every call raises `ServerExited` (except `close`, which has nothing left to do).
     """
 
-    def __init__(
-        self,
-        process: Process,
-        endpoint: RpcEndpoint,
-        stderr: StderrBuffer,
-        cache: DiagnosticsCache,
-        redactor: Redactor,
-    ) -> None:
+    def __init__(self, process: Process, cache: DiagnosticsCache, redactor: Redactor, max_message_bytes: int) -> None:
         """Internal: use `LeanClient.start`."""
-        self._process = process
-        self._rpc = endpoint
-        self._stderr = stderr
+        assert process.stdin is not None and process.stdout is not None
         self.cache = cache
-        self._redactor = redactor
+        self._server = ServerProcess(process, redactor, self._server_exited)
+        reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes)
+        notify, lost = self._on_notification, self._server.input_broke
+        self._rpc = JsonRpcPeer(process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost)
+        _install_handlers(self._rpc)
+        self._barrier = Barrier(cache)
+        self._events = Broadcast()
         self._docs: dict[str, TextDocument] = {}
-        self._state: dict[str, _DocState] = {}
         self._rpc_sessions: dict[str, int | str] = {}
-        # Lean answers pending requests of a crashed worker with errors, then sends one fatal fileProgress.
-        # When we learned of the crash from an error, that later notice may arrive after the document was
-        # reopened or changed (same or new version) and must not mark the new worker as crashed.
-        self._crash_notices: dict[str, tuple[_DocState, int]] = {}
-        self._subscribers: list[MemoryObjectSendStream[LspEvent]] = []
-        self._exited: ServerExited | None = None
-        self._exit_event = anyio.Event()
         self._requests = 0
-        self._worker_crashes = 0
-        self._events_dropped = 0
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
 
@@ -243,7 +198,7 @@ class LeanClient:
 
         Raises:
             ServerExited: The server could not be started or died during the handshake.
-            OSError: The command could not be executed.
+            OSError: The command could not be executed (nothing was started).
         """
         if redactor is None:
             redactor = Redactor.from_sources(env if env is not None else os.environ, cmd)
@@ -251,27 +206,13 @@ class LeanClient:
         cache.server_restarted()
         root_uri = path_to_uri(cwd)
         process = await spawn(cmd, cwd, env)
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-        stderr = StderrBuffer()
-        client: LeanClient | None = None
-
-        def on_notification(method: str, params: Any) -> None:
-            if client is not None:
-                client._on_notification(method, params)
-
-        endpoint = RpcEndpoint(
-            process.stdin,
-            FrameReader(process.stdout, max_message_bytes=max_message_bytes),
-            on_notification=on_notification,
-            redactor=redactor,
-        )
-        client = cls(process, endpoint, stderr, cache, redactor)
-        client._install_handlers()
+        assert process.stderr is not None
+        client = cls(process, cache, redactor, max_message_bytes)
         try:
             with _unwrap_single_group():
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(stderr.pump, process.stderr)
-                    tg.start_soon(client._read_loop)
+                    tg.start_soon(client._server.stderr.pump, process.stderr)
+                    tg.start_soon(client._server.watch, client._rpc.serve)
                     try:
                         await client._initialize(root_uri, initialization_options, initialize_timeout)
                         yield client
@@ -281,95 +222,51 @@ class LeanClient:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await client._reap()
+                await client._server.reap(SHUTDOWN_TIMEOUT)
+                client._events.close()
 
     async def _initialize(self, root_uri: str, options: Mapping[str, Any] | None, timeout: float) -> None:
-        params: dict[str, Any] = {
-            "processId": os.getpid(),
-            "clientInfo": {"name": "beam-lsp"},
-            "rootUri": root_uri,
-            "capabilities": _client_capabilities(),
-        }
-        if options:
-            params["initializationOptions"] = dict(options)
         try:
             with anyio.fail_after(timeout):
-                result = await self._rpc.request("initialize", params)
+                result = await self._rpc.request("initialize", _initialize_params(root_uri, options))
         except TimeoutError:
-            raise ServerExited(
-                f"the server did not answer initialize within {timeout:g} s",
-                stderr_tail=self._stderr.tail(self._redactor),
-            ) from None
+            reason = f"the server did not answer initialize within {timeout:g} s"
+            # Declared gone, so leaving the context skips the shutdown handshake and kills it at once.
+            raise self._server.mark_exited(ServerExited(reason, stderr_tail=self.stderr_tail())) from None
         if isinstance(result, dict):
             self.capabilities = result.get("capabilities") or {}
             self.server_info = result.get("serverInfo") or {}
         await self._rpc.notify("initialized", {})
 
     async def _shutdown(self) -> None:
-        if self._exited is None and self._rpc.closed is None:
-            with anyio.move_on_after(SHUTDOWN_TIMEOUT):
-                with contextlib.suppress(BeamLspError, OSError, anyio.BrokenResourceError):
-                    await self._rpc.request("shutdown")
-                    await self._rpc.notify("exit")
-                with contextlib.suppress(Exception):
-                    await self._process.wait()
+        if self.exited is None:
+            with anyio.move_on_after(SHUTDOWN_TIMEOUT), contextlib.suppress(BeamLspError):
+                await self._rpc.request("shutdown")
+                await self._rpc.notify("exit")
+                await self._server.process.wait()
 
-    async def _reap(self) -> None:
-        # Only a live (unreaped) server may be signalled: once reaped, its pid and process-group id can belong
-        # to an unrelated new process.
-        if self._process.returncode is None:
-            kill_tree(self._process.pid, descendants(self._process.pid))
-        with anyio.move_on_after(SHUTDOWN_TIMEOUT), contextlib.suppress(Exception):
-            await self._process.wait()
-        with contextlib.suppress(Exception):
-            await self._process.aclose()
-        if self._exited is None:
-            self._mark_exited(ServerExited("the client shut the server down", returncode=self._process.returncode))
-        for s in self._subscribers:
-            s.close()
-
-    async def _read_loop(self) -> None:
-        failure = await self._rpc.serve()
-        reason = "the server closed its output"
-        if isinstance(failure, TransportError):
-            reason = f"unrecoverable protocol error from the server: {failure}"
-            kill_tree(self._process.pid, descendants(self._process.pid))
-        elif failure is not None:
-            reason = f"the server's output stream broke: {failure!r}"
-        returncode: int | None = None
-        with anyio.move_on_after(2):
-            returncode = await self._process.wait()
-        self._mark_exited(ServerExited(reason, returncode=returncode, stderr_tail=self._stderr.tail(self._redactor)))
-
-    def _mark_exited(self, error: ServerExited) -> None:
-        if self._exited is not None:
-            return
-        self._exited = error
+    def _server_exited(self, error: ServerExited) -> None:
         self._rpc.close(error)
-        self._exit_event.set()
-        for state in self._state.values():
-            state.poke()
-        self._emit(ServerExitedEvent(error))
+        self._barrier.stop()
+        self._events.send(ServerExitedEvent(error))
 
     @property
     def exited(self) -> ServerExited | None:
         """Why the server is gone, or None while it runs. A caller restarts by starting a new client."""
-        return self._exited
+        return self._server.exited
 
     async def wait_exited(self) -> ServerExited:
         """Wait until the server process is gone and return why."""
-        await self._exit_event.wait()
-        assert self._exited is not None
-        return self._exited
+        return await self._server.wait_exited()
 
     @property
     def pid(self) -> int:
         """The server process id."""
-        return self._process.pid
+        return self._server.process.pid
 
     def stderr_tail(self, max_lines: int = 40) -> str:
         """The last lines the server wrote to stderr, redacted."""
-        return self._stderr.tail(self._redactor, max_lines)
+        return self._server.stderr_tail(max_lines)
 
     def stats(self) -> ClientStats:
         """Counters for this client."""
@@ -379,112 +276,34 @@ class LeanClient:
             cancellations_sent=self._rpc.cancellations_sent,
             late_answers_dropped=self._rpc.late_answers_dropped,
             protocol_errors=self._rpc.protocol_errors,
-            worker_crashes=self._worker_crashes,
+            worker_crashes=self._barrier.worker_crashes,
             open_documents=len(self._docs),
-            events_dropped=self._events_dropped,
+            events_dropped=self._events.dropped,
         )
 
     # ---- server-to-client traffic ---------------------------------------------------------------------
-    def _install_handlers(self) -> None:
-        async def null(_params: Any) -> None:
-            return None
-
-        async def configuration(params: Any) -> list[None]:
-            items = params.get("items") if isinstance(params, dict) else None
-            return [None] * (len(items) if isinstance(items, list) else 0)
-
-        async def apply_edit(_params: Any) -> dict[str, Any]:
-            return {"applied": False, "failureReason": "beam never edits sources"}
-
-        for method in (
-            "client/registerCapability",
-            "client/unregisterCapability",
-            "window/workDoneProgress/create",
-            "workspace/inlayHint/refresh",
-            "workspace/semanticTokens/refresh",
-            "workspace/codeLens/refresh",
-            "workspace/diagnostic/refresh",
-            "window/showMessageRequest",
-        ):
-            self._rpc.set_handler(method, null)
-        self._rpc.set_handler("workspace/configuration", configuration)
-        self._rpc.set_handler("workspace/applyEdit", apply_edit)
-
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "textDocument/publishDiagnostics":
             pub = PublishDiagnosticsParams.model_validate(params)
-            raw = params.get("diagnostics", []) if isinstance(params, dict) else []
-            self.cache.publish(pub.uri, pub.version, raw)
-            state = self._state.get(pub.uri)
-            if state is not None and (
-                state.diagnostics_version is None or pub.version is None or pub.version >= state.diagnostics_version
-            ):
-                # The cache holds the redacted, bounded copy: read it back rather than keep the raw one.
-                state.diagnostics_version = pub.version
-                state.diagnostics = self._slot_diagnostics(pub.uri)
-                state.poke()
-            self._emit(DiagnosticsEvent(pub.uri, pub.version, self._slot_diagnostics(pub.uri)))
+            self.cache.publish(pub.uri, pub.version, params.get("diagnostics", []))
+            self._barrier.published(pub.uri)
+            # The cache holds the redacted, bounded copy: hand that out, never the raw one.
+            self._events.send(DiagnosticsEvent(pub.uri, pub.version, self.cache.get(pub.uri).diagnostics))
         elif method == "$/lean/fileProgress":
             prog = LeanFileProgressParams.model_validate(params)
-            self.cache.progress(prog)
-            state = self._state.get(prog.textDocument.uri)
-            version = prog.textDocument.version
-            if prog.fatal and self._stale_crash_notice(prog.textDocument.uri, state):
-                state = None
-            if state is not None and (
-                state.progress_version is None or version is None or version >= state.progress_version
-            ):
-                state.progress_version = version
-                state.processing = tuple(p.range for p in prog.processing)
-                state.done = not prog.processing
-                state.fatal = prog.fatal
-                # A fatal report for a version the client already replaced (e.g. the crash notice arriving
-                # after `restart_document`) must not mark the new version as crashed.
-                doc = self._docs.get(prog.textDocument.uri)
-                if prog.fatal and (version is None or doc is None or version >= doc.version):
-                    state.crashed = True
-                state.poke()
-            self._emit(ProgressEvent(prog))
-        elif method in ("window/logMessage", "window/showMessage"):
-            if isinstance(params, dict):
-                kind = "log" if method == "window/logMessage" else "show"
-                self.cache.log(kind, int(params.get("type", 4)), str(params.get("message", "")))
+            doc = self._docs.get(prog.textDocument.uri)
+            self._barrier.progress(prog, doc.version if doc is not None else None)
+            self._events.send(ProgressEvent(prog))
+        elif method in ("window/logMessage", "window/showMessage") and isinstance(params, dict):
+            kind = "log" if method == "window/logMessage" else "show"
+            self.cache.log(kind, int(params.get("type", 4)), str(params.get("message", "")))
 
-    def _stale_crash_notice(self, uri: str, state: _DocState | None) -> bool:
-        expected = self._crash_notices.pop(uri, None)
-        if expected is None:
-            return False
-        doc = self._docs.get(uri)
-        return expected[0] is not state or doc is None or expected[1] != doc.version
-
-    def _slot_diagnostics(self, uri: str) -> tuple[LeanDiagnostic, ...]:
-        snap = self.cache.get(uri)
-        return snap.diagnostics
-
-    def _emit(self, event: LspEvent) -> None:
-        for s in list(self._subscribers):
-            try:
-                s.send_nowait(event)
-            except anyio.WouldBlock:
-                self._events_dropped += 1
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.remove(s)
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, buffer: int = EVENT_BUFFER) -> AsyncIterator[MemoryObjectReceiveStream[LspEvent]]:
-        """Receive diagnostics, progress and exit events while the context is open.
+    def subscribe(self, buffer: int = EVENT_BUFFER) -> contextlib.AbstractAsyncContextManager[EventStream]:
+        """Receive diagnostics, progress and exit events while the context is open (`async with`).
 
         Events beyond `buffer` unread ones are dropped (counted in `stats().events_dropped`).
         """
-        send, receive = anyio.create_memory_object_stream[LspEvent](buffer)
-        self._subscribers.append(send)
-        try:
-            async with receive:
-                yield receive
-        finally:
-            if send in self._subscribers:
-                self._subscribers.remove(send)
-            send.close()
+        return self._events.subscribe(buffer)
 
     # ---- documents ------------------------------------------------------------------------------------
     def document(self, uri: str) -> TextDocument:
@@ -508,8 +327,8 @@ class LeanClient:
         return list(self._docs)
 
     def _check_alive(self) -> None:
-        if self._exited is not None:
-            raise self._exited
+        if self._server.exited is not None:
+            raise self._server.exited
 
     async def open(self, uri: str, text: str, *, dependency_build_mode: str | None = None) -> int:
         """Open a document at version 1 (`textDocument/didOpen`); returns the version.
@@ -521,16 +340,12 @@ class LeanClient:
         self._check_alive()
         if uri in self._docs:
             raise ValueError(f"document is already open: {uri}")
-        doc = TextDocument(uri, text, 1)
-        state = _DocState()
-        self._docs[uri] = doc
-        self._state[uri] = state
-        params: dict[str, Any] = {
-            "textDocument": {"uri": uri, "languageId": doc.language_id, "version": 1, "text": text}
-        }
+        doc = self._docs[uri] = TextDocument(uri, text, 1)
+        item = {"uri": uri, "languageId": doc.language_id, "version": 1, "text": text}
+        params: dict[str, Any] = {"textDocument": item}
         if dependency_build_mode is not None:
             params["dependencyBuildMode"] = dependency_build_mode
-        async with state.lock:
+        async with self._barrier.open(uri):
             await self._rpc.notify("textDocument/didOpen", params)
         return 1
 
@@ -545,15 +360,14 @@ class LeanClient:
         """
         self._check_alive()
         doc = self.document(uri)
-        state = self._state[uri]
-        async with state.lock:
+        async with self._barrier.lock(uri):
+            if self._docs.get(uri) is not doc:  # closed (or reopened) while we waited for the lock
+                raise DocumentNotOpen(uri)
             version = doc.version + 1
             doc.replace(text, version)
-            state.crashed = False
-            await self._rpc.notify(
-                "textDocument/didChange",
-                {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]},
-            )
+            self._barrier.changed(uri)
+            changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}
+            await self._rpc.notify("textDocument/didChange", changes)
             if save:
                 await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
         return version
@@ -563,16 +377,18 @@ class LeanClient:
         return await self.change(uri, self.document(uri).text, save=False)
 
     async def close(self, uri: str) -> None:
-        """Close a document (`textDocument/didClose`); closing an unknown document does nothing."""
+        """Close a document (`textDocument/didClose`).
+
+        Closing an unknown document, or any once the server is gone, only forgets it: this never raises.
+        """
         doc = self._docs.pop(uri, None)
-        state = self._state.pop(uri, None)
         self._rpc_sessions.pop(uri, None)
-        if doc is None or self._exited is not None:
+        lock = self._barrier.close(uri)
+        if doc is None or self.exited is not None:
             return
-        state = state or _DocState()
-        async with state.lock:
-            await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-        state.poke()
+        async with lock:
+            with contextlib.suppress(ServerExited):
+                await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     # ---- barrier --------------------------------------------------------------------------------------
     async def sync(self, uri: str, *, timeout: float | None = None) -> SyncResult:
@@ -586,53 +402,18 @@ class LeanClient:
             timeout: Seconds to wait; when it passes the result says `processing` (never a false clean).
 
         Raises:
-            DocumentNotOpen: The document is not open.
+            DocumentNotOpen: The document is not open (or was closed meanwhile).
             ServerExited: The server died.
         """
         self._check_alive()
-        doc = self.document(uri)
-        version = doc.version
-        state = self._state[uri]
-        if state.barrier_version != version:
-            with anyio.move_on_after(timeout):
-                try:
-                    if not state.crashed:
-                        await self._rpc.request("textDocument/waitForDiagnostics", {"uri": uri, "version": version})
-                        self._requests += 1
-                except WorkerCrashed:
-                    self._worker_crashes += 1
-                    state.crashed = True
-                    self._crash_notices[uri] = (state, doc.version)
-                await state.wait_for(
-                    lambda: (
-                        self._exited is not None
-                        or state.crashed
-                        or uri not in self._docs
-                        or (state.progress_version is not None and state.progress_version >= version and state.done)
-                    )
-                )
-                if not state.crashed and state.done and state.progress_version == version:
-                    state.barrier_version = version
+        version = self.document(uri).version
+        result = await self._barrier.sync(uri, version, timeout=timeout, request=self._wait_for_diagnostics)
         self._check_alive()
-        if uri not in self._docs:
-            raise DocumentNotOpen(uri)
-        if state.crashed or (state.progress_version == version and state.fatal):
-            elaboration = Elaboration.FAILED
-        elif state.barrier_version == version:
-            elaboration = Elaboration.COMPLETE
-        else:
-            elaboration = Elaboration.PROCESSING
-        snap = self.cache.get(uri)
-        diags = state.diagnostics if state.diagnostics_version == version else ()
-        return SyncResult(
-            uri=uri,
-            version=version,
-            elaboration=elaboration,
-            diagnostics=diags,
-            processing=state.processing if elaboration is not Elaboration.COMPLETE else (),
-            availability=snap.availability,
-            diagnostics_version=state.diagnostics_version,
-        )
+        return result
+
+    async def _wait_for_diagnostics(self, uri: str, version: int) -> None:
+        await self._rpc.request("textDocument/waitForDiagnostics", {"uri": uri, "version": version})
+        self._requests += 1
 
     # ---- requests -------------------------------------------------------------------------------------
     async def request(self, method: str, params: Any = None) -> Any:
@@ -647,19 +428,14 @@ class LeanClient:
         try:
             return await self._rpc.request(method, params)
         except WorkerCrashed:
-            self._worker_crashes += 1
-            uri = _uri_of(params)
-            if uri is not None and uri in self._state:
-                self._state[uri].crashed = True
-                self._state[uri].poke()
-                self._crash_notices[uri] = (self._state[uri], self._docs[uri].version)
+            doc = self._docs.get(_uri_of(params) or "")
+            self._barrier.worker_crashed(doc.uri if doc else None, doc.version if doc else None)
             raise
 
-    async def _at(self, method: str, uri: str, position: Position, **extra: Any) -> Any:
-        doc = self.document(uri)
-        doc.validate(position)
+    async def _at(self, lsp_method: str, uri: str, position: Position, /, **extra: Any) -> Any:
+        self.document(uri).validate(position)
         params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json"), **extra}
-        return await self.request(method, params)
+        return await self.request(lsp_method, params)
 
     async def hover(self, uri: str, position: Position) -> types.Hover | None:
         """`textDocument/hover`.
@@ -697,22 +473,15 @@ class LeanClient:
         self, uri: str, position: Position, *, include_declaration: bool = True
     ) -> list[types.Location]:
         """`textDocument/references` across the project (ilean data plus open files)."""
-        result = await self._at(
-            "textDocument/references", uri, position, context={"includeDeclaration": include_declaration}
-        )
+        context = {"includeDeclaration": include_declaration}
+        result = await self._at("textDocument/references", uri, position, context=context)
         return [_conv.structure(r, types.Location) for r in result or []]
 
     async def document_symbols(self, uri: str) -> list[types.DocumentSymbol | types.SymbolInformation]:
         """`textDocument/documentSymbol` (Lean waits for the whole file)."""
         self.document(uri)
         result = await self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
-        out: list[types.DocumentSymbol | types.SymbolInformation] = []
-        for item in result or []:
-            if "location" in item:
-                out.append(_conv.structure(item, types.SymbolInformation))
-            else:
-                out.append(_conv.structure(item, types.DocumentSymbol))
-        return out
+        return [_symbol(item) for item in result or []]
 
     async def workspace_symbols(self, query: str) -> list[types.SymbolInformation]:
         """`workspace/symbol` (fuzzy, at most 100 results from Lean; empty query gives none)."""
@@ -724,20 +493,13 @@ class LeanClient:
     ) -> list[dict[str, Any]]:
         """`textDocument/codeAction`; actions are returned as raw JSON so their `data` round-trips exactly."""
         self.document(uri).validate_range(range_)
-        result = await self.request(
-            "textDocument/codeAction",
-            {
-                "textDocument": {"uri": uri},
-                "range": range_.model_dump(mode="json"),
-                "context": {"diagnostics": [d.wire() for d in diagnostics]},
-            },
-        )
-        return list(result or [])
+        context = {"diagnostics": [d.wire() for d in diagnostics]}
+        params = {"textDocument": {"uri": uri}, "range": range_.model_dump(mode="json"), "context": context}
+        return list(await self.request("textDocument/codeAction", params) or [])
 
     async def resolve_code_action(self, action: Mapping[str, Any]) -> dict[str, Any]:
         """`codeAction/resolve` for an action returned by `code_actions` (sent back verbatim)."""
-        result = await self.request("codeAction/resolve", dict(action))
-        return dict(result or {})
+        return dict(await self.request("codeAction/resolve", dict(action)) or {})
 
     # ---- Lean RPC -------------------------------------------------------------------------------------
     async def rpc_connect(self, uri: str) -> int | str:
@@ -752,17 +514,7 @@ class LeanClient:
         Raises:
             RpcNeedsReconnect: The session expired; connect again.
         """
-        self.document(uri).validate(position)
-        return await self.request(
-            "$/lean/rpc/call",
-            {
-                "textDocument": {"uri": uri},
-                "position": position.model_dump(mode="json"),
-                "sessionId": session_id,
-                "method": method,
-                "params": params,
-            },
-        )
+        return await self._at("$/lean/rpc/call", uri, position, sessionId=session_id, method=method, params=params)
 
     async def rpc_release(self, uri: str, session_id: int | str, refs: Sequence[Any]) -> None:
         """`$/lean/rpc/release`: free RPC references."""
@@ -777,20 +529,18 @@ class LeanClient:
 
         The RPC session is opened once per document and reused; an expired session is reconnected once.
         """
-        pos = position.model_dump(mode="json")
-        params = {"textDocument": {"uri": uri}, "position": pos}
+        params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json")}
         for attempt in (0, 1):
             session = self._rpc_sessions.get(uri)
             if session is None:
-                session = await self.rpc_connect(uri)
-                self._rpc_sessions[uri] = session
+                session = self._rpc_sessions[uri] = await self.rpc_connect(uri)
             try:
                 return await self.rpc_call(uri, session, position, "Lean.Widget.getInteractiveGoals", params)
             except RpcNeedsReconnect:
                 self._rpc_sessions.pop(uri, None)
                 if attempt:
                     raise
-        return None  # unreachable: the loop returns or raises
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
 
 @contextlib.contextmanager
@@ -821,10 +571,16 @@ def _structure(value: Any, kind: type[T]) -> T | None:
 
 
 def _locations(result: Any) -> list[types.Location | types.LocationLink]:
-    out: list[types.Location | types.LocationLink] = []
-    for item in result or []:
-        if "targetUri" in item:
-            out.append(_conv.structure(item, types.LocationLink))
-        else:
-            out.append(_conv.structure(item, types.Location))
-    return out
+    return [_location(item) for item in result or []]
+
+
+def _location(item: Any) -> types.Location | types.LocationLink:
+    if "targetUri" in item:
+        return _conv.structure(item, types.LocationLink)
+    return _conv.structure(item, types.Location)
+
+
+def _symbol(item: Any) -> types.DocumentSymbol | types.SymbolInformation:
+    if "location" in item:
+        return _conv.structure(item, types.SymbolInformation)
+    return _conv.structure(item, types.DocumentSymbol)

@@ -7,9 +7,12 @@ the file, with an availability that never lets an empty list be mistaken for "cl
 - `pending`: nothing published since the server (re)started; unknown;
 - `evicted`: dropped to bound memory; unknown.
 
-It also tracks Lean's `$/lean/fileProgress` per file so a snapshot says whether elaboration of that version
-is `complete`, still `processing` (with ranges) or `failed`. Text from Lean is redacted on the way in.
-It must not know about documents, workspaces or MCP.
+It is also the only owner of what Lean reported about each URI spelling during the current document lifetime:
+the last `$/lean/fileProgress` (version, ranges still processing, done, fatal) and the version of the last
+publish. A snapshot takes its elaboration state (`complete`, `processing` with ranges, or `failed`) from there,
+and the client's sync barrier reads the same record (`document_progress`). Files a client has open are pinned:
+they are never evicted, so a barrier never loses the progress it waits for. Text from Lean is redacted on the
+way in. It must not know about documents' text, workspaces or MCP, and it never talks to Lean.
 """
 
 from __future__ import annotations
@@ -101,6 +104,32 @@ class DiagnosticsSnapshot:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class DocumentProgress:
+    """What Lean reported about one URI spelling since the client opened it (or since the server started).
+
+    Attributes:
+        progress_version: The version of the last `$/lean/fileProgress`, None before the first.
+        processing: The ranges that progress reported as still elaborating (or failed, when `fatal`).
+        done: Whether that progress said elaboration finished (`processing: []`).
+        fatal: Whether that progress reported a fatal error (a crashed worker or a failed header).
+        diagnostics_version: The version of the last `publishDiagnostics` for the URI, None before the first.
+    """
+
+    progress_version: int | None = None
+    processing: tuple[Range, ...] = ()
+    done: bool = False
+    fatal: bool = False
+    diagnostics_version: int | None = None
+
+    @property
+    def elaboration(self) -> Elaboration | None:
+        """The elaboration state of `progress_version`, None before any progress."""
+        if self.progress_version is None:
+            return None
+        return Elaboration.FAILED if self.fatal else Elaboration.COMPLETE if self.done else Elaboration.PROCESSING
+
+
 @dataclasses.dataclass
 class _Slot:
     uri: str
@@ -113,10 +142,15 @@ class _Slot:
 @dataclasses.dataclass
 class _Entry:
     slots: dict[str, _Slot] = dataclasses.field(default_factory=dict)
-    progress_version: int | None = None
-    processing: tuple[Range, ...] = ()
-    fatal: bool = False
-    done: bool = False
+    # Per URI spelling, most recently updated last: the snapshot shows the newest progress of the file.
+    reports: dict[str, DocumentProgress] = dataclasses.field(default_factory=dict)
+
+    @property
+    def progress(self) -> DocumentProgress:
+        for report in reversed(self.reports.values()):
+            if report.progress_version is not None:
+                return report
+        return DocumentProgress()
 
     @property
     def size(self) -> int:
@@ -202,6 +236,7 @@ class DiagnosticsCache:
         self._entries: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
         self._evicted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._canonical: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._open: dict[str, str] = {}  # URI of an open document -> its canonical path (pinned)
         self._total = 0
         self._listeners: list[Callable[[str], None]] = []
         self.epoch = 0
@@ -231,14 +266,44 @@ class DiagnosticsCache:
             for listener in list(self._listeners):
                 listener(path)
 
+    # ---- document lifetimes -------------------------------------------------------------------------
+    def document_opened(self, uri: str) -> None:
+        """Start a new lifetime for `uri` (its versions restart) and pin its file until `document_closed`.
+
+        Forgets the progress and publish version Lean reported for `uri` before (the diagnostics themselves stay
+        until Lean publishes again).
+        """
+        path = self.canonical(uri)
+        self._open[uri] = path
+        entry = self._entries.get(path)
+        if entry is not None and entry.reports.pop(uri, None) is not None:
+            self._notify([path])
+
+    def document_closed(self, uri: str) -> None:
+        """Unpin `uri`'s file: it may be evicted again."""
+        self._open.pop(uri, None)
+
+    def document_progress(self, uri: str) -> DocumentProgress:
+        """What Lean reported about `uri` in the current lifetime (empty when nothing)."""
+        entry = self._entries.get(self.canonical(uri))
+        report = entry.reports.get(uri) if entry is not None else None
+        return report or DocumentProgress()
+
     # ---- writes -------------------------------------------------------------------------------------
     def publish(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
-        """Store one `publishDiagnostics` (full set for that URI spelling), redacted and bounded."""
+        """Store one `publishDiagnostics` (full set for that URI spelling), redacted and bounded.
+
+        A publish for an older version than the last one of the same URI in this lifetime is ignored.
+        """
         path = self.canonical(uri)
+        entry = self._entries.get(path)
+        report = entry.reports.get(uri) if entry is not None else None
+        last = report.diagnostics_version if report is not None else None
+        if last is not None and version is not None and version < last:
+            return
         items = [LeanDiagnostic.model_validate(redact_diagnostic(d, self._redactor)) for d in diagnostics]
         kept, size, truncated = self._bound(items)
         changed = [path]
-        entry = self._entries.get(path)
         if entry is None:
             changed += self._make_room()
             entry = _Entry()
@@ -246,6 +311,7 @@ class DiagnosticsCache:
             self._evicted.pop(path, None)
         else:
             self._entries.move_to_end(path)
+        entry.reports[uri] = dataclasses.replace(report or DocumentProgress(), diagnostics_version=version)
         old = entry.slots.get(uri)
         if old is None and len(entry.slots) >= MAX_SPELLINGS_PER_FILE:
             oldest = next(iter(entry.slots))
@@ -255,8 +321,11 @@ class DiagnosticsCache:
             del entry.slots[uri]
         entry.slots[uri] = _Slot(uri, version, kept, size, truncated)
         self._total += size
-        while self._total > MAX_TOTAL_BYTES and len(self._entries) > 1:
-            changed += self._evict_one(exclude=path)
+        while self._total > MAX_TOTAL_BYTES:
+            evicted = self._evict_one(exclude=path)
+            if not evicted:
+                break
+            changed += evicted
         self._notify(changed)
 
     def _bound(self, items: list[LeanDiagnostic]) -> tuple[tuple[LeanDiagnostic, ...], int, int]:
@@ -279,13 +348,18 @@ class DiagnosticsCache:
     def _make_room(self) -> list[str]:
         changed: list[str] = []
         while len(self._entries) >= self._max_files:
-            changed += self._evict_one(exclude=None)
+            evicted = self._evict_one(exclude=None)
+            if not evicted:
+                break  # every file is pinned: go over the bound rather than lose an open document
+            changed += evicted
         return changed
 
     def _evict_one(self, exclude: str | None) -> list[str]:
-        victim = next((p for p, e in self._entries.items() if e.empty and p != exclude), None)
+        pinned = set(self._open.values())
+        candidates = [p for p in self._entries if p != exclude and p not in pinned]
+        victim = next((p for p in candidates if self._entries[p].empty), None)
         if victim is None:
-            victim = next((p for p in self._entries if p != exclude), None)
+            victim = next(iter(candidates), None)
         if victim is None:
             return []
         entry = self._entries.pop(victim)
@@ -296,30 +370,35 @@ class DiagnosticsCache:
         return [victim]
 
     def progress(self, params: LeanFileProgressParams) -> None:
-        """Record a `$/lean/fileProgress` notification for its file."""
-        path = self.canonical(params.textDocument.uri)
+        """Record a `$/lean/fileProgress` notification for its URI (an older version than the last is ignored)."""
+        uri = params.textDocument.uri
+        path = self.canonical(uri)
         entry = self._entries.get(path)
         if entry is None:
-            self._make_room_and_notify()
+            self._notify(self._make_room())
             entry = _Entry()
             self._entries[path] = entry
+        report = entry.reports.get(uri) or DocumentProgress()
         version = params.textDocument.version
-        if entry.progress_version is not None and version is not None and version < entry.progress_version:
+        last = report.progress_version
+        if last is not None and version is not None and version < last:
             return
-        entry.progress_version = version
-        entry.processing = tuple(p.range for p in params.processing)
-        entry.fatal = params.fatal
-        entry.done = not params.processing
+        entry.reports.pop(uri, None)  # re-inserted last: the newest progress of the file
+        entry.reports[uri] = dataclasses.replace(
+            report,
+            progress_version=version,
+            processing=tuple(p.range for p in params.processing),
+            done=not params.processing,
+            fatal=params.fatal,
+        )
         self._notify([path])
 
-    def _make_room_and_notify(self) -> None:
-        self._notify(self._make_room())
-
     def server_restarted(self) -> list[str]:
-        """Forget everything published by the previous server: every file returns to `pending`."""
+        """Forget everything published by the previous server: every file returns to `pending`, none is open."""
         cleared = list(self._entries)
         self._entries.clear()
         self._evicted.clear()
+        self._open.clear()
         self._total = 0
         self.epoch += 1
         self._notify(cleared)
@@ -346,19 +425,15 @@ class DiagnosticsCache:
         if entry is None:
             avail = Availability.EVICTED if path in self._evicted else Availability.PENDING
             return DiagnosticsSnapshot(path=path, tracked=avail is Availability.EVICTED, availability=avail)
-        elaboration: Elaboration | None = None
-        if entry.progress_version is not None:
-            elaboration = (
-                Elaboration.FAILED if entry.fatal else Elaboration.COMPLETE if entry.done else Elaboration.PROCESSING
-            )
+        progress = entry.progress
         if not entry.slots:
             return DiagnosticsSnapshot(
                 path=path,
                 tracked=True,
                 availability=Availability.PENDING,
-                elaboration=elaboration,
-                progress_version=entry.progress_version,
-                processing=entry.processing,
+                elaboration=progress.elaboration,
+                progress_version=progress.progress_version,
+                processing=progress.processing,
             )
         newest = next(reversed(entry.slots.values()))
         seen: set[str] = set()
@@ -385,9 +460,9 @@ class DiagnosticsCache:
             uri=newest.uri,
             version=newest.version,
             diagnostics=tuple(merged),
-            elaboration=elaboration,
-            progress_version=entry.progress_version,
-            processing=entry.processing,
+            elaboration=progress.elaboration,
+            progress_version=progress.progress_version,
+            processing=progress.processing,
             truncated=sum(s.truncated for s in entry.slots.values()),
         )
 

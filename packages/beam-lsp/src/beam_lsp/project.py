@@ -34,12 +34,15 @@ def find_project_root(start: Path) -> Path | None:
 
 
 def module_name(root: str | Path, path: Path) -> str | None:
-    """The Lean module a `.lean` file under `root` defines (`Foo/Bar.lean` -> `Foo.Bar`), else None."""
+    """The Lean module a `.lean` file under `root` defines (`Foo/Bar.lean` -> `Foo.Bar`), else None.
+
+    The test is lexical (nothing is resolved): a path that leaves `root` through `..` is outside it.
+    """
     try:
         rel = path.relative_to(root)
     except ValueError:
         return None
-    if rel.suffix != ".lean" or not rel.with_suffix("").parts:
+    if ".." in rel.parts or rel.suffix != ".lean" or not rel.with_suffix("").parts:
         return None
     return ".".join(rel.with_suffix("").parts)
 

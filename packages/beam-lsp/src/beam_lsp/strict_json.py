@@ -18,14 +18,22 @@ MAX_DEPTH: Final = 512
 
 
 class DuplicateKeyError(ValueError):
-    """A JSON object repeats a key."""
+    """A JSON object repeats a key.
+
+    Attributes:
+        key: The repeated key.
+    """
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise DuplicateKeyError(f"duplicate key {key!r}")
+            raise DuplicateKeyError(key)
         out[key] = value
     return out
 
@@ -34,10 +42,8 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _too_deep(text: str | bytes) -> bool:
+def _too_deep(text: str) -> bool:
     """Whether brackets outside strings nest deeper than `MAX_DEPTH` (checked before decoding)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
     depth = 0
@@ -61,18 +67,18 @@ def _too_deep(text: str | bytes) -> bool:
     return False
 
 
-def loads(data: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
+def loads(data: str | bytes | bytearray, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Decode one JSON value strictly.
 
     Args:
-        data: JSON text, or UTF-8 bytes.
+        data: JSON text, or UTF-8 bytes (a byte order mark is not JSON).
         parse_float: Called with the source text of every number that has a fraction or exponent.
 
     Raises:
         DuplicateKeyError: An object repeats a key.
         ValueError: Anything else that is not exactly one JSON value (invalid UTF-8, syntax, `NaN`, too deep).
     """
-    if isinstance(data, bytes):
+    if isinstance(data, (bytes, bytearray)):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -89,7 +95,7 @@ def loads(data: str | bytes, *, parse_float: Callable[[str], Any] | None = None)
         raise ValueError(f"not valid JSON: {exc}") from None
 
 
-def loads_object(data: str | bytes) -> dict[str, Any]:
+def loads_object(data: str | bytes | bytearray) -> dict[str, Any]:
     """Decode a JSON object strictly (see `loads`).
 
     Raises:

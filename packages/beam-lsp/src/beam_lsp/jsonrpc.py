@@ -1,0 +1,350 @@
+"""A JSON-RPC 2.0 peer over framed LSP streams: correlation, cancellation both ways, strict JSON objects.
+
+Owns message ids, the table of our pending requests and the table of the other side's requests we are
+answering. Every incoming body must be one strict JSON object (`strict_json`: no repeated keys, no `NaN`);
+one that is not is skipped and counted, since the framing around it is intact.
+
+Rules:
+
+- A message is classified by the presence of `method` (request or notification) before its id is looked at,
+  because Lean's own server-to-client requests reuse the numbers of the client's ids. String and integer ids
+  are distinct keys.
+- Cancellation both ways: a request our caller abandons sends `$/cancelRequest` and its late answer is
+  dropped; a `$/cancelRequest` from the other side cancels the handler answering that request, which is then
+  answered with `RequestCancelled` (-32800).
+- When the transport dies every pending request fails at once with the same error. A write to a broken or
+  closed stream never leaks an anyio or OS error: the peer closes itself with the error its `on_lost`
+  callback gives (by default a plain `ServerExited`) and raises that.
+
+It must not know about documents, Lean or processes (`client.py` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeGuard
+
+import anyio
+from anyio.abc import ByteSendStream
+
+from . import strict_json
+from ._framing import FrameReader, frame
+from .errors import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    REQUEST_CANCELLED,
+    BeamLspError,
+    ResponseError,
+    ServerExited,
+    TransportError,
+    response_error,
+)
+from .redaction import Redactor
+
+__all__ = [
+    "STREAM_ERRORS",
+    "JsonRpcPeer",
+    "LostHandler",
+    "NotificationHandler",
+    "RequestHandler",
+    "decode_message",
+    "encode_message",
+]
+
+log = logging.getLogger("beam_lsp")
+
+RequestHandler = Callable[[Any], Awaitable[Any]]
+"""Answers one request from the other side: takes its params, returns the result or raises `ResponseError`."""
+NotificationHandler = Callable[[str, Any], None]
+"""Called synchronously with the method and params of every notification (except `$/cancelRequest`)."""
+LostHandler = Callable[[BaseException], Awaitable[BeamLspError]]
+"""Turns the stream error of a failed write into the error that closes the peer."""
+
+STREAM_ERRORS: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+"""What a byte stream raises when the other side is gone; never raised by the peer itself."""
+
+CANCEL_METHOD: Final = "$/cancelRequest"
+_CANCEL_GRACE: Final = 2.0
+
+IdKey = tuple[type, int | str]
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """Frame one JSON-RPC message (compact UTF-8 JSON; `NaN` and infinities are refused with `ValueError`)."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return frame(body)
+
+
+def decode_message(body: bytes) -> dict[str, Any]:
+    """Parse one message body strictly into a JSON object.
+
+    Raises:
+        TransportError: The body is not UTF-8, not valid strict JSON (repeated keys, `NaN`, too deep) or not an
+            object.
+    """
+    try:
+        return strict_json.loads_object(body)
+    except ValueError as exc:
+        raise TransportError(f"message body is not a strict JSON object: {exc}") from None
+
+
+def _valid_id(rid: object) -> TypeGuard[int | str]:
+    return isinstance(rid, (int, str)) and not isinstance(rid, bool)
+
+
+def _key(rid: int | str) -> IdKey:
+    return (type(rid), rid)
+
+
+async def _plain_lost(exc: BaseException) -> BeamLspError:
+    return ServerExited(f"the connection broke while writing ({type(exc).__name__}: {exc})")
+
+
+@dataclasses.dataclass
+class _Pending:
+    method: str
+    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+class JsonRpcPeer:
+    """One JSON-RPC peer over a byte stream pair. Run `serve()` in a task group; then call `request()`.
+
+    Counters (read them, never write them): `cancellations_sent` (our abandoned requests),
+    `cancellations_received` (requests of the other side it cancelled while we answered),
+    `late_answers_dropped` (answers to requests nobody waits for), `protocol_errors` (messages skipped).
+    """
+
+    def __init__(
+        self,
+        send: ByteSendStream,
+        reader: FrameReader,
+        *,
+        on_notification: NotificationHandler,
+        redactor: Redactor,
+        on_lost: LostHandler | None = None,
+    ) -> None:
+        """Wrap the streams; nothing is read until `serve()` runs.
+
+        Args:
+            send: Where our messages go.
+            reader: Where the other side's messages come from.
+            on_notification: Receives every notification.
+            redactor: Scrubs the other side's error messages and data.
+            on_lost: Builds the error that closes the peer when a write fails (the caller usually knows more,
+                e.g. the server's exit status); default: a `ServerExited` naming the stream error.
+        """
+        self._send = send
+        self._reader = reader
+        self._on_notification = on_notification
+        self._on_lost = on_lost or _plain_lost
+        self._redactor = redactor
+        self._handlers: dict[str, RequestHandler] = {}
+        self._pending: dict[IdKey, _Pending] = {}
+        self._answering: dict[IdKey, anyio.CancelScope] = {}
+        self._next_id = 0
+        self._write_lock = anyio.Lock()
+        self._closed: BaseException | None = None
+        self.cancellations_sent = 0
+        self.cancellations_received = 0
+        self.late_answers_dropped = 0
+        self.protocol_errors = 0
+
+    def set_handler(self, method: str, handler: RequestHandler) -> None:
+        """Answer the other side's requests for `method` with `handler(params)`."""
+        self._handlers[method] = handler
+
+    @property
+    def closed(self) -> BaseException | None:
+        """The error that closed the peer, or None while it is open."""
+        return self._closed
+
+    @property
+    def pending_count(self) -> int:
+        """Our requests sent and not yet answered."""
+        return len(self._pending)
+
+    @property
+    def last_request_id(self) -> int:
+        """The id of our most recent request (0 before the first)."""
+        return self._next_id
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        if self._closed is not None:
+            raise self._closed
+        data = encode_message(message)
+        try:
+            async with self._write_lock:
+                await self._send.send(data)
+        except STREAM_ERRORS as exc:
+            error = await self._on_lost(exc)
+            self.close(error)
+            assert self._closed is not None
+            raise self._closed from exc
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification.
+
+        Raises:
+            BeamLspError: The peer is closed, or the stream broke while writing (the error that closed it,
+                `ServerExited` for a broken stream).
+        """
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self._write(msg)
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result.
+
+        If the calling scope is cancelled, `$/cancelRequest` is sent (shielded, bounded) and a late answer is
+        dropped.
+
+        Raises:
+            ResponseError: The other side answered with an error (a subclass by code).
+            BeamLspError: The peer closed before the answer (e.g. `ServerExited`).
+        """
+        if self._closed is not None:
+            raise self._closed
+        self._next_id += 1
+        rid = self._next_id
+        key = _key(rid)
+        pending = _Pending(method)
+        self._pending[key] = pending
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        try:
+            await self._write(msg)
+            await pending.done.wait()
+        except BaseException:
+            if self._pending.pop(key, None) is not None and self._closed is None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE):
+                    self.cancellations_sent += 1
+                    try:
+                        await self._write({"jsonrpc": "2.0", "method": CANCEL_METHOD, "params": {"id": rid}})
+                    except BeamLspError:
+                        pass  # the peer closed meanwhile; the caller's own exception says enough
+            raise
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def close(self, error: BaseException) -> None:
+        """Fail every pending request with `error` and refuse new ones (the first error wins)."""
+        if self._closed is None:
+            self._closed = error
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.error = self._closed
+            p.done.set()
+
+    async def serve(self) -> BaseException | None:
+        """Read messages until the stream ends; dispatch responses, notifications and the other side's requests.
+
+        Handlers of the other side's requests run in a task group of their own and are cancelled when reading
+        stops: nobody could read their answers.
+
+        Returns:
+            None when the other side closed its output, else the error that stopped reading (`TransportError`
+            for a fatal framing error, or a stream error).
+        """
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            try:
+                failure = await self._read_all(tg)
+            finally:
+                tg.cancel_scope.cancel()
+        return failure
+
+    async def _read_all(self, tg: anyio.abc.TaskGroup) -> BaseException | None:
+        while True:
+            try:
+                body = await self._reader.receive()
+            except anyio.EndOfStream:
+                return None
+            except (TransportError, *STREAM_ERRORS) as exc:
+                return exc
+            try:
+                msg = decode_message(body)
+            except TransportError as exc:
+                self.protocol_errors += 1
+                log.warning("dropping undecodable message: %s", exc)
+                continue
+            method = msg.get("method")
+            if isinstance(method, str):
+                if "id" not in msg:
+                    self._notification(method, msg.get("params"))
+                elif _valid_id(msg["id"]):
+                    tg.start_soon(self._answer, msg["id"], method, msg.get("params"))
+                else:
+                    self.protocol_errors += 1
+                continue
+            self._response(msg)
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == CANCEL_METHOD:
+            rid = params.get("id") if isinstance(params, dict) else None
+            scope = self._answering.get(_key(rid)) if _valid_id(rid) else None
+            if scope is not None:
+                self.cancellations_received += 1
+                scope.cancel()
+            return
+        try:
+            self._on_notification(method, params)
+        except Exception:  # a bad notification must not kill the reader
+            self.protocol_errors += 1
+            log.exception("error handling notification %s", method)
+
+    def _response(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        if not _valid_id(rid):
+            self.protocol_errors += 1
+            return
+        pending = self._pending.pop(_key(rid), None)
+        if pending is None:
+            self.late_answers_dropped += 1
+            return
+        err = msg.get("error")
+        if isinstance(err, dict):
+            code, message = err.get("code"), err.get("message")
+            pending.error = response_error(
+                code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+                self._redactor.redact(message if isinstance(message, str) else ""),
+                self._redactor.redact_json(err.get("data")),
+            )
+        else:
+            pending.result = msg.get("result")
+        pending.done.set()
+
+    async def _answer(self, rid: int | str, method: str, params: Any) -> None:
+        key = _key(rid)
+        handler = self._handlers.get(method)
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+        if handler is None:
+            reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"unsupported request: {method}"}
+        else:
+            with anyio.CancelScope() as scope:
+                self._answering[key] = scope
+                try:
+                    reply["result"] = await handler(params)
+                except ResponseError as exc:
+                    reply["error"] = {"code": exc.code, "message": exc.message}
+                except BeamLspError as exc:
+                    reply["error"] = {"code": INTERNAL_ERROR, "message": str(exc)}
+                except Exception:  # a bug in a handler must not stop the reader
+                    log.exception("error answering %s", method)
+                    reply["error"] = {"code": INTERNAL_ERROR, "message": f"internal error answering {method}"}
+                finally:
+                    if self._answering.get(key) is scope:
+                        del self._answering[key]
+            if scope.cancelled_caught:
+                reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": REQUEST_CANCELLED, "message": "cancelled"}}
+        try:
+            await self._write(reply)
+        except BeamLspError:
+            pass  # the peer is closed: nobody is left to read the answer

@@ -1,0 +1,493 @@
+"""beam_lsp.client: the `LeanClient` facade (lifecycle, documents, typed requests, its one error boundary).
+
+The fake lane drives the scripted fake Lean server (tests/support/fake_lean.py), including a server that dies at
+each point of a session; the lean lane runs the same API against real Lean 4.35.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from lsprotocol import types
+
+from beam_lsp import (
+    Availability,
+    DiagnosticsCache,
+    DocumentNotOpen,
+    Elaboration,
+    InvalidPosition,
+    LeanClient,
+    LeanTag,
+    Position,
+    ProgressEvent,
+    Range,
+    ResponseError,
+    RpcNeedsReconnect,
+    ServerExited,
+    path_to_uri,
+)
+from beam_lsp import client as client_module
+from beam_lsp import errors as codes
+from tests.support import procs, projects
+from tests.support.fixtures import fake_cmd
+from tests.support.toolchain import Toolchain
+
+pytestmark = pytest.mark.anyio
+TEXT = "theorem x : True := by\n  trivial\n\ndef y := x\n"
+CRASH_ITERATIONS = int(os.environ.get("BEAM_CRASH_ITERATIONS", "10"))
+
+
+def P(line: int, character: int) -> Position:
+    return Position(line=line, character=character)
+
+
+async def opened(client: LeanClient, tmp_path: Path, text: str = TEXT, name: str = "A.lean") -> str:
+    uri = path_to_uri(tmp_path / name)
+    await client.open(uri, text)
+    return uri
+
+
+# ---- a dead server is ServerExited on every path ------------------------------------------------------
+@pytest.mark.parametrize(
+    "method",
+    [
+        "textDocument/didOpen",
+        "textDocument/didChange",
+        "textDocument/didSave",
+        "textDocument/waitForDiagnostics",
+        "textDocument/hover",
+    ],
+)
+async def test_a_server_dying_at_any_point_of_a_session_is_server_exited_every_time(
+    tmp_path: Path, method: str
+) -> None:
+    config: dict[str, object] = {"crash_on": {"method": method, "exit_code": 7, "stderr": f"PANIC on {method}"}}
+    for iteration in range(CRASH_ITERATIONS):
+        async with LeanClient.start(fake_cmd(config), cwd=tmp_path) as client:
+            uri = path_to_uri(tmp_path / f"A{iteration}.lean")
+            with anyio.fail_after(30):
+                errors = await _session_until_the_server_dies(client, uri)
+            assert len(errors) >= 2 and all(error is client.exited for error in errors), (iteration, errors)
+            exited = client.exited
+            assert isinstance(exited, ServerExited) and exited.returncode == 7, (iteration, str(exited))
+            assert f"PANIC on {method}" in exited.stderr_tail, (iteration, str(exited))
+            await client.close(uri)  # never raises: the document is only forgotten
+            for call in (client.sync(uri), client.request("workspace/symbol", {"query": ""})):
+                with pytest.raises((ServerExited, DocumentNotOpen)):
+                    await call
+            with pytest.raises(ServerExited):
+                await client.open(path_to_uri(tmp_path / "B.lean"), TEXT)
+
+
+async def _session_until_the_server_dies(client: LeanClient, uri: str) -> list[Exception]:
+    """Open `uri`, then keep changing it while syncing and hovering, until every path has failed."""
+    errors: list[Exception] = []
+
+    async def until_it_fails(step: Callable[[int], Awaitable[object]]) -> None:
+        try:
+            for i in range(100_000):
+                await step(i)
+        except Exception as exc:
+            errors.append(exc)
+
+    async def requests(_: int) -> None:
+        await client.sync(uri)
+        await client.hover(uri, P(0, 8))
+
+    try:
+        await client.open(uri, TEXT)
+    except Exception as exc:
+        errors.append(exc)
+    async with anyio.create_task_group() as tg:
+        # Writes race the exit (broken pipes) while requests wait for answers that never come.
+        tg.start_soon(until_it_fails, lambda i: client.change(uri, f"{TEXT}-- {i}\n"))
+        tg.start_soon(until_it_fails, requests)
+    return errors
+
+
+async def test_rpc_notifications_after_the_exit_are_server_exited(tmp_path: Path) -> None:
+    config: dict[str, object] = {"crash_on": {"method": "textDocument/hover"}}
+    async with LeanClient.start(fake_cmd(config), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10), pytest.raises(ServerExited):
+            await client.hover(uri, P(0, 8))
+        for call in (client.rpc_release(uri, "1", []), client.rpc_keep_alive(uri, "1"), client.change(uri, "")):
+            with pytest.raises(ServerExited):
+                await call
+
+
+@pytest.mark.parametrize("kind", ["oversized", "no_content_length", "garbage_header"])
+async def test_broken_framing_ends_the_session_with_a_typed_error(tmp_path: Path, kind: str) -> None:
+    config: dict[str, object] = {"malformed": {"on": "textDocument/hover", "kind": kind, "then": "hang"}}
+    async with LeanClient.start(fake_cmd(config), cwd=tmp_path, max_message_bytes=1024 * 1024) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10), pytest.raises(ServerExited) as info:
+            await client.hover(uri, P(0, 8))
+        assert "unrecoverable protocol error" in str(info.value)
+
+
+async def test_a_callers_own_exception_leaves_the_client_unwrapped(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="mine"):
+        async with LeanClient.start(fake_cmd(), cwd=tmp_path):
+            raise KeyError("mine")
+
+
+# ---- documents ----------------------------------------------------------------------------------------
+async def test_documents_are_mirrored_and_versions_count_up(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = path_to_uri(tmp_path / "A.lean")
+        assert await client.open(uri, TEXT, dependency_build_mode="never") == 1
+        assert client.is_open(uri) and client.open_documents == [uri] and client.stats().open_documents == 1
+        with pytest.raises(ValueError, match="already open"):
+            await client.open(uri, TEXT)
+        assert await client.change(uri, "def z := 1\n") == 2
+        assert await client.restart_document(uri) == 3
+        assert client.document(uri).text == "def z := 1\n"
+        with anyio.fail_after(10):
+            assert (await client.sync(uri)).version == 3
+        await client.close(uri)
+        await client.close(uri)  # unknown now: nothing happens
+        assert not client.is_open(uri)
+        with pytest.raises(DocumentNotOpen):
+            await client.sync(uri)
+        with pytest.raises(DocumentNotOpen):
+            await client.change(uri, "")
+
+
+async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_open(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        outcome: list[BaseException] = []
+
+        async def change() -> None:
+            try:
+                await client.change(uri, "def z := 1\n")
+            except DocumentNotOpen as exc:
+                outcome.append(exc)
+
+        lock = client._barrier.lock(uri)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                async with lock:  # hold the document's lock, as an in-flight notification would
+                    tg.start_soon(change)
+                    await anyio.wait_all_tasks_blocked()
+                    tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
+                    await anyio.wait_all_tasks_blocked()
+        assert len(outcome) == 1 and not client.is_open(uri)
+
+
+async def test_requests_for_unknown_documents_or_bad_positions_are_never_sent(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        sent = client.stats().requests
+        with pytest.raises(DocumentNotOpen):
+            await client.hover(path_to_uri(tmp_path / "Nope.lean"), P(0, 0))
+        with pytest.raises(InvalidPosition):
+            await client.hover(uri, P(99, 0))
+        with pytest.raises(InvalidPosition):
+            await client.code_actions(uri, Range(start=P(1, 0), end=P(0, 0)))
+        with pytest.raises(DocumentNotOpen):
+            await client.document_symbols(path_to_uri(tmp_path / "Nope.lean"))
+        assert client.stats().requests == sent
+
+
+# ---- typed requests over the fake server --------------------------------------------------------------
+async def test_the_handshake_records_what_the_server_said(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path, initialization_options={"editDelay": 0}) as client:
+        assert client.server_info == {"name": "Lean 4 Server", "version": "0.3.0"}
+        assert client.capabilities["hoverProvider"] is True
+
+
+async def test_typed_requests_turn_lean_answers_into_typed_results(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd({"goal": "⊢ p"}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            assert (await client.sync(uri)).complete
+            hover = await client.hover(uri, P(0, 8))
+            goal = await client.plain_goal(uri, P(0, 20))
+            no_goal = await client.plain_goal(uri, P(3, 0))
+            term = await client.plain_term_goal(uri, P(0, 20))
+            signature = await client.signature_help(uri, P(0, 8))
+            definition = await client.definition(uri, P(3, 9))
+            declaration = await client.declaration(uri, P(3, 9))
+            references = await client.references(uri, P(3, 9), include_declaration=False)
+            symbols = await client.document_symbols(uri)
+            workspace = await client.workspace_symbols("x")
+            actions = await client.code_actions(uri, Range(start=P(0, 0), end=P(0, 5)))
+            resolved = await client.resolve_code_action({"title": "t", "data": {"k": [1]}})
+            raw = await client.request("$/lean/waitForILeans", {"textDocument": {"uri": uri}})
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert hover.contents.value == "```lean\nx\n```" and hover.range is not None
+    assert goal is not None and goal.goals == ["⊢ p"] and no_goal is None
+    assert term is None and signature is None
+    assert definition == [] and declaration == [] and references == [] and workspace == [] and actions == []
+    assert [(s.name, s.kind) for s in symbols] == [("x", types.SymbolKind.Method), ("y", types.SymbolKind.Method)]
+    assert isinstance(symbols[0], types.DocumentSymbol)
+    assert resolved == {"title": "t", "data": {"k": [1]}} and raw == {}
+
+
+def test_locations_and_symbols_keep_the_shape_lean_chose() -> None:
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
+    link = {"targetUri": "file:///a.lean", "targetRange": rng, "targetSelectionRange": rng}
+    location = {"uri": "file:///a.lean", "range": rng}
+    assert [type(x) for x in client_module._locations([link, location])] == [types.LocationLink, types.Location]
+    information = {"name": "n", "kind": 12, "location": location}
+    document = {"name": "n", "kind": 12, "range": rng, "selectionRange": rng}
+    assert type(client_module._symbol(information)) is types.SymbolInformation
+    assert type(client_module._symbol(document)) is types.DocumentSymbol
+
+
+async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_it_expires(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd({"rpc": True, "rpc_outdated": 1}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            goals = await client.interactive_goals(uri, P(0, 20))  # the first call finds its session outdated
+            again = await client.interactive_goals(uri, P(0, 20))
+            none = await client.interactive_goals(uri, P(3, 0))
+            session = await client.rpc_connect(uri)
+            await client.rpc_keep_alive(uri, session)
+            await client.rpc_release(uri, session, [{"p": "1"}])
+            with pytest.raises(ResponseError) as unknown:
+                await client.rpc_call(uri, session, P(0, 0), "Nope.method", {})
+    assert goals == again == {"goals": [{"goalPrefix": "⊢ ", "hyps": [], "type": {"text": "True"}}]}
+    assert none is None and unknown.value.code == codes.METHOD_NOT_FOUND
+
+
+async def test_an_rpc_session_that_expires_twice_in_a_row_is_rpc_needs_reconnect(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd({"rpc": True, "rpc_outdated": 2}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10), pytest.raises(RpcNeedsReconnect) as info:
+            await client.interactive_goals(uri, P(0, 20))
+    assert info.value.code == codes.RPC_NEEDS_RECONNECT
+
+
+async def test_lean_requests_to_the_client_get_neutral_answers() -> None:
+    assert await client_module._configuration({"items": [{}, {}]}) == [None, None]
+    assert await client_module._configuration("junk") == []
+    assert (await client_module._apply_edit({}))["applied"] is False
+    await client_module._acknowledge(None)  # answered with null
+
+
+async def test_secrets_in_logs_stderr_and_diagnostics_are_redacted(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "MY_API_TOKEN": "supersecret-0123456789"}
+    config: dict[str, object] = {"log_env": {"vars": ["MY_API_TOKEN"], "diagnostic_var": "MY_API_TOKEN"}}
+    async with LeanClient.start(fake_cmd(config), cwd=tmp_path, env=env) as client:
+        uri = await opened(client, tmp_path, "theorem x : True := trivial\n")
+        with anyio.fail_after(10):
+            # The log notification precedes the elaboration messages in the stream, so it is in by now.
+            result = await client.sync(uri)
+        texts = [d.message for d in result.diagnostics] + [e.message for e in client.cache.logs.entries()]
+        texts.append(client.stderr_tail())
+        assert all("supersecret" not in t for t in texts)
+        assert all("[redacted:MY_API_TOKEN]" in t for t in texts)
+
+
+# ---- against real Lean --------------------------------------------------------------------------------
+@pytest.fixture
+async def client(lean_toolchain: Toolchain, demo_root: Path) -> AsyncIterator[LeanClient]:
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=lean_toolchain.env()) as c:
+        yield c
+
+
+async def open_file(client: LeanClient, root: Path, rel: str) -> str:
+    path = root / rel
+    uri = path_to_uri(path)
+    await client.open(uri, path.read_text(encoding="utf-8"))
+    return uri
+
+
+@pytest.mark.lean
+async def test_real_clean_file_syncs_complete_with_no_diagnostics(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Proofs.lean")
+    with anyio.fail_after(60):
+        result = await client.sync(uri)
+    assert result.elaboration is Elaboration.COMPLETE and result.complete
+    assert result.version == 1 and result.diagnostics == () and result.diagnostics_version == 1
+    assert result.availability is Availability.PUBLISHED
+    assert client.server_info.get("name") == "Lean 4 Server"
+
+
+@pytest.mark.lean
+async def test_real_type_error_is_reported_with_its_range_and_full_range(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Broken.lean")
+    with anyio.fail_after(60):
+        result = await client.sync(uri)
+    assert result.complete
+    [err] = result.errors
+    assert err.message.startswith("Type mismatch")
+    assert err.range.start.line == 3 and err.fullRange is not None and err.fullRange.start.line == 3
+
+
+@pytest.mark.lean
+async def test_real_warning_comes_with_a_code_action_that_resolves(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Warn.lean")
+    with anyio.fail_after(60):
+        result = await client.sync(uri)
+        [warning] = result.diagnostics
+        assert warning.severity == 2 and "not explicitly referenced" in warning.message
+        actions = await client.code_actions(uri, Range(start=P(4, 8), end=P(4, 9)))
+        assert actions and actions[0]["title"] == "Try this: _x"
+        resolved = await client.resolve_code_action(actions[0])
+    edit = resolved["edit"]["documentChanges"][0]["edits"][0]
+    assert edit["newText"] == "_x"
+
+
+@pytest.mark.lean
+async def test_real_unsolved_goals_and_plain_goals_in_a_tactic_block(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Goals.lean")
+    with anyio.fail_after(60):
+        result = await client.sync(uri)
+        unsolved = [d for d in result.errors if d.leanTags and LeanTag.UNSOLVED_GOALS in d.leanTags]
+        assert unsolved and unsolved[0].message.startswith("unsolved goals")
+        before = await client.plain_goal(uri, P(3, 43))
+        inside = await client.plain_goal(uri, P(4, 2))
+        term = await client.plain_term_goal(uri, P(3, 43))
+        outside = await client.plain_goal(uri, P(0, 0))
+    assert before is not None and before.goals == ["p : Prop\nhp : p\n⊢ p"]
+    assert inside is not None and inside.goals == before.goals
+    assert term is None and outside is None
+
+
+@pytest.mark.lean
+async def test_real_structured_goals_come_from_lean_rpc(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Goals.lean")
+    with anyio.fail_after(60):
+        await client.sync(uri)
+        goals = await client.interactive_goals(uri, P(4, 2))
+    [goal] = goals["goals"]
+    assert [h["names"] for h in goal["hyps"]] == [["p"], ["hp"]]
+    assert goal["goalPrefix"] == "⊢ "
+
+
+@pytest.mark.lean
+async def test_real_navigation_requests_answer_across_modules(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Proofs.lean")
+    with anyio.fail_after(60):
+        await client.sync(uri)
+        hover = await client.hover(uri, P(3, 29))
+        none_hover = await client.hover(uri, P(2, 0))
+        definition = await client.definition(uri, P(3, 29))
+        refs = await client.references(uri, P(3, 29), include_declaration=True)
+        symbols = await client.document_symbols(uri)
+        ws = await client.workspace_symbols("idPro")
+        sig = await client.signature_help(uri, P(6, 3))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert hover.contents.value.startswith("```lean\nmyTrue : MyTrue\n```")
+    assert none_hover is None
+    [target] = definition
+    target_uri = target.target_uri if isinstance(target, types.LocationLink) else target.uri
+    assert target_uri == path_to_uri(demo_root / "Demo/Basic.lean")
+    assert {r.uri for r in refs} >= {uri, path_to_uri(demo_root / "Demo/Basic.lean")}
+    assert [s.name for s in symbols] == ["byTerm", "idProof", "two"]
+    assert [s.name for s in ws] == ["idProof"]
+    assert sig is None
+
+
+@pytest.mark.lean
+async def test_real_positions_are_utf16_and_validated_before_sending(client: LeanClient, demo_root: Path) -> None:
+    uri = await open_file(client, demo_root, "Demo/Unicode.lean")
+    with anyio.fail_after(60):
+        await client.sync(uri)
+        hover = await client.hover(uri, P(3, 38))  # `myTrue` after two astral characters and an é
+    assert hover is not None and hover.range is not None
+    assert (hover.range.start.character, hover.range.end.character) == (37, 43)
+    sent = client.stats().requests
+    with pytest.raises(InvalidPosition):
+        await client.hover(uri, P(3, 4))  # inside the surrogate pair of 𝔸
+    with pytest.raises(InvalidPosition):
+        await client.hover(uri, P(99, 0))
+    assert client.stats().requests == sent
+
+
+@pytest.mark.lean
+async def test_real_requests_for_unknown_or_closed_documents_are_typed_errors(
+    client: LeanClient, demo_root: Path
+) -> None:
+    with pytest.raises(DocumentNotOpen):
+        await client.hover(path_to_uri(demo_root / "Nope.lean"), P(0, 0))
+    uri = await open_file(client, demo_root, "Demo/Proofs.lean")
+    await client.close(uri)
+    with pytest.raises(DocumentNotOpen):
+        await client.sync(uri)
+
+
+@pytest.mark.lean
+async def test_real_multi_module_imports_resolve_through_built_oleans(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    (demo_root / "Demo/Uses.lean").write_text(
+        "prelude\nimport Demo.Proofs\n\ntheorem again (p : Prop) (hp : p) : p := idProof p hp\n"
+    )
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=lean_toolchain.env()) as client:
+        uri = await open_file(client, demo_root, "Demo/Uses.lean")
+        with anyio.fail_after(60):
+            result = await client.sync(uri)
+            definition = await client.definition(uri, P(3, 43))
+    assert result.complete and result.diagnostics == ()
+    [target] = definition
+    target_uri = target.target_uri if isinstance(target, types.LocationLink) else target.uri
+    assert target_uri == path_to_uri(demo_root / "Demo/Proofs.lean")
+
+
+@pytest.mark.lean
+async def test_real_a_dead_server_fails_pending_requests_at_once_with_its_stderr(
+    client: LeanClient, demo_root: Path
+) -> None:
+    path = demo_root / "Demo/Long.lean"
+    path.write_text(projects.long_file(1500))
+    uri = path_to_uri(path)
+    errors: list[BaseException] = []
+    with anyio.fail_after(60):
+        async with client.subscribe() as events, anyio.create_task_group() as tg:
+            await client.open(uri, path.read_text())
+
+            async def do_sync() -> None:
+                try:
+                    await client.sync(uri)
+                except ServerExited as exc:
+                    errors.append(exc)
+
+            tg.start_soon(do_sync)
+            # Lean is elaborating (its own signal) and our barrier request is in flight: kill the server now.
+            async for event in events:
+                if isinstance(event, ProgressEvent) and event.params.processing and client.stats().pending:
+                    break
+            procs.kill(client.pid)
+        exited = await client.wait_exited()
+    assert errors and errors[0] is exited
+    assert exited.returncode is not None and exited.returncode < 0
+    with pytest.raises(ServerExited):
+        await client.hover(uri, P(0, 0))
+
+
+@pytest.mark.lean
+async def test_real_secrets_in_lean_output_are_redacted(lean_toolchain: Toolchain, demo_root: Path) -> None:
+    env = lean_toolchain.env()
+    env["BEAM_TEST_TOKEN"] = "sekritvalue12345"
+    (demo_root / "Demo/Leak.lean").write_text("prelude\nimport Demo.Basic\n\ndef x : MyTrue := sekritvalue12345\n")
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=env) as client:
+        uri = await open_file(client, demo_root, "Demo/Leak.lean")
+        with anyio.fail_after(60):
+            result = await client.sync(uri)
+    [err] = result.errors
+    assert "sekritvalue12345" not in err.message
+    assert "[redacted:BEAM_TEST_TOKEN]" in err.message
+
+
+@pytest.mark.lean
+async def test_real_a_shared_cache_returns_to_pending_when_a_new_server_starts(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    cache = DiagnosticsCache()
+    cmd, env = lean_toolchain.server_cmd(), lean_toolchain.env()
+    async with LeanClient.start(cmd, cwd=demo_root, env=env, cache=cache) as client:
+        uri = await open_file(client, demo_root, "Demo/Broken.lean")
+        with anyio.fail_after(60):
+            await client.sync(uri)
+        assert cache.get(uri).availability is Availability.PUBLISHED
+    async with LeanClient.start(cmd, cwd=demo_root, env=env, cache=cache):
+        assert cache.get(uri).availability is Availability.PENDING

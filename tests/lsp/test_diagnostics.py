@@ -1,0 +1,352 @@
+"""beam_lsp.diagnostics: availability, spellings, bounds, eviction, restart, logs, redaction, and the per-URI
+progress the sync barrier reads (document lifetimes, pinning)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beam_lsp import Availability, DiagnosticsCache, Elaboration, LeanFileProgressParams, Redactor
+from beam_lsp import diagnostics as dmod
+from beam_lsp.diagnostics import DocumentProgress, LogBuffer, LogEntry
+from beam_lsp.documents import path_to_uri
+
+
+def diag(line: int, message: str, severity: int = 1, **extra: Any) -> dict[str, Any]:
+    rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 5}}
+    return {"range": rng, "fullRange": rng, "severity": severity, "message": message, "source": "Lean 4", **extra}
+
+
+def test_a_file_nothing_was_published_for_is_pending_and_untracked(tmp_path: Path) -> None:
+    snap = DiagnosticsCache().get(str(tmp_path / "A.lean"))
+    assert snap.availability is Availability.PENDING
+    assert snap.tracked is False and snap.diagnostics == ()
+
+
+def test_an_empty_publish_reads_as_published_clean(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 3, [])
+    snap = cache.get(uri)
+    assert snap.availability is Availability.PUBLISHED and snap.version == 3 and snap.diagnostics == ()
+
+
+def test_lean_fields_survive_the_round_trip(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(2, "unsolved goals\n⊢ p", leanTags=[1], isSilent=False, futureField={"x": 1})])
+    wire = cache.get(uri).wire()["diagnostics"][0]
+    assert wire["leanTags"] == [1] and wire["fullRange"]["start"]["line"] == 2 and wire["futureField"] == {"x": 1}
+
+
+def test_symlink_spellings_share_one_entry_and_return_the_union_without_duplicates(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "A.lean").write_text("")
+    (tmp_path / "alias").symlink_to(real)
+    cache = DiagnosticsCache()
+    a = path_to_uri(real / "A.lean")
+    b = path_to_uri(tmp_path / "alias" / "A.lean")
+    cache.publish(a, 1, [diag(1, "one"), diag(3, "shared")])
+    cache.publish(b, 1, [diag(3, "shared"), diag(0, "zero")])
+    snap = cache.get(str(tmp_path / "alias" / "A.lean"))
+    assert snap.path == str(real / "A.lean")
+    assert [d.message for d in snap.diagnostics] == ["zero", "one", "shared"]
+    assert len(cache) == 1
+
+
+def test_a_new_publish_replaces_the_previous_one_for_the_same_spelling(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(1, "old")])
+    cache.publish(uri, 2, [])
+    snap = cache.get(uri)
+    assert snap.version == 2 and snap.diagnostics == ()
+
+
+def test_eviction_prefers_clean_files_and_reports_evicted_not_clean(tmp_path: Path) -> None:
+    cache = DiagnosticsCache(max_files=3)
+    uris = [path_to_uri(tmp_path / f"F{i}.lean") for i in range(4)]
+    changed: list[str] = []
+    cache.add_listener(changed.append)
+    cache.publish(uris[0], 1, [diag(0, "err")])
+    cache.publish(uris[1], 1, [])  # clean: first to go
+    cache.publish(uris[2], 1, [diag(0, "err")])
+    cache.publish(uris[3], 1, [diag(0, "err")])
+    assert cache.get(uris[1]).availability is Availability.EVICTED
+    assert cache.get(uris[1]).tracked is True
+    assert cache.get(uris[0]).availability is Availability.PUBLISHED
+    assert str(tmp_path / "F1.lean") in changed
+    assert len(cache) == 3
+
+
+def test_the_cache_holds_at_most_1000_files(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    for i in range(1005):
+        cache.publish(path_to_uri(tmp_path / f"F{i}.lean"), 1, [diag(0, "e")])
+    assert len(cache) == dmod.MAX_FILES
+    assert cache.get(path_to_uri(tmp_path / "F0.lean")).availability is Availability.EVICTED
+    assert cache.get(path_to_uri(tmp_path / "F1004.lean")).availability is Availability.PUBLISHED
+
+
+def test_a_server_restart_returns_every_file_to_pending_and_tells_listeners(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(0, "e")])
+    seen: list[str] = []
+    cache.add_listener(seen.append)
+    epoch = cache.epoch
+    cleared = cache.server_restarted()
+    assert cleared == [str(tmp_path / "A.lean")] == seen
+    assert cache.get(uri).availability is Availability.PENDING
+    assert cache.epoch == epoch + 1
+
+
+def test_file_progress_gives_the_elaboration_state(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 9, "character": 0}}
+
+    def progress(version: int, processing: list[dict[str, Any]]) -> None:
+        cache.progress(
+            LeanFileProgressParams.model_validate(
+                {"textDocument": {"uri": uri, "version": version}, "processing": processing}
+            )
+        )
+
+    progress(1, [{"range": rng, "kind": 1}])
+    assert cache.get(uri).elaboration is Elaboration.PROCESSING
+    assert cache.get(uri).availability is Availability.PENDING  # progress alone publishes nothing
+    progress(1, [])
+    assert cache.get(uri).elaboration is Elaboration.COMPLETE
+    progress(2, [{"range": rng, "kind": 2}])
+    assert cache.get(uri).elaboration is Elaboration.FAILED
+    progress(1, [])  # an older version never overrides a newer one
+    assert cache.get(uri).elaboration is Elaboration.FAILED
+
+
+def test_diagnostic_text_is_redacted_but_uris_and_data_keys_are_kept(tmp_path: Path) -> None:
+    cache = DiagnosticsCache(Redactor({"LAKE_TOKEN": "tok-123456789"}))
+    uri = path_to_uri(tmp_path / "A.lean")
+    related = [
+        {
+            "location": {"uri": "file:///tok-123456789.lean", "range": diag(0, "")["range"]},
+            "message": "see tok-123456789",
+        }
+    ]
+    cache.publish(
+        uri,
+        1,
+        [
+            diag(
+                0,
+                "bad tok-123456789",
+                code="tok-123456789",
+                relatedInformation=related,
+                data={"tok-123456789": "tok-123456789"},
+            )
+        ],
+    )
+    wire = cache.get(uri).wire()["diagnostics"][0]
+    assert wire["message"] == "bad [redacted:LAKE_TOKEN]"
+    assert wire["code"] == "[redacted:LAKE_TOKEN]"
+    assert wire["relatedInformation"][0]["message"] == "see [redacted:LAKE_TOKEN]"
+    assert wire["relatedInformation"][0]["location"]["uri"] == "file:///tok-123456789.lean"
+    assert wire["data"] == {"tok-123456789": "[redacted:LAKE_TOKEN]"}
+
+
+def test_huge_messages_are_truncated_and_huge_files_keep_the_most_severe_first(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(0, "x" * (dmod.MAX_MESSAGE_BYTES + 100))])
+    msg = cache.get(uri).diagnostics[0].message
+    assert len(msg.encode()) <= dmod.MAX_MESSAGE_BYTES and msg.endswith("over 256 KiB]")
+    big = "y" * 200_000
+    items = [diag(i, big, severity=3) for i in range(5)] + [diag(10 + i, big, severity=1) for i in range(5)]
+    cache.publish(uri, 2, items)
+    snap = cache.get(uri)
+    assert snap.truncated > 0
+    assert all(d.severity == 1 for d in snap.diagnostics)
+    assert len(snap.diagnostics) == 10 - snap.truncated
+
+
+def test_log_buffers_keep_the_newest_100_logs_and_50_messages_redacted() -> None:
+    cache = DiagnosticsCache(Redactor({"A_SECRET": "hunter2hunter2"}))
+    for i in range(120):
+        cache.log("log", 3, f"log {i} hunter2hunter2")
+    for i in range(60):
+        cache.log("show", 1, f"msg {i}")
+    logs = cache.logs.entries()
+    assert len(logs) == 100 and logs[0].message.startswith("log 20 ") and cache.logs.dropped == 20
+    assert logs[-1].message == "log 119 [redacted:A_SECRET]"
+    assert len(cache.messages.entries()) == 50
+
+
+def _progress(cache: DiagnosticsCache, uri: str, version: int | None, *kinds: int) -> None:
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}
+    processing = [{"range": rng, "kind": kind} for kind in kinds]
+    params = {"textDocument": {"uri": uri, "version": version}, "processing": processing}
+    cache.progress(LeanFileProgressParams.model_validate(params))
+
+
+def test_document_progress_is_what_lean_said_about_that_uri(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    assert cache.document_progress(uri) == DocumentProgress()
+    _progress(cache, uri, 2, 1)
+    assert cache.document_progress(uri).elaboration is Elaboration.PROCESSING
+    cache.publish(uri, 2, [diag(0, "e")])
+    _progress(cache, uri, 2)
+    report = cache.document_progress(uri)
+    assert (report.progress_version, report.done, report.fatal, report.diagnostics_version) == (2, True, False, 2)
+    assert report.processing == () and report.elaboration is Elaboration.COMPLETE
+
+
+def test_an_older_publish_of_the_same_uri_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 3, [diag(0, "v3")])
+    cache.publish(uri, 2, [diag(0, "v2")])
+    assert [d.message for d in cache.get(uri).diagnostics] == ["v3"]
+    assert cache.document_progress(uri).diagnostics_version == 3
+
+
+def test_reopening_a_document_starts_a_new_lifetime_where_versions_restart(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    cache.publish(uri, 3, [diag(0, "old")])
+    _progress(cache, uri, 3)
+    changed: list[str] = []
+    cache.add_listener(changed.append)
+    cache.document_closed(uri)
+    cache.document_opened(uri)
+    assert cache.document_progress(uri) == DocumentProgress() and changed == [str(tmp_path / "A.lean")]
+    assert cache.get(uri).availability is Availability.PUBLISHED  # the old publish stays until Lean publishes
+    _progress(cache, uri, 1, 1)
+    cache.publish(uri, 1, [diag(0, "new")])
+    assert cache.document_progress(uri).progress_version == 1
+    assert [d.message for d in cache.get(uri).diagnostics] == ["new"]
+
+
+def test_each_uri_spelling_has_its_own_progress_and_the_snapshot_shows_the_newest(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "alias").symlink_to(real)
+    cache = DiagnosticsCache()
+    a, b = path_to_uri(real / "A.lean"), path_to_uri(tmp_path / "alias" / "A.lean")
+    _progress(cache, a, 5)
+    _progress(cache, b, 1, 1)
+    assert cache.document_progress(a).progress_version == 5 and cache.document_progress(b).progress_version == 1
+    snap = cache.get(a)
+    assert snap.elaboration is Elaboration.PROCESSING and snap.progress_version == 1
+    _progress(cache, a, 4)  # older than a's own last progress: ignored, and the snapshot keeps b's
+    assert cache.get(a).progress_version == 1
+
+
+def test_open_documents_are_never_evicted(tmp_path: Path) -> None:
+    cache = DiagnosticsCache(max_files=2)
+    uris = [path_to_uri(tmp_path / f"F{i}.lean") for i in range(4)]
+    for uri in uris[:2]:
+        cache.document_opened(uri)
+        cache.publish(uri, 1, [])
+    _progress(cache, uris[0], 1)
+    cache.publish(uris[2], 1, [diag(0, "e")])  # no room, and nothing may go: over the bound
+    assert len(cache) == 3
+    assert cache.document_progress(uris[0]).done
+    cache.document_closed(uris[1])
+    cache.publish(uris[3], 1, [diag(0, "e")])
+    assert cache.get(uris[1]).availability is Availability.EVICTED
+    assert cache.get(uris[0]).availability is Availability.PUBLISHED
+
+
+def test_progress_for_a_new_file_makes_room_like_a_publish(tmp_path: Path) -> None:
+    cache = DiagnosticsCache(max_files=1)
+    first, second = path_to_uri(tmp_path / "A.lean"), path_to_uri(tmp_path / "B.lean")
+    cache.publish(first, 1, [])
+    _progress(cache, second, 1, 1)
+    assert cache.get(first).availability is Availability.EVICTED
+    snap = cache.get(second)
+    assert snap.availability is Availability.PENDING and snap.tracked and snap.elaboration is Elaboration.PROCESSING
+
+
+def test_a_restart_forgets_which_documents_are_open(tmp_path: Path) -> None:
+    cache = DiagnosticsCache(max_files=1)
+    first, second = path_to_uri(tmp_path / "A.lean"), path_to_uri(tmp_path / "B.lean")
+    cache.document_opened(first)
+    cache.publish(first, 1, [])
+    cache.server_restarted()
+    cache.publish(first, 1, [])
+    cache.publish(second, 1, [])
+    assert cache.get(first).availability is Availability.EVICTED
+
+
+def test_forgetting_a_file_drops_it_without_marking_it_evicted(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "Probe.lean")
+    cache.publish(uri, 1, [diag(0, "e")])
+    seen: list[str] = []
+    remove = cache.add_listener(seen.append)
+    cache.forget(uri)
+    cache.forget(uri)  # unknown now: nothing happens
+    remove()
+    remove()  # removing twice is harmless
+    cache.publish(uri, 2, [])
+    assert seen == [str(tmp_path / "Probe.lean")]
+    assert cache.files() == [str(tmp_path / "Probe.lean")]
+
+
+def test_the_snapshot_wire_form_has_the_mcpls_fields(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    _progress(cache, uri, 1, 2)
+    assert cache.get(uri).wire() == {
+        "path": str(tmp_path / "A.lean"),
+        "tracked": True,
+        "availability": "pending",
+        "diagnostics": [],
+        "elaboration": "failed",
+        "processing": [{"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}],
+    }
+    cache.publish(uri, 1, [diag(0, "e")])
+    wire = cache.get(uri).wire()
+    assert wire["version"] == 1 and wire["availability"] == "published" and "truncated" not in wire
+
+
+def test_the_total_bound_evicts_other_files_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dmod, "MAX_TOTAL_BYTES", 600)
+    cache = DiagnosticsCache()
+    a, b = path_to_uri(tmp_path / "A.lean"), path_to_uri(tmp_path / "B.lean")
+    cache.publish(a, 1, [diag(0, "x" * 200)])
+    cache.publish(b, 1, [diag(0, "y" * 200), diag(1, "z" * 200)])
+    assert cache.get(a).availability is Availability.EVICTED
+    assert cache.get(b).availability is Availability.PUBLISHED
+
+
+def test_a_file_keeps_at_most_eight_uri_spellings(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    # `./` repeated i times: nine spellings of one canonical path
+    uris = [f"file://{tmp_path}/{'./' * i}A.lean" for i in range(dmod.MAX_SPELLINGS_PER_FILE + 1)]
+    for i, uri in enumerate(uris):
+        cache.publish(uri, 1, [diag(i, f"from spelling {i}")])
+    messages = [d.message for d in cache.get(uris[0]).diagnostics]
+    assert "from spelling 0" not in messages and len(messages) == dmod.MAX_SPELLINGS_PER_FILE
+
+
+def test_the_remembered_evictions_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dmod, "MAX_REMEMBERED_EVICTIONS", 2)
+    cache = DiagnosticsCache(max_files=1)
+    uris = [path_to_uri(tmp_path / f"F{i}.lean") for i in range(5)]
+    for uri in uris:
+        cache.publish(uri, 1, [])
+    assert cache.get(uris[0]).availability is Availability.PENDING  # forgotten: back to unknown
+    assert cache.get(uris[3]).availability is Availability.EVICTED
+
+
+def test_a_log_buffer_keeps_its_capacity_and_counts_what_it_dropped() -> None:
+    ring = LogBuffer(2)
+    for i in range(3):
+        ring.append(LogEntry(3, str(i), 0.0))
+    assert [e.message for e in ring.entries()] == ["1", "2"] and ring.dropped == 1

@@ -1,0 +1,86 @@
+"""beam_lsp._events: what a client publishes to subscribers, and the fan-out that never blocks the reader."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import anyio
+import pytest
+
+from beam_lsp import DiagnosticsEvent, LeanClient, ProgressEvent, ServerExited, ServerExitedEvent, path_to_uri
+from beam_lsp._events import Broadcast, LspEvent
+from tests.support.fixtures import fake_cmd
+from tests.support.toolchain import Toolchain
+
+pytestmark = pytest.mark.anyio
+
+
+def _drain(stream: anyio.abc.ObjectReceiveStream[LspEvent]) -> list[LspEvent]:
+    seen = []
+    while True:
+        try:
+            seen.append(stream.receive_nowait())  # type: ignore[attr-defined]
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return seen
+
+
+async def test_a_full_subscriber_loses_events_and_they_are_counted() -> None:
+    events = Broadcast()
+    async with events.subscribe(1) as stream:
+        events.send(ServerExitedEvent(ServerExited("one")))
+        events.send(ServerExitedEvent(ServerExited("two")))
+        [kept] = _drain(stream)
+    assert isinstance(kept, ServerExitedEvent) and str(kept.error) == "one" and events.dropped == 1
+
+
+async def test_a_subscriber_that_went_away_is_forgotten() -> None:
+    events = Broadcast()
+    async with events.subscribe(4) as stream:
+        await stream.aclose()
+        events.send(ServerExitedEvent(ServerExited("nobody listens")))
+        events.send(ServerExitedEvent(ServerExited("still nobody")))
+    assert events.dropped == 0
+
+
+async def test_closing_ends_every_subscription() -> None:
+    events = Broadcast()
+    async with events.subscribe(4) as first, events.subscribe(4) as second:
+        events.send(ServerExitedEvent(ServerExited("bye")))
+        events.close()
+        with anyio.fail_after(10):
+            assert [e async for e in first] == [e async for e in second] != []
+
+
+async def test_the_fake_server_streams_progress_diagnostics_and_the_exit(tmp_path: Path) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+            after = await stack.enter_async_context(client.subscribe())
+            async with client.subscribe() as events:
+                uri = path_to_uri(tmp_path / "A.lean")
+                await client.open(uri, "def x := ERROR_HERE\n")
+                with anyio.fail_after(10):
+                    await client.sync(uri)
+                seen = _drain(events)
+        with anyio.fail_after(10):
+            ended = [event async for event in after if isinstance(event, ServerExitedEvent)]
+    progress = [e for e in seen if isinstance(e, ProgressEvent)]
+    diags = [e for e in seen if isinstance(e, DiagnosticsEvent)]
+    assert progress and progress[-1].params.processing == []
+    assert diags and diags[-1].version == 1 and diags[-1].diagnostics[0].message == "unknown identifier 'ERROR_HERE'"
+    assert [e.error for e in ended] == [client.exited]
+
+
+@pytest.mark.lean
+async def test_real_events_stream_progress_and_diagnostics(lean_toolchain: Toolchain, demo_root: Path) -> None:
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=lean_toolchain.env()) as client:
+        async with client.subscribe() as events:
+            uri = path_to_uri(demo_root / "Demo/Broken.lean")
+            await client.open(uri, (demo_root / "Demo/Broken.lean").read_text())
+            with anyio.fail_after(60):
+                await client.sync(uri)
+            seen = _drain(events)
+    progress = [e for e in seen if isinstance(e, ProgressEvent)]
+    diags = [e for e in seen if isinstance(e, DiagnosticsEvent)]
+    assert progress and progress[-1].params.processing == []
+    assert diags and diags[-1].diagnostics and diags[-1].version == 1

@@ -1,0 +1,202 @@
+"""beam_lsp._process: the server process, its stderr tail, the account of its exit, and killing its tree."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, path_to_uri
+from beam_lsp._process import ServerProcess, StderrBuffer, descendants, reap, spawn
+from tests.support.fixtures import fake_cmd
+
+pytestmark = pytest.mark.anyio
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+# ---- the stderr tail ----------------------------------------------------------------------------------
+def test_the_stderr_tail_keeps_the_newest_bytes_and_lines_redacted() -> None:
+    buffer = StderrBuffer(limit=30)
+    for i in range(10):
+        buffer.feed(f"line {i} tok-123456789\n".encode())
+    assert buffer.total == 10 * len(b"line 0 tok-123456789\n")
+    tail = buffer.tail(Redactor({"A_TOKEN": "tok-123456789"}), max_lines=1)
+    assert tail == "line 9 [redacted:A_TOKEN]"
+
+
+def test_invalid_utf8_on_stderr_is_replaced_not_fatal() -> None:
+    buffer = StderrBuffer()
+    buffer.feed(b"bad \xff byte\n")
+    assert buffer.tail(Redactor()) == "bad \ufffd byte"
+
+
+async def test_pumping_stderr_reads_to_the_end_and_says_so(tmp_path: Path) -> None:
+    process = await spawn(_python("import sys; sys.stderr.write('one\\ntwo\\n')"), tmp_path, None)
+    assert process.stderr is not None
+    buffer = StderrBuffer()
+    with anyio.fail_after(30):
+        await buffer.pump(process.stderr)
+        await process.wait()
+    await reap(process, 5)
+    assert buffer.eof.is_set() and buffer.tail(Redactor()) == "one\ntwo"
+
+
+# ---- the process tree ---------------------------------------------------------------------------------
+async def test_reaping_kills_the_server_and_every_descendant(tmp_path: Path) -> None:
+    code = "import subprocess, sys, time; subprocess.Popen(['sleep', '60']); print('ready', flush=True); time.sleep(60)"
+    process = await spawn(_python(code), tmp_path, None)
+    assert process.stdout is not None
+    with anyio.fail_after(30):
+        assert (await process.stdout.receive()).startswith(b"ready")
+    children = descendants(process.pid)
+    assert children and all(_alive(pid) for pid in children)
+    try:
+        handles = [os.pidfd_open(pid) for pid in children]  # readable once that process has terminated
+    except OSError:  # pragma: no cover - kernels without pidfd
+        pytest.skip("pidfd_open is not available")
+    try:
+        with anyio.fail_after(30):
+            await reap(process, 5)
+            for handle in handles:
+                await anyio.wait_readable(handle)
+    finally:
+        for handle in handles:
+            os.close(handle)
+    assert process.returncode is not None and process.returncode < 0
+
+
+async def test_reaping_a_process_that_already_exited_signals_nothing(tmp_path: Path) -> None:
+    process = await spawn(_python("pass"), tmp_path, None)
+    with anyio.fail_after(30):
+        await process.wait()
+        await reap(process, 5)
+    assert process.returncode == 0
+
+
+def test_descendants_of_a_childless_or_unknown_process_are_none() -> None:
+    assert descendants(2**22 + 12345) == []
+
+
+# ---- the account of the exit --------------------------------------------------------------------------
+async def _watched(tmp_path: Path, code: str) -> tuple[ServerProcess, list[ServerExited]]:
+    accounts: list[ServerExited] = []
+    process = await spawn(_python(code), tmp_path, None)
+    return ServerProcess(process, Redactor({"A_TOKEN": "tok-123456789"}), accounts.append), accounts
+
+
+async def test_an_ended_output_is_accounted_with_exit_status_and_the_whole_stderr_tail(tmp_path: Path) -> None:
+    server, accounts = await _watched(tmp_path, "import sys; sys.stderr.write('PANIC tok-123456789'); sys.exit(3)")
+    assert server.process.stderr is not None
+
+    async def read() -> None:
+        assert server.process.stdout is not None
+        async for _ in server.process.stdout:
+            pass
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.stderr.pump, server.process.stderr)
+            await server.watch(read)
+    await server.reap(5)
+    [account] = accounts
+    assert account is server.exited and account.returncode == 3
+    assert account.stderr_tail == "PANIC [redacted:A_TOKEN]" and "closed its output" in str(account)
+
+
+async def test_a_framing_error_kills_the_server_before_accounting(tmp_path: Path) -> None:
+    server, accounts = await _watched(tmp_path, "import time; time.sleep(60)")
+
+    async def read() -> BaseException:
+        return TransportError("bad frame")
+
+    with anyio.fail_after(30):
+        await server.watch(read)
+    await server.reap(5)
+    assert accounts[0].returncode is not None and accounts[0].returncode < 0
+    assert "unrecoverable protocol error from the server: bad frame" in str(accounts[0])
+
+
+async def test_a_failed_write_prefers_the_readers_account(tmp_path: Path) -> None:
+    server, accounts = await _watched(tmp_path, "pass")
+    earlier = ServerExited("the reader saw it first", returncode=0)
+    server.mark_exited(earlier)
+    server.mark_exited(ServerExited("later accounts are ignored"))
+    with anyio.fail_after(30):
+        assert await server.input_broke(BrokenPipeError()) is earlier
+        assert await server.wait_exited() is earlier
+    await server.reap(5)
+    assert accounts == [earlier]
+
+
+async def test_a_failed_write_without_an_account_kills_and_gives_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from beam_lsp import _process
+
+    monkeypatch.setattr(_process, "LOST_GRACE", 0.01)  # nobody else will account for this exit
+    server, accounts = await _watched(tmp_path, "import time; time.sleep(60)")
+    with anyio.fail_after(30):
+        error = await server.input_broke(BrokenPipeError())
+        await server.reap(5)
+    assert accounts == [error] and "stopped reading its input (BrokenPipeError)" in str(error)
+    assert server.process.returncode is not None and server.process.returncode < 0
+
+
+# ---- through the client and the fake Lean server ------------------------------------------------------
+async def test_a_server_crash_mid_request_fails_it_at_once_with_the_stderr_tail(tmp_path: Path) -> None:
+    config: dict[str, object] = {
+        "crash_on": {"method": "textDocument/hover", "exit_code": 3, "stderr": "PANIC at Lean.Server"}
+    }
+    async with LeanClient.start(fake_cmd(config), cwd=tmp_path) as client:
+        uri = path_to_uri(tmp_path / "A.lean")
+        await client.open(uri, "theorem x : True := trivial\n")
+        with anyio.fail_after(10), pytest.raises(ServerExited) as info:
+            await client.hover(uri, Position(line=0, character=8))
+        assert info.value.returncode == 3
+        assert "PANIC at Lean.Server" in info.value.stderr_tail
+        assert client.exited is info.value
+        assert "PANIC at Lean.Server" in client.stderr_tail()
+        with pytest.raises(ServerExited):
+            await client.sync(uri)
+
+
+async def test_shutdown_is_clean_and_leaves_no_process(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        pid = client.pid
+    exited = client.exited
+    assert exited is not None and exited.returncode == 0
+    assert not _alive(pid)
+
+
+async def test_a_command_that_cannot_start_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        async with LeanClient.start([str(tmp_path / "no-such-lean"), "--server"], cwd=tmp_path):
+            pass
+
+
+async def test_a_server_that_exits_during_the_handshake_is_server_exited(tmp_path: Path) -> None:
+    with pytest.raises(ServerExited) as info:
+        async with LeanClient.start(_python("import sys; sys.stderr.write('boom'); sys.exit(2)"), cwd=tmp_path):
+            pass
+    assert info.value.returncode == 2 and "boom" in info.value.stderr_tail
+
+
+async def test_a_server_that_never_answers_initialize_is_server_exited_after_the_deadline(tmp_path: Path) -> None:
+    code = "import sys, time; sys.stderr.write('stuck'); sys.stderr.flush(); time.sleep(60)"
+    with anyio.fail_after(30), pytest.raises(ServerExited, match=r"did not answer initialize within 0\.5 s"):
+        async with LeanClient.start(_python(code), cwd=tmp_path, initialize_timeout=0.5):
+            pass
