@@ -68,7 +68,7 @@ def env(bin_dir: Path, home: Path, tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def redactor(env: dict[str, str]) -> Redactor:
     """The redactor a report built with ``env`` would use (HOME only, no secrets)."""
-    return Redactor.from_environ(env)
+    return Redactor.from_sources(env, home=True)
 
 
 @pytest.fixture

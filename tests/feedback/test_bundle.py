@@ -114,7 +114,7 @@ def test_everything_written_to_a_bundle_is_redacted(project: Path, env: dict[str
         request={"token": SECRET},
         evidence=[{"name": "server.log", "path": "server.log"}, {"name": "inline.json", "content": [SECRET]}],
     )
-    redactor = Redactor.from_environ(env, ["--password", "flag-password-value"])
+    redactor = Redactor.from_sources(env, ["--password", "flag-password-value"], home=True)
     result = build_report(
         data, env=env, redactor=redactor, runtime_stats={"argv": ["--password", "flag-password-value"]}
     )

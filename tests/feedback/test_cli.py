@@ -286,3 +286,21 @@ def test_a_huge_evidence_file_is_cut_with_a_note(capsys: pytest.CaptureFixture[s
     assert code == EXIT_OK
     assert "beam-feedback: note: evidence huge.log was cut to its first 1048576 bytes" in err
     assert json.loads(out)["markdown"].count("y" * 8000) == 1
+
+
+def test_without_a_project_marker_above_the_cwd_the_cwd_is_the_workspace(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    monkeypatch.chdir(loose)
+    code, out, _ = _run(capsys, *FLAGS, "--json")
+    assert code == EXIT_OK
+    assert json.loads(out)["workspace"] == {"root": str(loose)}
+
+
+def test_importing_the_cli_does_not_import_the_lean_client_stack() -> None:
+    heavy = "('beam_lsp.client', 'beam_lsp.jsonrpc', 'lsprotocol', 'anyio')"
+    code = f"import sys, beam_feedback.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,48 +41,6 @@ def test_a_report_renders_markdown_metadata_and_echoes_the_workspace(
         "confidential": False,
         "client_request_id": None,
     }
-
-
-def test_markdown_sections_come_in_the_documented_order(project: Path, env: dict[str, str]) -> None:
-    data = minimal_input(
-        workspace=_workspace(project),
-        kind="perf",
-        impact="Agents stall.",
-        workaround="Restart the server.",
-        request={"method": "lean_hover"},
-        response={"error": "timeout"},
-        evidence=[{"name": "log.txt", "content": "line 1"}],
-        include_collected=True,
-    )
-    markdown = build_report(data, env=env, now=NOW).markdown
-    headings = re.findall(r"^#{1,3} .*$", markdown, flags=re.MULTILINE)
-    assert headings == [
-        "# Hover never answers",
-        "## Summary",
-        "## Beam Runtime",
-        "## Reproduction",
-        "## Expected Behavior",
-        "## Actual Behavior",
-        "## Impact",
-        "## Beam Debug Context",
-        "## Request And Response",
-        "### Request",
-        "### Response",
-        "## Evidence",
-        "### log.txt",
-        "## Workaround",
-    ]
-    assert "Review before posting publicly" in markdown
-    assert "Beam does not submit feedback automatically." in markdown
-    assert "- Kind: `perf`" in markdown
-    assert "- Lean toolchain: `leanprover/lean4:v4.9.0`" in markdown
-    assert "- Packages: `mathlib 0123456789ab`, `local`" in markdown
-
-
-def test_optional_sections_are_left_out_when_empty(project: Path, env: dict[str, str]) -> None:
-    markdown = build_report(minimal_input(workspace=_workspace(project)), env=env).markdown
-    for heading in ("## Impact", "## Beam Debug Context", "## Request And Response", "## Evidence", "## Workaround"):
-        assert heading not in markdown
 
 
 def test_collected_context_is_returned_only_when_asked_for(project: Path, env: dict[str, str]) -> None:
@@ -156,7 +113,7 @@ def test_confidential_with_a_missing_root_still_works_without_a_bundle(env: dict
 
 def test_secrets_from_the_environment_and_flags_are_redacted_everywhere(project: Path, env: dict[str, str]) -> None:
     env["GITHUB_TOKEN"] = SECRET
-    redactor = Redactor.from_environ(env, ["lean-beam-mcp", "--api-key", "flag-secret-value"])
+    redactor = Redactor.from_sources(env, ["lean-beam-mcp", "--api-key", "flag-secret-value"], home=True)
     data = minimal_input(
         workspace=_workspace(project),
         title=f"Leak {SECRET}",
@@ -242,13 +199,6 @@ def test_path_evidence_needs_a_workspace(env: dict[str, str]) -> None:
         build_report(minimal_input(evidence=[{"name": "e.txt", "path": "/etc/hostname"}]), env=env)
 
 
-def test_evidence_containing_backticks_cannot_break_out_of_its_fence(project: Path, env: dict[str, str]) -> None:
-    content = "before\n```\n## Injected heading\n````\nafter"
-    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.md", "content": content}])
-    markdown = build_report(data, env=env).markdown
-    assert "`````text\n" + content + "\n`````" in markdown
-
-
 def test_a_relative_workspace_root_is_rejected(env: dict[str, str]) -> None:
     with pytest.raises(InvalidReportError, match="must be an absolute path"):
         build_report(minimal_input(workspace={"root": "proj"}), env=env)
@@ -318,3 +268,57 @@ def test_error_messages_are_redacted_too(project: Path, env: dict[str, str]) -> 
     with pytest.raises(InvalidReportError) as caught:
         build_report(minimal_input(workspace={"root": str(project / "nope")}), env=env)
     assert caught.value.message == "workspace root is not an existing directory: ~/proj/nope"
+
+
+def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Path) -> None:
+    import io
+
+    from beam_feedback import read_input
+
+    (tmp_path / "a.json").write_text('{"title": "t", "extra": 1}', encoding="utf-8")
+    (tmp_path / "a.toml").write_text('title = "t"\n', encoding="utf-8")
+    (tmp_path / "sniffed").write_text('title = "from toml"\n', encoding="utf-8")
+    assert read_input(tmp_path / "a.json") == {"title": "t", "extra": 1}
+    assert read_input(str(tmp_path / "a.toml")) == {"title": "t"}
+    assert read_input(tmp_path / "sniffed") == {"title": "from toml"}
+    assert read_input(io.StringIO('{"title": "from a stream"}')) == {"title": "from a stream"}
+    assert read_input(io.StringIO('title = "x"'), format="toml") == {"title": "x"}
+
+
+def test_read_input_reports_unreadable_and_non_object_input(tmp_path: Path) -> None:
+    from beam_feedback import read_input
+
+    with pytest.raises(InvalidReportError, match=r"cannot read feedback input .*missing\.json"):
+        read_input(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_bytes(b'{"title": "\xff"}')
+    with pytest.raises(InvalidReportError, match="cannot read feedback input"):
+        read_input(tmp_path / "bad.json")
+    (tmp_path / "list.json").write_text("[1]", encoding="utf-8")
+    with pytest.raises(InvalidReportError, match="must be a JSON object"):
+        read_input(tmp_path / "list.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"title": NaN}', "feedback input is not valid JSON: NaN is not valid JSON"),
+        ("[" * 100_000, "feedback input is not valid JSON: nesting deeper than 512 levels"),
+        ('{"a": {"b": 1, "b": 2}}', "feedback input repeats the key 'b'"),
+    ],
+)
+def test_json_input_is_decoded_strictly(text: str, message: str) -> None:
+    from beam_feedback import parse_report
+
+    with pytest.raises(InvalidReportError) as info:
+        parse_report(text, format="json")
+    assert info.value.message == message and info.value.code == INVALID_INPUT
+
+
+def test_the_bundle_redacts_with_beam_lsps_rules(project: Path, env: dict[str, str]) -> None:
+    # One redactor for every package: digits are segment boundaries and -D options are labelled by name.
+    env.update(API_KEY2="api-key-two-value", KEYBOARD2_LAYOUT="keyboard-layout-2", XAUTHORITY2="/run/xauthority-2")
+    argv = ["lean", "-Dfoo.token=dee-option-value"]
+    redactor = Redactor.from_sources(env, argv, home=True)
+    summary = "api-key-two-value keyboard-layout-2 /run/xauthority-2 dee-option-value"
+    result = build_report(minimal_input(workspace=_workspace(project), summary=summary), env=env, redactor=redactor)
+    assert "[redacted:API_KEY2] keyboard-layout-2 /run/xauthority-2 [redacted:foo.token]" in result.markdown

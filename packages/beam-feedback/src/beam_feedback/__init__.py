@@ -28,8 +28,8 @@ from beam_feedback.models import (
     Severity,
     WorkspaceRef,
 )
-from beam_feedback.redaction import Redactor, is_secret_name
-from beam_feedback.report import build_report, load_report, parse_report
+from beam_feedback.report import build_report, load_report, parse_report, read_input
+from beam_lsp.redaction import Redactor, is_secret_name
 
 __all__ = [
     "__version__",
@@ -37,6 +37,7 @@ __all__ = [
     "build_report",
     "parse_report",
     "load_report",
+    "read_input",
     "collect_context",
     "CollectedContext",
     # models
@@ -49,7 +50,7 @@ __all__ = [
     "Severity",
     "BundleMode",
     "REPORT_SCHEMA",
-    # redaction
+    # redaction (beam-lsp's redactor, the one every Beam package uses)
     "Redactor",
     "is_secret_name",
     # errors

@@ -1,8 +1,9 @@
 """The ``beam-feedback`` command: build a feedback report from flags or an input file.
 
-This module owns argument parsing, merging flags over an input file, workspace discovery, and
-turning errors into exit codes and stderr lines. It must stay thin: every decision about the
-report itself is made by :func:`beam_feedback.build_report`.
+This module owns argument parsing, merging flags over an input file, and turning errors into exit
+codes and stderr lines. It must stay thin: every decision about the report itself is made by
+:func:`beam_feedback.build_report`, the input is read by :func:`beam_feedback.read_input`, and the
+default workspace is beam-lsp's project-root rule (``beam_lsp.project``).
 
 Exit codes: 0 success; 2 usage error or invalid input (bad flags, unreadable or invalid input
 file, invalid report fields, a workspace root that is not a directory); 1 any other failure
@@ -20,7 +21,8 @@ from typing import Final, TextIO
 
 from beam_feedback.__about__ import __version__
 from beam_feedback.errors import FeedbackError, InvalidReportError
-from beam_feedback.report import _decode_input, _read_input, _sniff, build_report
+from beam_feedback.report import build_report, read_input
+from beam_lsp.project import find_project_root
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -33,7 +35,6 @@ EXIT_USAGE: Final = 2
 
 _PROG: Final = "beam-feedback"
 _TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
-_PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.lean", "lakefile.toml")
 # The same cap the library puts on path evidence: a report is for reading, not for whole logs.
 _MAX_EVIDENCE_BYTES: Final = 1024 * 1024
 
@@ -107,21 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _discover_root(start: Path) -> Path:
-    """The nearest directory at or above ``start`` that looks like a Lean project, else ``start``."""
-    for candidate in (start, *start.parents):
-        if any((candidate / marker).is_file() for marker in _PROJECT_MARKERS):
-            return candidate
-    return start
-
-
 def _load_input(source: str | None, stdin: TextIO) -> dict[str, object]:
     if source is None:
         return {}
-    if source == "-":
-        text = stdin.read()
-        return _decode_input(text, _sniff(text))
-    return _read_input(source)
+    return read_input(stdin if source == "-" else source)
 
 
 def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
@@ -177,7 +167,7 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr:
             workspace["root"] = str((cwd / workspace["root"]).resolve())
         data["workspace"] = workspace
     elif given is None:
-        data["workspace"] = {"root": str(_discover_root(cwd))}
+        data["workspace"] = {"root": str(find_project_root(cwd) or cwd)}
     return data
 
 

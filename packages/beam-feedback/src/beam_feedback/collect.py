@@ -28,6 +28,7 @@ from pydantic import JsonValue
 
 from beam_feedback.__about__ import __version__
 from beam_feedback._probe import ProbeError, run_probe
+from beam_lsp import strict_json
 
 __all__ = ["DEFAULT_PROBE_TIMEOUT", "CollectedContext", "collect_context"]
 
@@ -190,12 +191,12 @@ def _manifest(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     if not path.is_file():
         return None
     try:
-        raw = json.loads(_read_small(path, _MAX_MANIFEST))
+        raw = strict_json.loads(_read_small(path, _MAX_MANIFEST))
     except OSError as exc:
         collector.warn(f"could not read lake-manifest.json: {exc.strerror or exc}")
         return None
-    except ValueError as exc:
-        collector.warn(f"lake-manifest.json is not valid JSON: {exc}")
+    except ValueError as exc:  # not JSON, a repeated key, NaN, or nested too deep
+        collector.warn(f"lake-manifest.json is not valid JSON: {str(exc).removeprefix('not valid JSON: ')}")
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("packages", []), list):
         collector.warn("lake-manifest.json has no 'packages' list")

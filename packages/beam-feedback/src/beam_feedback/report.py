@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, TextIO
 
 from pydantic import JsonValue, ValidationError
 
@@ -25,14 +25,15 @@ from beam_feedback._markdown import EvidenceText, render_markdown
 from beam_feedback.collect import DEFAULT_PROBE_TIMEOUT, collect_context
 from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.models import FeedbackReport, FeedbackResult, ReportMetadata, WorkspaceRef
-from beam_feedback.redaction import Redactor
+from beam_lsp import strict_json
+from beam_lsp.redaction import Redactor
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["DEFAULT_BUNDLE_SUBDIR", "build_report", "load_report", "parse_report"]
+__all__ = ["DEFAULT_BUNDLE_SUBDIR", "build_report", "load_report", "parse_report", "read_input"]
 
 DEFAULT_BUNDLE_SUBDIR: Final = Path(".beam") / "feedback"
 """Where bundles go, relative to the workspace root, when no output directory is given."""
@@ -43,15 +44,6 @@ _MAX_SLUG: Final = 60
 
 
 # --- decoding -------------------------------------------------------------------------------
-
-
-def _reject_duplicates(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
-    result: dict[str, JsonValue] = {}
-    for key, value in pairs:
-        if key in result:
-            raise InvalidReportError(f"feedback input repeats the key {key!r}")
-        result[key] = value
-    return result
 
 
 def _where(location: tuple[int | str, ...]) -> str:
@@ -120,31 +112,45 @@ def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, objec
             raise InvalidReportError(f"feedback input is not valid TOML: {exc}") from exc
     else:
         try:
-            decoded = json.loads(text, object_pairs_hook=_reject_duplicates)
-        except json.JSONDecodeError as exc:
-            raise InvalidReportError(f"feedback input is not valid JSON: {exc}") from exc
+            decoded = strict_json.loads(text)
+        except strict_json.DuplicateKeyError as exc:
+            raise InvalidReportError(f"feedback input repeats the key {exc.key!r}") from exc
+        except ValueError as exc:
+            reason = str(exc).removeprefix("not valid JSON: ")
+            raise InvalidReportError(f"feedback input is not valid JSON: {reason}") from exc
     if not isinstance(decoded, dict):
         raise InvalidReportError("feedback input must be a JSON object")
     return decoded
 
 
-def _read_input(path: str | os.PathLike[str], *, format: Literal["auto", "json", "toml"] = "auto") -> dict[str, object]:
-    """Read a report input file into a plain dict without validating its fields.
+def read_input(
+    source: str | os.PathLike[str] | TextIO, *, format: Literal["auto", "json", "toml"] = "auto"
+) -> dict[str, object]:
+    """Read report input (a file, or an open text stream such as standard input) without validating it.
 
-    ``auto`` picks TOML for a ``.toml`` suffix, JSON for ``.json``, and otherwise looks at the
-    text (an object starting with ``{`` is JSON).
+    The result is the decoded object, e.g. for a caller that merges its own fields over it before
+    :func:`parse_report` (the ``beam-feedback`` command merges its flags this way).
+
+    Args:
+        source: A file path, or a text stream to read to its end.
+        format: ``auto`` picks TOML for a ``.toml`` suffix, JSON for ``.json``, and otherwise
+            looks at the text (an object starting with ``{`` is JSON).
+
+    Returns:
+        The decoded object (a plain dict; JSON text must not repeat a key).
 
     Raises:
-        InvalidReportError: The file cannot be read or decoded.
+        InvalidReportError: The input cannot be read, does not decode, or is not an object.
     """
-    source = Path(path)
+    path = Path(source) if isinstance(source, (str, os.PathLike)) else None
     try:
-        text = source.read_text(encoding="utf-8")
+        text = Path(source).read_text(encoding="utf-8") if isinstance(source, (str, os.PathLike)) else source.read()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InvalidReportError(f"cannot read feedback input {source}: {reason}") from exc
+        where = f" {path}" if path is not None else ""
+        raise InvalidReportError(f"cannot read feedback input{where}: {reason}") from exc
     if format == "auto":
-        suffix = source.suffix.lower()
+        suffix = path.suffix.lower() if path is not None else ""
         format = "toml" if suffix == ".toml" else "json" if suffix == ".json" else _sniff(text)
     return _decode_input(text, format)
 
@@ -193,7 +199,7 @@ def load_report(path: str | os.PathLike[str], *, format: Literal["auto", "json",
     Raises:
         InvalidReportError: The file cannot be read or does not hold a valid report.
     """
-    return parse_report(_read_input(path, format=format))
+    return parse_report(read_input(path, format=format))
 
 
 # --- building -------------------------------------------------------------------------------
@@ -287,7 +293,7 @@ def build_report(
             version and ``mcp_protocol``).
         out_dir: Parent directory for bundles; default ``<workspace root>/.beam/feedback``.
         redactor: The redactor to use when ``redact`` is on; default
-            ``Redactor.from_environ(env, sys.argv)``.
+            ``Redactor.from_sources(env, sys.argv, home=True)``.
         env: Environment for the default redactor and the probes; default ``os.environ``.
         now: The report time (tests pin it); default the current time.
         probe_timeout: Seconds each external probe may take.
@@ -307,7 +313,7 @@ def build_report(
     if not report.redact:
         redactor = Redactor()
     elif redactor is None:
-        redactor = Redactor.from_environ(environ, sys.argv)
+        redactor = Redactor.from_sources(environ, sys.argv, home=True)
     try:
         return _build(
             report,
