@@ -10,49 +10,84 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
-from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration, LogEntry
-from .documents import TextDocument, path_to_uri, uri_to_path, utf16_len
-from .errors import (
-    BeamLspError,
-    ContentModified,
-    DocumentError,
-    DocumentNotOpen,
-    InvalidPosition,
-    MessageTooLarge,
-    RequestCancelled,
-    ResponseError,
-    RpcNeedsReconnect,
-    ServerExited,
-    TransportError,
-    WorkerCrashed,
-)
-from .lean import (
-    DiagnosticSeverity,
-    LeanDiagnostic,
-    LeanFileProgressKind,
-    LeanFileProgressParams,
-    LeanTag,
-    PlainGoal,
-    PlainTermGoal,
-    Position,
-    Range,
-    severity_label,
-)
-from .redaction import Redactor, is_secret_name
 
 if TYPE_CHECKING:
     from ._barrier import SyncResult
     from ._events import DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
     from .client import ClientStats, LeanClient
+    from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration, LogEntry
+    from .documents import TextDocument, path_to_uri, uri_to_path, utf16_len
+    from .errors import (
+        BeamLspError,
+        ContentModified,
+        DocumentError,
+        DocumentNotOpen,
+        InvalidPosition,
+        MessageTooLarge,
+        RequestCancelled,
+        ResponseError,
+        RpcNeedsReconnect,
+        ServerExited,
+        TransportError,
+        WorkerCrashed,
+    )
+    from .lean import (
+        DiagnosticSeverity,
+        LeanDiagnostic,
+        LeanFileProgressKind,
+        LeanFileProgressParams,
+        LeanTag,
+        PlainGoal,
+        PlainTermGoal,
+        Position,
+        Range,
+        severity_label,
+    )
+    from .redaction import Redactor, is_secret_name
 
+# Every name loads its module on first use: `import beam_lsp.strict_json` (the MCP server's first import) must
+# not pay for pydantic models, and `import beam_lsp` must not pay for lsprotocol.
 _LAZY = {
-    "ClientStats": "client",
-    "LeanClient": "client",
+    **dict.fromkeys(("ClientStats", "LeanClient"), "client"),
     "SyncResult": "_barrier",
-    "DiagnosticsEvent": "_events",
-    "LspEvent": "_events",
-    "ProgressEvent": "_events",
-    "ServerExitedEvent": "_events",
+    **dict.fromkeys(("DiagnosticsEvent", "LspEvent", "ProgressEvent", "ServerExitedEvent"), "_events"),
+    **dict.fromkeys(
+        ("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "Elaboration", "LogEntry"), "diagnostics"
+    ),
+    **dict.fromkeys(("TextDocument", "path_to_uri", "uri_to_path", "utf16_len"), "documents"),
+    **dict.fromkeys(
+        (
+            "BeamLspError",
+            "ContentModified",
+            "DocumentError",
+            "DocumentNotOpen",
+            "InvalidPosition",
+            "MessageTooLarge",
+            "RequestCancelled",
+            "ResponseError",
+            "RpcNeedsReconnect",
+            "ServerExited",
+            "TransportError",
+            "WorkerCrashed",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(
+        (
+            "DiagnosticSeverity",
+            "LeanDiagnostic",
+            "LeanFileProgressKind",
+            "LeanFileProgressParams",
+            "LeanTag",
+            "PlainGoal",
+            "PlainTermGoal",
+            "Position",
+            "Range",
+            "severity_label",
+        ),
+        "lean",
+    ),
+    **dict.fromkeys(("Redactor", "is_secret_name"), "redaction"),
 }
 
 
