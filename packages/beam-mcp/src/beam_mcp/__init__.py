@@ -22,7 +22,7 @@ from ._http import HttpConfig, serve_http
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 from ._stdio import serve as serve_stdio
 from .errors import BeamMcpError, JsonRpcError, SelfCheckError
-from .server import BrokerLike, McpServer, ServerConfig
+from .server import McpServer, ServerConfig
 
 __all__ = [
     "__version__",
@@ -32,7 +32,6 @@ __all__ = [
     "serve_stdio",
     "HttpConfig",
     "serve_http",
-    "BrokerLike",
     # protocol
     "MODERN_VERSION",
     "LEGACY_VERSION",

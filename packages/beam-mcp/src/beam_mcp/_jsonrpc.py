@@ -3,7 +3,7 @@
 This module owns what a line of client input *is* (request, notification, or an invalid message with the id
 to answer), and how our messages are written. It must not know MCP methods or protocol families.
 
-Decoding rejects duplicate object keys (Python would keep the last one silently) and non-finite numbers.
+Decoding is `beam_lsp.strict_json` (duplicate object keys, non-finite numbers and invalid UTF-8 are errors).
 Numbers with a fraction or exponent decode to `RawFloat`, which remembers its source spelling so that a
 request id like `7.0` or a progress token like `1.5` is echoed exactly as the client wrote it.
 """
@@ -15,6 +15,8 @@ import json
 import re
 import secrets
 from typing import Any, Final
+
+from beam_lsp import strict_json
 
 from .errors import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 
@@ -33,35 +35,13 @@ class RawFloat(float):
         return value
 
 
-class DuplicateKeyError(ValueError):
-    """A JSON object repeats a key."""
-
-
-def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DuplicateKeyError(f"duplicate JSON key {key!r}")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def loads(text: str | bytes) -> Any:
-    """Decode one JSON value strictly (duplicate keys and NaN/Infinity are errors).
+    """Decode one JSON value strictly (duplicate keys, NaN/Infinity, invalid UTF-8, deep nesting are errors).
 
     Raises:
         ValueError: The text is not one valid JSON value (`DuplicateKeyError` for repeated keys).
     """
-    return json.loads(
-        text,
-        object_pairs_hook=_object_without_duplicates,
-        parse_float=RawFloat,
-        parse_constant=_reject_constant,
-    )
+    return strict_json.loads(text, parse_float=RawFloat)
 
 
 # ---- ids ----------------------------------------------------------------------------------------------
@@ -167,9 +147,7 @@ def parse_line(line: bytes) -> Message:
     """Decode and classify one input line (already stripped of its line ending)."""
     try:
         obj = loads(line)
-    except DuplicateKeyError as exc:
-        return Invalid(JsonRpcError(PARSE_ERROR, f"parse error: {exc}"), None)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         return Invalid(JsonRpcError(PARSE_ERROR, f"parse error: {exc}"), None)
     return classify(obj)
 

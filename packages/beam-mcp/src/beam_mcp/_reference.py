@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._tools import ToolSet
+from ._tools import ToolSet, feedback_tool
 
 
 def _type(prop: dict[str, Any]) -> str:
@@ -28,8 +28,9 @@ def _type(prop: dict[str, Any]) -> str:
 def render() -> str:
     """The Markdown page."""
     from beam_broker import OPERATIONS
+    from beam_feedback import FeedbackReport, FeedbackResult
 
-    tools = ToolSet.build(OPERATIONS)
+    tools = ToolSet.build(OPERATIONS, feedback_tool(FeedbackReport, FeedbackResult))
     lines = [
         "# lean-beam-mcp tool reference",
         "",
@@ -37,7 +38,7 @@ def render() -> str:
         "",
         'Every workspace-bound tool takes the descriptor `workspace: {"root": "/absolute/project/root"}`.',
         "Positions are LSP positions (zero-based line, UTF-16 character). `tools/list` returns these tools in",
-        "this order, leaving out any operation the running broker does not implement yet.",
+        "this order. Every tool also declares an `outputSchema` (its `structuredContent` on success).",
         "Results are `structuredContent` with the same JSON in `content[0].text`; see [mcp.md](mcp.md) for",
         "errors, progress and logs.",
         "",

@@ -20,6 +20,8 @@ from typing import Any, Final
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from beam_lsp.project import PROJECT_MARKERS, find_project_root
+
 from .__about__ import __version__
 from ._protocol import (
     META_CLIENT_CAPABILITIES,
@@ -32,16 +34,7 @@ from .errors import SelfCheckError
 
 TIMEOUT_ENV: Final = "LEAN_BEAM_MCP_SELF_CHECK_TIMEOUT_MS"
 DEFAULT_TIMEOUT: Final = 120.0
-PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.toml", "lakefile.lean")
 _STDERR_TAIL: Final = 4000
-
-
-def project_root(path: Path) -> Path | None:
-    """The nearest directory at or above `path`'s directory that holds a Lean/Lake project marker."""
-    for directory in (path.parent, *path.parent.parents):
-        if any((directory / marker).exists() for marker in PROJECT_MARKERS):
-            return directory
-    return None
 
 
 def phase_timeout() -> float:
@@ -190,7 +183,7 @@ def run(file: str, lean_cmd: list[str] | None) -> int:
     if not path.is_file():
         print(f"{SERVER_NAME}: error: --self-check: not a file: {file}", file=sys.stderr)
         return 2
-    root = project_root(path)
+    root = find_project_root(path)
     if root is None:
         print(
             f"{SERVER_NAME}: error: --self-check: {file} is not inside a Lean/Lake project "

@@ -1,23 +1,22 @@
-"""The MCP tool surface: descriptors, closed input schemas and annotations, derived from the broker registry.
+"""The MCP tool surface: descriptors with input and output schemas and annotations, derived from the registry.
 
-This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its inputSchema projected
-from the operation's closed pydantic model, the annotation matrix) and the three process-level tools the
-MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`). It must not list an
-operation the broker did not report as implemented, and it must not hold Lean semantics.
-
-Importing it is cheap; the pydantic models are only touched when a tool set is built.
+This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
+from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
+process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`).
+Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
+patterns, bounds, enums, defaults) is kept. It must not hold Lean semantics, and it never imports the broker or
+beam-feedback itself: `ToolSet.build` receives the registry and the feedback models from the broker host.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+if TYPE_CHECKING:
     from beam_broker import OperationSpec
 
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -25,8 +24,6 @@ JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 BEAM_VERSION: Final = "beam_version"
 BEAM_STATS: Final = "beam_stats"
 BEAM_FEEDBACK_REPORT: Final = "beam_feedback_report"
-DROP_WORKSPACE: Final = "lean_drop_workspace"
-LOCAL_TOOLS: Final = (BEAM_VERSION, BEAM_STATS, BEAM_FEEDBACK_REPORT)
 
 PROGRESS_SENTENCE: Final = (
     "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
@@ -82,52 +79,85 @@ _EVIDENCE_FIELDS: Final[Mapping[str, str]] = {
 }
 
 
-# ---- schema projection --------------------------------------------------------------------------------
-_KEY_ORDER: Final = (
-    "type",
-    "description",
-    "enum",
-    "minimum",
-    "items",
-    "properties",
-    "required",
-    "additionalProperties",
-    "default",
-)
+# ---- outputs of the process tools ---------------------------------------------------------------------------------
+class VersionResult(BaseModel):
+    """`beam_version`: the running server's identity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    version: str
+    mcp_protocol: str
+    runtime_active: bool
+    server_binary: str | None = None
 
 
-def _project(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
-    """One pydantic JSON-schema node in upstream's shape.
+class StatsResult(BaseModel):
+    """`beam_stats`: uptime and every cached workspace's sessions and metrics (the broker's own shape)."""
 
-    Refs are inlined, nullable unions collapsed, objects with properties closed, titles dropped.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    uptimeMs: int = Field(ge=0)
+    workspaces: dict[str, dict[str, Any]]
+
+
+# ---- schema projection --------------------------------------------------------------------------------------------
+_FIRST: Final = ("type", "description", "enum")
+_NULL: Final = {"type": "null"}
+
+
+class _Projector:
+    """Turns one pydantic JSON Schema into a self-contained one (no `$ref`, no titles).
+
+    Inputs collapse `X | None` to `X` (an optional argument is omitted, never null) and close every object;
+    outputs keep `null` alternatives (a result field may be null) and pydantic's own `additionalProperties`.
     """
-    own_description = node.get("description")
-    own_default = node.get("default")
-    if "$ref" in node:
-        # A model's docstring is not a field description: only the referencing field's own text is kept.
-        base = _project(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-        base.pop("description", None)
-    elif "anyOf" in node:
-        options = [opt for opt in node["anyOf"] if opt != {"type": "null"}]
-        base = _project(options[0], defs) if len(options) == 1 else {"anyOf": [_project(o, defs) for o in options]}
-    else:
-        base = {}
-        for key in ("type", "enum", "minimum", "description"):
-            if key in node:
-                base[key] = node[key]
-        if "const" in node:
-            base["enum"] = [node["const"]]
-        if "items" in node:
-            base["items"] = _project(node["items"], defs)
-        if "properties" in node:
-            base["properties"] = {name: _project(sub, defs) for name, sub in node["properties"].items()}
-            base["required"] = list(node.get("required", []))
-            base["additionalProperties"] = False
-    if own_description is not None:
-        base["description"] = own_description
-    if own_default is not None:
-        base["default"] = own_default
-    return {key: base[key] for key in (*_KEY_ORDER, "anyOf") if key in base}
+
+    def __init__(self, defs: Mapping[str, Any], *, output: bool) -> None:
+        self.defs = defs
+        self.output = output
+
+    def node(self, node: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any]
+        if "$ref" in node:
+            out = self.node(self.defs[node["$ref"].rsplit("/", 1)[-1]])
+            if not self.output:
+                # A model's docstring is not a field description: only the referencing field's own text is kept.
+                out.pop("description", None)
+            out.update({k: v for k, v in self._plain(node).items() if k != "$ref"})
+        elif "anyOf" in node and not self.output:
+            options = [opt for opt in node["anyOf"] if opt != _NULL]
+            if len(options) == 1:
+                out = self.node(options[0])
+            else:
+                out = {"anyOf": [self.node(opt) for opt in options]}
+            out.update({k: v for k, v in self._plain(node).items() if k != "anyOf"})
+        else:
+            out = self._plain(node)
+            for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+                if key in node:
+                    out[key] = [self.node(sub) for sub in node[key]]
+            if "items" in node and isinstance(node["items"], dict):
+                out["items"] = self.node(node["items"])
+            if isinstance(node.get("additionalProperties"), dict):
+                out["additionalProperties"] = self.node(node["additionalProperties"])
+            if "properties" in node:
+                out["properties"] = {name: self.node(sub) for name, sub in node["properties"].items()}
+                out["required"] = list(node.get("required", []))
+                if not self.output:
+                    out["additionalProperties"] = False
+        if "const" in out:
+            out["enum"] = [out.pop("const")]
+        if not self.output and out.get("default", 0) is None:
+            del out["default"]  # an omitted optional argument, not a null one
+        return {key: out[key] for key in (*_FIRST, *(k for k in out if k not in _FIRST)) if key in out}
+
+    @staticmethod
+    def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
+        skip = {"title", "anyOf", "oneOf", "allOf", "prefixItems", "items", "properties", "required", "$defs"}
+        return {
+            k: v for k, v in node.items() if k not in skip and not (k == "additionalProperties" and isinstance(v, dict))
+        }
 
 
 def input_schema(
@@ -137,19 +167,19 @@ def input_schema(
     descriptions: Mapping[str, str] | None = None,
     nested_descriptions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The closed inputSchema of a tool whose arguments are `model`.
+    """The closed `inputSchema` of a tool whose arguments are `model`.
 
-    Required fields keep the model's field order, with `workspace` last among them; `require` makes
-    optional fields required (the feedback tool's workspace).
+    Required fields keep the model's field order, with `workspace` last among them; `require` makes optional
+    fields required (the feedback tool's workspace).
     """
     raw = model.model_json_schema(mode="validation")
-    defs: Mapping[str, Any] = raw.get("$defs", {})
+    projector = _Projector(raw.get("$defs", {}), output=False)
     properties: dict[str, Any] = {}
     for name, node in raw.get("properties", {}).items():
-        prop = _project(node, defs)
+        prop = projector.node(node)
         if descriptions and name in descriptions:
-            prop = {"description": descriptions[name], **{k: v for k, v in prop.items() if k != "description"}}
-            prop = {key: prop[key] for key in (*_KEY_ORDER, "anyOf") if key in prop}
+            prop = {k: v for k, v in prop.items() if k != "description"}
+            prop = projector.node({"description": descriptions[name], **prop})
         if nested_descriptions and name in nested_descriptions:
             target = prop.get("items", prop)
             for sub, text in nested_descriptions[name].items():
@@ -166,6 +196,14 @@ def input_schema(
         "required": required,
         "additionalProperties": False,
     }
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The `outputSchema` of a tool whose `structuredContent` is `model` (as serialized)."""
+    raw = model.model_json_schema(mode="serialization")
+    schema = _Projector(raw.get("$defs", {}), output=True).node(raw)
+    schema.pop("description", None)
+    return {"$schema": JSON_SCHEMA_DIALECT, **schema}
 
 
 def _empty_schema() -> dict[str, Any]:
@@ -190,7 +228,7 @@ def tool_annotations(spec: OperationSpec) -> dict[str, bool] | None:
     return out or None
 
 
-# ---- the tool set -------------------------------------------------------------------------------------
+# ---- the tool set -------------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Tool:
     """One listed tool and what the server needs to run it.
@@ -200,48 +238,69 @@ class Tool:
         descriptor: The `tools/list` entry.
         properties: Declared top-level input fields (anything else is rejected as undeclared).
         spec: The broker operation, for Lean tools; None for the process-level tools.
+        cancellable: Whether `notifications/cancelled` may abort it.
+        fence: Whether it is a stream-order fence (earlier calls drain first, later ones wait for it).
     """
 
     name: str
     descriptor: dict[str, Any]
     properties: frozenset[str]
     spec: OperationSpec | None = None
-
-    @property
-    def cancellable(self) -> bool:
-        """Whether `notifications/cancelled` may abort it (drop is not: eviction cannot be rolled back)."""
-        return self.spec is None or self.spec.cancellable
+    cancellable: bool = True
+    fence: bool = False
 
 
-def _tool(name: str, description: str, schema: dict[str, Any], ann: dict[str, bool] | None, spec: Any) -> Tool:
-    descriptor: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
-    if ann:
-        descriptor["annotations"] = ann
-    return Tool(name, descriptor, frozenset(schema["properties"]), spec)
+def _tool(
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    output: dict[str, Any],
+    annotations: dict[str, bool] | None,
+    spec: OperationSpec | None = None,
+) -> Tool:
+    descriptor: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "inputSchema": schema,
+        "outputSchema": output,
+    }
+    if annotations:
+        descriptor["annotations"] = annotations
+    cancellable = spec.cancellable if spec is not None else True
+    fence = spec.fence if spec is not None else False
+    return Tool(name, descriptor, frozenset(schema["properties"]), spec, cancellable, fence)
 
 
-@functools.cache
-def local_tools() -> tuple[Tool, ...]:
-    """`beam_version`, `beam_stats` and `beam_feedback_report` (imports beam-feedback's model)."""
-    from beam_feedback import FeedbackReport
+_READ_ONLY: Final = {"readOnlyHint": True}
+VERSION_TOOL: Final = _tool(
+    BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), output_schema(VersionResult), _READ_ONLY
+)
+STATS_TOOL: Final = _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), output_schema(StatsResult), _READ_ONLY)
+PROCESS_TOOLS: Final = {tool.name: tool for tool in (VERSION_TOOL, STATS_TOOL)}
+"""The tools that need neither the registry nor beam-feedback (they answer even while the broker loads)."""
 
-    feedback_schema = input_schema(
-        FeedbackReport,
+
+def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
+    """`beam_feedback_report`, from beam-feedback's input and result models."""
+    schema = input_schema(
+        report,
         require=("workspace",),
         descriptions=_FEEDBACK_FIELDS,
         nested_descriptions={"evidence": _EVIDENCE_FIELDS},
     )
-    read_only = {"readOnlyHint": True}
-    return (
-        _tool(BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), read_only, None),
-        _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), read_only, None),
-        _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, feedback_schema, None, None),
-    )
+    return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
 def operation_tool(spec: OperationSpec) -> Tool:
     """The MCP tool of one broker operation."""
-    return _tool(spec.tool, spec.description, input_schema(spec.input_model), tool_annotations(spec), spec)
+    return _tool(
+        spec.tool,
+        spec.description,
+        input_schema(spec.input_model),
+        output_schema(spec.output_model),
+        tool_annotations(spec),
+        spec,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,18 +311,9 @@ class ToolSet:
     by_name: Mapping[str, Tool]
 
     @classmethod
-    def build(cls, operations: Iterable[OperationSpec]) -> ToolSet:
-        """The process tools, then one tool per implemented broker operation in registry order.
-
-        `drop_workspace` is always listed: eviction is the broker's own method (`Broker.call` handles it
-        before dispatching to a runtime), so a broker that derives "implemented" from its runtime operations
-        may leave it out.
-        """
-        from beam_broker import OPERATIONS
-
-        implemented = {spec.name for spec in operations} | {"drop_workspace"}
-        specs = [spec for spec in OPERATIONS if spec.name in implemented]
-        tools = (*local_tools(), *(operation_tool(spec) for spec in specs))
+    def build(cls, operations: Iterable[OperationSpec], feedback: Tool) -> ToolSet:
+        """The process tools and the feedback tool, then one tool per broker operation in registry order."""
+        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec) for spec in operations))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:

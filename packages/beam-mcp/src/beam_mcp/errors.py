@@ -1,18 +1,27 @@
-"""Errors raised by beam-mcp and the JSON-RPC / MCP error codes it sends.
+"""Errors raised by beam-mcp, the JSON-RPC / MCP error codes it sends, and `to_wire`, the one exception boundary.
 
 Hierarchy::
 
     BeamMcpError            root; everything beam-mcp raises on purpose
     ├── JsonRpcError        a request fails at the protocol level: answered with a JSON-RPC error object
+    ├── ToolFailure         a process-level tool rejects its input: answered as a tool error result
     └── SelfCheckError      `lean-beam-mcp --self-check` found the server unusable
 
-Tool-level failures (invalid tool input, Lean errors the broker reports) are not exceptions here: they are
-MCP tool results with `isError: true` carrying the broker's `{code, message, data?}`.
+Tool-level failures (invalid tool input, Lean errors the broker reports, feedback input errors) are not
+JSON-RPC errors: they are MCP tool results with `isError: true` carrying `{code, message, data?}`. `to_wire`
+decides which of the two an exception becomes; nothing else in beam-mcp maps exceptions.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+log = logging.getLogger("beam_mcp")
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
@@ -25,8 +34,10 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
-RUNTIME_SETUP_PREFIX = "could not set up Lean Beam MCP runtime: "
+RUNTIME_SETUP_PREFIX: Final = "could not set up Lean Beam MCP runtime: "
 """Message prefix of the `-32600` error sent when a workspace's Lean runtime cannot be set up."""
+RUNTIME_SETUP_CODE: Final = "runtimeSetup"
+"""The broker error code that is a JSON-RPC error rather than a tool error (the seed's runtime setup rule)."""
 
 
 class BeamMcpError(Exception):
@@ -54,6 +65,16 @@ class SelfCheckError(BeamMcpError):
     """`--self-check` failed; the message says which phase and why."""
 
 
+class ToolFailure(BeamMcpError):
+    """A process-level tool rejects its call: answered as a tool error `{code, message, data?}`."""
+
+    def __init__(self, code: str, message: str, data: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
 def invalid_request(message: str) -> JsonRpcError:
     """A `-32600` error."""
     return JsonRpcError(INVALID_REQUEST, message)
@@ -67,3 +88,71 @@ def invalid_params(message: str, data: Any = None) -> JsonRpcError:
 def method_not_found(method: str) -> JsonRpcError:
     """A `-32601` error naming the method."""
     return JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method}")
+
+
+def params_error(what: str, exc: ValidationError) -> JsonRpcError:
+    """The one `-32602` formatter for invalid request params: `<what>: <field>: <problem>; ...`."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in err["loc"])
+        problems.append(f"{where}: {err['msg']}" if where else str(err["msg"]))
+    return invalid_params(f"{what}: " + "; ".join(problems))
+
+
+def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text`."""
+    from ._jsonrpc import dumps
+
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return {
+        "content": [{"type": "text", "text": dumps(structured)}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }
+
+
+def tool_error(code: str, message: str, data: Any = None) -> dict[str, Any]:
+    """A tool error result `{code, message, data?}` with `isError: true`."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return tool_result(error, is_error=True)
+
+
+def _loaded(module: str, name: str) -> type[Exception] | None:
+    """An exception class of a package that may not be imported yet (then nothing can be an instance of it).
+
+    beam-mcp imports the broker and beam-feedback in the background: looking the classes up in `sys.modules`
+    keeps this boundary from importing them on the event loop (or racing the background import).
+    """
+    loaded = sys.modules.get(module)
+    cls = getattr(loaded, name, None) if loaded is not None else None
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
+
+
+def to_wire(exc: Exception) -> JsonRpcError | dict[str, Any]:
+    """What an exception becomes on the wire: a JSON-RPC error, or a tool-error result.
+
+    - `JsonRpcError`: itself.
+    - A broker error: a tool error with its `{code, message, data}`, except `runtimeSetup`, which is the seed's
+      `-32600` "could not set up Lean Beam MCP runtime: ..." JSON-RPC error.
+    - A beam-feedback error: a tool error with its code and message.
+    - Anything else is a bug: logged with its traceback (on stderr) and answered `-32603 internal error`.
+    """
+    if isinstance(exc, JsonRpcError):
+        return exc
+    if isinstance(exc, ToolFailure):
+        return tool_error(exc.code, exc.message, exc.data)
+    broker_error = _loaded("beam_broker.errors", "BrokerError")
+    if broker_error is not None and isinstance(exc, broker_error):
+        code, message, data = exc.code, exc.message, exc.data  # type: ignore[attr-defined]
+        if code == RUNTIME_SETUP_CODE:
+            text = message if message.startswith(RUNTIME_SETUP_PREFIX) else RUNTIME_SETUP_PREFIX + message
+            return JsonRpcError(INVALID_REQUEST, text, data)
+        return tool_error(code, message, data)
+    feedback_error = _loaded("beam_feedback.errors", "FeedbackError")
+    if feedback_error is not None and isinstance(exc, feedback_error):
+        return tool_error(exc.code, exc.message)  # type: ignore[attr-defined]
+    log.error("internal error", exc_info=exc)
+    return JsonRpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}")

@@ -1,0 +1,258 @@
+"""Running `tools/call`: admission, the fence, the `beam.status` watchdog, and one runner per kind of tool.
+
+This module owns what happens to an admitted tool call: the tool is looked up (unknown -> `-32602`), the call
+is admitted to the dispatcher with the tool's cancellability and fence flag, its input is checked before it
+waits behind a fence, its preparation notice goes out, a one-shot watchdog emits the no-token `beam.status`
+notice after the configured delay, and its runner produces the `structuredContent`. Runners are looked up by
+tool in one table: the process tools (`beam_version`, `beam_stats`, `beam_feedback_report`) and, for every
+registry operation, `Broker.call`. Exceptions become tool errors or JSON-RPC errors through `errors.to_wire`
+only. It must not contain Lean semantics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .__about__ import __version__
+from ._dispatch import Channel, Dispatcher, InFlight, Outlet
+from ._jsonrpc import Request
+from ._notify import CallNotifier, Kinds
+from ._params import MRTR_REJECTED, CallParams
+from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOLS, Tool, ToolSet
+from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_result
+
+if TYPE_CHECKING:
+    from ._broker_host import BrokerHost
+
+INVALID_INPUT = "invalidInput"
+
+
+@dataclasses.dataclass
+class CallRun:
+    """One running tool call: what its runner needs."""
+
+    call: InFlight
+    tool: Tool
+    arguments: dict[str, Any]
+    notifier: CallNotifier
+    modern: ModernContext | None
+
+
+Runner = Callable[["Calls", CallRun], Awaitable[dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSettings:
+    """What the runners need from the server's configuration."""
+
+    status_delay: Callable[[], float]
+    server_binary: str | None = None
+
+
+class Calls:
+    """Admits and runs tool calls for one server.
+
+    Args:
+        dispatcher: Owns ids, cancel scopes and the fence.
+        host: The broker host (the registry, the broker, beam-feedback).
+        tools: Returns the tool set once the registry is loaded.
+        settings: The status delay and the server binary.
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        host: BrokerHost,
+        tools: Callable[[], Awaitable[ToolSet]],
+        settings: CallSettings,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._host = host
+        self._tools = tools
+        self._settings = settings
+
+    async def start(
+        self, channel: Channel, req: Request, params: CallParams, modern: ModernContext | None, outlet: Outlet
+    ) -> None:
+        """Admit one `tools/call` (its response follows on `outlet`).
+
+        Raises:
+            JsonRpcError: `-32602` for MRTR continuation fields or an unknown tool.
+        """
+        if params.continuation():
+            raise invalid_params(MRTR_REJECTED.format(method="tools/call"))
+        # The process tools answer without the registry (beam_version must work even if the broker cannot load).
+        tool = PROCESS_TOOLS.get(params.name) or (await self._tools()).by_name.get(params.name)
+        if tool is None:
+            raise invalid_params(f"Unknown tool: {params.name}")
+        token = params.meta.progressToken if params.meta is not None else None
+        body = functools.partial(self._body, tool, params.arguments, token, modern)
+        self._dispatcher.admit(channel, req.id, outlet, body, cancellable=tool.cancellable, fence=tool.fence)
+
+    async def _body(
+        self, tool: Tool, arguments: dict[str, Any], token: Any, modern: ModernContext | None, call: InFlight
+    ) -> dict[str, Any]:
+        notifier = self._notifier(call, tool, arguments, token, modern)
+        run = CallRun(call, tool, arguments, notifier, modern)
+        try:
+            try:
+                result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
+            except Exception as exc:
+                wire = to_wire(exc)
+                if isinstance(wire, JsonRpcError):
+                    raise wire from None
+                result = wire
+            return modern_envelope(result) if modern is not None else result
+        finally:
+            notifier.close()
+
+    def _notifier(
+        self, call: InFlight, tool: Tool, arguments: dict[str, Any], token: Any, modern: ModernContext | None
+    ) -> CallNotifier:
+        if tool.spec is not None:
+            from beam_broker import Progress  # loaded: the tool set came from the registry
+
+            flags = tool.spec.progress
+            kinds = Kinds(
+                preparation=bool(flags & Progress.PREPARATION),
+                setup=bool(flags & Progress.SETUP),
+                file=bool(flags & Progress.FILE),
+            )
+        else:
+            kinds = Kinds(preparation=tool.name == BEAM_FEEDBACK_REPORT)
+        channel = call.channel
+        level: Callable[[], str | None] = (
+            (lambda: modern.log_level) if modern is not None else (lambda: channel.log_level)
+        )
+        path = arguments.get("path")
+        return CallNotifier(
+            send=call.outlet.message,
+            tool=tool.name,
+            request_id=call.rid,
+            token=token,
+            path=path if isinstance(path, str) else None,
+            kinds=kinds,
+            log_level=level,
+            status=tool.name not in (BEAM_VERSION, BEAM_STATS),
+        )
+
+    async def _watched(self, run: CallRun, work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run `work` with the one-shot `beam.status` watchdog beside it."""
+        # Modern requests without a log level get no logs, so their watchdog is not even started.
+        if not run.notifier.status_enabled or (run.modern is not None and run.modern.log_level is None):
+            return await work()
+        result: dict[str, Any] = {}
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def watchdog() -> None:
+                await anyio.sleep(self._settings.status_delay())
+                run.notifier.status()
+
+            tg.start_soon(watchdog)
+            try:
+                result = await work()
+            except Exception as exc:  # re-raised below, not wrapped in an exception group
+                error = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return result
+
+    @staticmethod
+    def _undeclared(run: CallRun) -> None:
+        undeclared = sorted(k for k in run.arguments if k not in run.tool.properties)
+        if undeclared:
+            raise ToolFailure(
+                INVALID_INPUT,
+                f"{run.tool.name} accepts no undeclared input fields: {', '.join(undeclared)}",
+                {"fields": undeclared},
+            )
+
+    # ---- runners (one per kind of tool; see RUNNERS) ----------------------------------------------------------
+    async def _operation(self, run: CallRun) -> dict[str, Any]:
+        spec = run.tool.spec
+        assert spec is not None
+        inp = spec.parse(run.arguments)  # invalid input is answered before waiting behind a fence
+        path = run.arguments.get("path")
+        run.notifier.preparation(spec.preparation(path if isinstance(path, str) else None))
+
+        async def work() -> dict[str, Any]:
+            from beam_broker import CallContext
+
+            await run.call.wait_turn()
+            broker = await self._host.broker()
+            ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
+            return await broker.call(spec.name, inp, ctx)
+
+        return await self._watched(run, work)
+
+    def identity(self) -> dict[str, Any]:
+        """`beam_version`'s result."""
+        broker = self._host.current()
+        out: dict[str, Any] = {
+            "name": SERVER_NAME,
+            "version": __version__,
+            "mcp_protocol": MODERN_VERSION,
+            "runtime_active": bool(broker is not None and broker.active),
+        }
+        if self._settings.server_binary:
+            out["server_binary"] = self._settings.server_binary
+        return out
+
+    async def _version(self, run: CallRun) -> dict[str, Any]:
+        self._undeclared(run)
+        await run.call.wait_turn()
+        return self.identity()
+
+    async def _stats(self, run: CallRun) -> dict[str, Any]:
+        self._undeclared(run)
+        await run.call.wait_turn()
+        broker = self._host.current()
+        return broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}}
+
+    async def _feedback(self, run: CallRun) -> dict[str, Any]:
+        from beam_broker.workspace import resolve  # loaded: the tool set came from the registry
+        from beam_feedback import build_report
+
+        self._undeclared(run)
+        descriptor = resolve(run.arguments.get("workspace"))
+        confidential = run.arguments.get("confidential") is True
+        run.notifier.preparation(
+            "preparing confidential beam_feedback_report" if confidential else "collecting beam_feedback_report context"
+        )
+
+        async def work() -> dict[str, Any]:
+            await run.call.wait_turn()
+            snapshot = None
+            broker = self._host.current()
+            if not confidential and broker is not None:
+                snapshot = await broker.runtime_snapshot(descriptor.root)
+            identity = {k: v for k, v in self.identity().items() if k != "server_binary"}
+            report = {**run.arguments, "workspace": {"root": descriptor.root}}
+            build = functools.partial(
+                build_report,
+                report,
+                runtime_stats=snapshot.get("stats") if snapshot else None,
+                open_files=snapshot.get("open_files") if snapshot else None,
+                identity=identity,
+            )
+            result = await anyio.to_thread.run_sync(build)
+            return result.to_json()
+
+        return await self._watched(run, work)
+
+
+RUNNERS: dict[str, Runner] = {
+    BEAM_VERSION: Calls._version,
+    BEAM_STATS: Calls._stats,
+    BEAM_FEEDBACK_REPORT: Calls._feedback,
+}
+"""The runner of each process tool; every other tool is a registry operation (`Calls._operation`)."""
