@@ -1,7 +1,9 @@
-"""Streamable HTTP test support: the in-process server on a loopback port, and a small h11 client.
+"""Streamable HTTP test support: the endpoint in-process (httpx's ASGI transport) or on a loopback port.
 
-The client is deliberately low level (one connection, raw headers, partial writes, abrupt close) so the tests can
-break every rule the transport enforces; `post`/`request` cover the ordinary one-shot cases.
+Both drive the real `McpServer` and `beam_broker.Broker` over the scripted fake Lean server (`fake_cmd`), in a
+project that `project` creates. `in_process` is for what buffering does not hide (one request, one complete
+answer); `served` runs `serve_http` (hypercorn) for streaming, disconnects, leases and framing. `Events` reads
+an event stream message by message.
 """
 
 from __future__ import annotations
@@ -11,203 +13,38 @@ import dataclasses
 import itertools
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
-import h11
+import httpx
 
-from beam_mcp import HttpConfig, ServerConfig, serve_http
+from beam_mcp import HttpConfig, McpServer, ServerConfig, serve_http
+from beam_mcp._http.app import Endpoint, build_app
+from tests.support.fixtures import fake_cmd
 
-from .support import MODERN, TIMEOUT, FakeBroker, fake_broker_cm, modern_meta
-
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+TIMEOUT = 20
 ACCEPT = "application/json, text/event-stream"
-Headers = Sequence[tuple[str, str]]
+POST_HEADERS = {"content-type": "application/json", "accept": ACCEPT}
+INIT = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+SUB_ID = "io.modelcontextprotocol/subscriptionId"
+HOLD = {"stall": ["workspace/symbol"]}
+"""Fake Lean settings that hold `lean_workspace_symbols` until it is cancelled."""
+Headers = Mapping[str, str] | Sequence[tuple[str, str]]
 
 
-@dataclasses.dataclass
-class Response:
-    """A complete HTTP response."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        values = [v for k, v in self.headers if k == name.lower()]
-        return values[-1] if values else None
-
-    @property
-    def content_type(self) -> str:
-        return (self.header("content-type") or "").split(";")[0]
-
-    def json(self) -> Any:
-        assert self.content_type == "application/json", (self.status, self.headers, self.body)
-        return json.loads(self.body)
-
-    def events(self) -> list[dict[str, Any]]:
-        """The JSON-RPC messages of an SSE body, in order."""
-        assert self.content_type == "text/event-stream", (self.status, self.headers, self.body)
-        return [json.loads(data) for data in sse_data(self.body)]
-
-    def comments(self) -> int:
-        return sum(1 for block in self.body.split(b"\n\n") if block.startswith(b":"))
-
-
-def sse_data(body: bytes) -> list[str]:
-    """The `data` of each complete SSE event in `body` (comments skipped; the framing is checked)."""
-    out: list[str] = []
-    for block in body.split(b"\n\n")[:-1]:
-        lines = block.decode().split("\n")
-        if all(line.startswith(":") for line in lines):
-            continue
-        assert lines[0] == "event: message", block
-        assert len(lines) == 2 and lines[1].startswith("data: "), block
-        out.append(lines[1][len("data: ") :])
-    return out
-
-
-class Client:
-    """One HTTP/1.1 connection to the server."""
-
-    def __init__(self, stream: anyio.abc.SocketStream, port: int) -> None:
-        self.stream = stream
-        self.port = port
-        self.h11 = h11.Connection(h11.CLIENT)
-        self.buffer = bytearray()
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def connect(cls, port: int) -> AsyncIterator[Client]:
-        with anyio.fail_after(TIMEOUT):
-            stream = await anyio.connect_tcp("127.0.0.1", port)
-        async with stream:
-            yield cls(stream, port)
-
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send(data)
-
-    async def send_request(
-        self, method: str, headers: Headers, body: bytes = b"", *, target: str = "/mcp", host: str | None = None
-    ) -> None:
-        fields = [("host", host if host is not None else f"127.0.0.1:{self.port}"), *headers]
-        if method in ("POST", "PUT") and not any(k.lower() == "content-length" for k, _ in fields):
-            fields.append(("content-length", str(len(body))))
-        await self.send_raw(self.h11.send(h11.Request(method=method, target=target, headers=fields)) or b"")
-        if body:
-            await self.send_raw(self.h11.send(h11.Data(data=body)) or b"")
-        await self.send_raw(self.h11.send(h11.EndOfMessage()) or b"")
-
-    async def post(self, message: Any, headers: Headers = ()) -> None:
-        """Send a JSON-RPC message as a POST with the media types a client must send."""
-        fields = [("content-type", "application/json"), ("accept", ACCEPT), *headers]
-        await self.send_request("POST", fields, json.dumps(message).encode())
-
-    async def post_modern(self, message: Mapping[str, Any]) -> None:
-        """POST a modern request with the headers a conforming client sends."""
-        await self.post(message, modern_headers(message))
-
-    async def _event(self) -> h11.Event:
-        while True:
-            event = self.h11.next_event()
-            if isinstance(event, h11.Event):
-                return event
-            assert event is h11.NEED_DATA, event
-            try:
-                data = await self.stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                data = b""
-            self.h11.receive_data(data)
-
-    async def head(self) -> h11.Response:
-        with anyio.fail_after(TIMEOUT):
-            event = await self._event()
-        assert isinstance(event, h11.Response), event
-        return event
-
-    async def chunk(self) -> bytes | None:
-        """The next piece of the body; None at its end."""
-        with anyio.fail_after(TIMEOUT):
-            event = await self._event()
-        if isinstance(event, h11.Data):
-            return bytes(event.data)
-        assert isinstance(event, h11.EndOfMessage), event
-        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
-            self.h11.start_next_cycle()  # keep-alive: ready for the next request
-        return None
-
-    async def next_message(self) -> dict[str, Any] | None:
-        """The next JSON-RPC message of an SSE body (comments skipped); None at its end."""
-        while True:
-            end = self.buffer.find(b"\n\n")
-            if end >= 0:
-                block = bytes(self.buffer[: end + 2])
-                del self.buffer[: end + 2]
-                for data in sse_data(block):
-                    message: dict[str, Any] = json.loads(data)
-                    return message
-                continue
-            piece = await self.chunk()
-            if piece is None:
-                assert not self.buffer, self.buffer
-                return None
-            self.buffer += piece
-
-    async def response(self) -> Response:
-        head = await self.head()
-        body = bytearray()
-        while (piece := await self.chunk()) is not None:
-            body += piece
-        headers = [(k.decode().lower(), v.decode()) for k, v in head.headers]
-        return Response(head.status_code, headers, bytes(body))
-
-    async def closed_by_server(self) -> bool:
-        """Whether the server closed the connection (reads until EOF, bounded)."""
-        with anyio.fail_after(TIMEOUT):
-            try:
-                data = await self.stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                return True
-        return not data
-
-
-@dataclasses.dataclass
-class Served:
-    """A running in-process HTTP server."""
-
-    url: str
-    port: int
-    broker: FakeBroker
-    ids: itertools.count[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
-
-    def client(self) -> contextlib.AbstractAsyncContextManager[Client]:
-        return Client.connect(self.port)
-
-    async def request(
-        self, method: str, headers: Headers = (), body: bytes = b"", *, target: str = "/mcp", host: str | None = None
-    ) -> Response:
-        async with self.client() as client:
-            await client.send_request(method, headers, body, target=target, host=host)
-            return await client.response()
-
-    async def post(self, message: Any, headers: Headers = (), **kw: Any) -> Response:
-        body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        fields = [("content-type", "application/json"), ("accept", ACCEPT), *headers]
-        return await self.request("POST", fields, body, **kw)
-
-    def modern(
-        self, method: str, params: Mapping[str, Any] | None = None, *, rid: Any = None, **meta: Any
-    ) -> dict[str, Any]:
-        """A modern request body."""
-        body_params = {**(params or {}), "_meta": modern_meta(**meta)}
-        return {"jsonrpc": "2.0", "id": next(self.ids) if rid is None else rid, "method": method, "params": body_params}
-
-    async def call_modern(
-        self, method: str, params: Mapping[str, Any] | None = None, headers: Headers | None = None, **meta: Any
-    ) -> Response:
-        """POST a modern request with the headers a conforming client sends (or `headers` instead)."""
-        message = self.modern(method, params, **meta)
-        return await self.post(message, modern_headers(message) if headers is None else headers)
+def modern_meta(**extra: Any) -> dict[str, Any]:
+    """Per-request modern metadata; `progressToken=` and other keys (`logLevel=`, ...) are added."""
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    }
+    for key, value in extra.items():
+        meta[key if key == "progressToken" else f"io.modelcontextprotocol/{key}"] = value
+    return meta
 
 
 def modern_headers(message: Mapping[str, Any], version: str = MODERN) -> list[tuple[str, str]]:
@@ -220,18 +57,203 @@ def modern_headers(message: Mapping[str, Any], version: str = MODERN) -> list[tu
     return headers
 
 
+def project(path: Path, files: Mapping[str, str] | None = None) -> Path:
+    """A Lean project for the fake server: a `lean-toolchain` file and `files` (default: a clean `A.lean`)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
+    for name, text in (files if files is not None else {"A.lean": "theorem a : True := trivial\n"}).items():
+        (path / name).write_text(text, encoding="utf-8")
+    return path.resolve()
+
+
+def server_config(lean: Mapping[str, object] | None = None, **options: Any) -> ServerConfig:
+    """A server over the fake Lean server configured by `lean` (no `beam.status` notices unless asked)."""
+    options.setdefault("status_delay", 60.0)
+    return ServerConfig(lean_cmd=fake_cmd(dict(lean) if lean else None), **options)
+
+
+def events(body: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a complete event stream, checking its framing (comments skipped)."""
+    out: list[dict[str, Any]] = []
+    assert body.endswith(b"\n\n") or not body, body
+    for block in body.split(b"\n\n")[:-1]:
+        lines = block.decode().split("\n")
+        if all(line.startswith(":") for line in lines):
+            continue
+        assert len(lines) == 2 and lines[0] == "event: message" and lines[1].startswith("data: "), block
+        out.append(json.loads(lines[1][len("data: ") :]))
+    return out
+
+
+def final(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC response an answer ends with (`application/json`, or the last event of a stream)."""
+    if response.headers["content-type"] == "text/event-stream":
+        return events(response.content)[-1]
+    message: dict[str, Any] = response.json()
+    return message
+
+
+def error_code(response: httpx.Response) -> int:
+    """The JSON-RPC error code of an `application/json` answer."""
+    assert response.headers["content-type"] == "application/json", response
+    body = response.json()
+    assert "result" not in body, body
+    code: int = body["error"]["code"]
+    return code
+
+
+def structured(message: Mapping[str, Any]) -> Any:
+    """The `structuredContent` of a tool result."""
+    assert "result" in message, message
+    return message["result"]["structuredContent"]
+
+
+def call(rid: Any, name: str, arguments: Mapping[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    """A modern `tools/call` request."""
+    params = {"name": name, "arguments": dict(arguments or {}), "_meta": modern_meta(**meta)}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def request(rid: Any, method: str, params: Mapping[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    """A modern request."""
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**(params or {}), "_meta": modern_meta(**meta)}}
+
+
+@dataclasses.dataclass
+class Client:
+    """An httpx client bound to the endpoint, with MCP helpers."""
+
+    http: httpx.AsyncClient
+    url: str
+    port: int
+    ids: itertools.count[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+
+    async def post(self, message: Any, headers: Headers = (), **kw: Any) -> httpx.Response:
+        """POST a JSON-RPC message (or raw bytes) with the media types a client must send, plus `headers`."""
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        return await self.http.post(self.url, content=body, headers=[*POST_HEADERS.items(), *_pairs(headers)], **kw)
+
+    async def modern(self, message: Mapping[str, Any]) -> httpx.Response:
+        """POST a modern request with the headers a conforming client sends."""
+        return await self.post(message, modern_headers(message))
+
+    async def call_modern(
+        self, method: str, params: Mapping[str, Any] | None = None, headers: Headers | None = None, **meta: Any
+    ) -> httpx.Response:
+        """POST a new modern request with conforming headers (or `headers` instead)."""
+        message = request(next(self.ids), method, params, **meta)
+        return await self.post(message, modern_headers(message) if headers is None else headers)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, message: Any, headers: Headers | None = None) -> AsyncIterator[Events]:
+        """POST a request and read its answer as it arrives; leaving the block early closes the connection."""
+        if headers is None:
+            headers = modern_headers(message)
+        body = json.dumps(message).encode()
+        fields = [*POST_HEADERS.items(), *_pairs(headers)]
+        async with self.http.stream("POST", self.url, content=body, headers=fields) as response:
+            yield Events(response)
+
+    @contextlib.asynccontextmanager
+    async def get_stream(self, sid: str) -> AsyncIterator[Events]:
+        """Open a legacy session's GET stream."""
+        fields = {"mcp-session-id": sid, "accept": "text/event-stream"}
+        async with self.http.stream("GET", self.url, headers=fields) as response:
+            yield Events(response)
+
+    async def open_session(self) -> str:
+        """`initialize` and `notifications/initialized`: a ready legacy session."""
+        response = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+        assert response.status_code == 200 and response.json()["result"]["protocolVersion"] == LEGACY
+        sid = response.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await self.post(note, {"mcp-session-id": sid})).status_code == 202
+        return sid
+
+
+class Events:
+    """The answer of a streamed request: its status and headers, then its SSE messages one by one."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks = response.aiter_raw()
+        self._buffer = b""
+        self.comments = 0
+
+    @property
+    def status(self) -> int:
+        return self.response.status_code
+
+    @property
+    def content_type(self) -> str:
+        return str(self.response.headers.get("content-type", ""))
+
+    async def block(self) -> bytes | None:
+        """The next raw SSE block (an event or a comment, with its blank line); None at the end of the stream."""
+        with anyio.fail_after(TIMEOUT):
+            while (end := self._buffer.find(b"\n\n")) < 0:
+                try:
+                    self._buffer += await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    assert not self._buffer, self._buffer
+                    return None
+        block, self._buffer = self._buffer[: end + 2], self._buffer[end + 2 :]
+        return block
+
+    async def next(self) -> dict[str, Any] | None:
+        """The next JSON-RPC message (comments counted and skipped); None at the end of the stream."""
+        while (block := await self.block()) is not None:
+            if block.startswith(b":"):
+                self.comments += 1
+                continue
+            [message] = events(block)
+            return message
+        return None
+
+    async def rest(self) -> list[dict[str, Any]]:
+        """Every remaining message, to the end of the stream."""
+        out = []
+        while (message := await self.next()) is not None:
+            out.append(message)
+        return out
+
+
+def _pairs(headers: Headers) -> list[tuple[str, str]]:
+    return list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+
+
 @contextlib.asynccontextmanager
-async def http_server(broker: FakeBroker | None = None, **options: Any) -> AsyncIterator[Served]:
-    """The server on 127.0.0.1 (a free port) over a scripted broker; `options` are `HttpConfig` fields, plus
-    `ServerConfig` fields prefixed `server_`."""
-    broker = broker or FakeBroker()
-    server_options = {k.removeprefix("server_"): options.pop(k) for k in list(options) if k.startswith("server_")}
-    server_options.setdefault("status_delay", 60.0)
-    server_options.setdefault("broker_factory", lambda: fake_broker_cm(broker))
-    config = ServerConfig(**server_options)
+async def in_process(config: ServerConfig | None = None, **http: Any) -> AsyncIterator[Client]:
+    """The ASGI app over a real server, driven in-process by httpx (answers arrive complete).
+
+    `http` are `HttpConfig` fields; the endpoint believes it is bound to 127.0.0.1:8765.
+    """
+    async with McpServer.open(config or server_config()) as server:
+        endpoint = Endpoint(server, HttpConfig(**http), 8765)
+        try:
+            async with app_client(endpoint) as client:
+                yield client
+        finally:
+            endpoint.close()
+
+
+@contextlib.asynccontextmanager
+async def app_client(endpoint: Endpoint) -> AsyncIterator[Client]:
+    """An httpx client on `endpoint`, in-process."""
+    transport = httpx.ASGITransport(app=build_app(endpoint))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http_client:
+        yield Client(http_client, endpoint.url, 8765)
+
+
+@contextlib.asynccontextmanager
+async def served(config: ServerConfig | None = None, **http: Any) -> AsyncIterator[Client]:
+    """`serve_http` on a free loopback port, with an httpx client (no connection limit); `http`: `HttpConfig`."""
     async with anyio.create_task_group() as tg:
         with anyio.fail_after(TIMEOUT):
-            url = await tg.start(serve_http, config, HttpConfig(host="127.0.0.1", port=0, **options))
+            url = await tg.start(serve_http, config or server_config(), HttpConfig(host="127.0.0.1", port=0, **http))
         port = int(url.rsplit(":", 1)[1].split("/")[0])
-        yield Served(url, port, broker)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT, limits=limits) as http_client:
+            yield Client(http_client, url, port)
         tg.cancel_scope.cancel()

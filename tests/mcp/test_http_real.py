@@ -1,68 +1,49 @@
-"""Streamable HTTP end to end on real Lean: a raw HTTP client and the official MCP Python SDK.
+"""Streamable HTTP end to end on real Lean: httpx and the official MCP Python SDK.
 
 The server runs in-process (`serve_http` with the real broker and this lane's Lean) on a loopback port.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from beam_mcp import HttpConfig, ServerConfig, serve_http
+from beam_mcp import ServerConfig
 from mcp import Client
 from tests.support.toolchain import Toolchain
 
-from .http_support import Client as HttpClient
-from .http_support import modern_headers
-from .support import modern_meta
+from .http_support import events, request, served
 
 pytestmark = [pytest.mark.anyio, pytest.mark.lean]
 
 TIMEOUT = 120
 
 
-@contextlib.asynccontextmanager
-async def real_server(tc: Toolchain) -> AsyncIterator[tuple[str, int]]:
-    config = ServerConfig(lean_cmd=tc.server_cmd(), env=tc.env())
-    async with anyio.create_task_group() as tg:
-        with anyio.fail_after(TIMEOUT):
-            url = await tg.start(serve_http, config, HttpConfig())
-        yield url, int(url.rsplit(":", 1)[1].split("/")[0])
-        tg.cancel_scope.cancel()
-
-
-def modern(rid: int, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**(params or {}), "_meta": modern_meta(**meta)}}
+def real_config(tc: Toolchain) -> ServerConfig:
+    return ServerConfig(lean_cmd=tc.server_cmd(), env=tc.env())
 
 
 async def test_an_http_client_discovers_lists_and_syncs_with_sse_progress(
     lean_toolchain: Toolchain, demo_root: Path
 ) -> None:
-    async with real_server(lean_toolchain) as (url, port), HttpClient.connect(port) as client:
-        assert url == f"http://127.0.0.1:{port}/mcp"
-        discover = modern(1, "server/discover")
-        await client.post_modern(discover)
-        found = (await client.response()).json()["result"]
+    async with served(real_config(lean_toolchain)) as client:
+        assert client.url == f"http://127.0.0.1:{client.port}/mcp"
+        found = (await client.modern(request(1, "server/discover"))).json()["result"]
         assert found["supportedVersions"] == ["2026-07-28"] and found["resultType"] == "complete"
 
-        listing = modern(2, "tools/list")
-        await client.post_modern(listing)
-        tools = [tool["name"] for tool in (await client.response()).json()["result"]["tools"]]
+        listing = (await client.modern(request(2, "tools/list"))).json()["result"]
+        tools = [tool["name"] for tool in listing["tools"]]
         assert "lean_sync" in tools and "lean_run_at" in tools
 
         arguments = {"workspace": {"root": str(demo_root)}, "path": "Demo/Broken.lean", "diagnostics_in_result": True}
-        sync = modern(3, "tools/call", {"name": "lean_sync", "arguments": arguments}, progressToken="sync-1")
-        await client.post(sync, modern_headers(sync))
+        sync = request(3, "tools/call", {"name": "lean_sync", "arguments": arguments}, progressToken="sync-1")
         with anyio.fail_after(TIMEOUT):
-            response = await client.response()
-        assert response.status == 200 and response.content_type == "text/event-stream"
-        *notes, final = response.events()
+            response = await client.modern(sync)
+        assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+        *notes, final = events(response.content)
         progress = [n["params"] for n in notes if n["method"] == "notifications/progress"]
         assert progress and all(p["progressToken"] == "sync-1" for p in progress)
         assert [p["progress"] for p in progress] == list(range(1, len(progress) + 1))
@@ -79,7 +60,7 @@ async def test_an_http_client_discovers_lists_and_syncs_with_sse_progress(
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28", "auto"])
 async def test_the_sdk_drives_real_lean_over_http(lean_toolchain: Toolchain, demo_root: Path, mode: str) -> None:
-    async with real_server(lean_toolchain) as (url, _), Client(url, mode=mode) as client:
+    async with served(real_config(lean_toolchain)) as served_at, Client(served_at.url, mode=mode) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         assert any(tool.name == "lean_sync" for tool in (await client.list_tools()).tools)
         updates: list[str] = []

@@ -1,7 +1,8 @@
 """The `lean-beam-mcp` command: serve MCP on stdio or Streamable HTTP, print the version, or self-check.
 
 Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT or SIGTERM, version printed,
-self-check passed); 1 self-check failed, or the HTTP address cannot be bound; 2 usage error; 130 interrupted.
+self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
+installed; 2 usage error; 130 interrupted.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
 stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the Lean stack is
 imported by the server in the background.
@@ -199,8 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary)
     try:
         if address is not None:
-            from ._http import HttpConfig
+            from ._http import HttpConfig, require_extra
 
+            try:
+                require_extra()
+            except ImportError as exc:
+                print(f"{SERVER_NAME}: --http: {exc}", file=sys.stderr)
+                return 1
             host, port = address
             if not is_loopback(host):
                 logging.getLogger("beam_mcp").warning(

@@ -1,0 +1,401 @@
+"""The Streamable HTTP endpoint as an ASGI application (starlette): MCP over `POST`, `GET` and `DELETE /mcp`.
+
+This module owns what the endpoint does with a request: the admission rules in their documented order (the
+request cap, the head size, HTTP/1, Host and Origin for every path, then the path, the method and the media
+types), routing a POST to a channel (a fresh modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25`
+session's channel), the header rules of each revision, how the messages of one request become one answer
+(`application/json` when the response comes first, else `text/event-stream`; keepalive comments; a closed
+connection cancels the request; listen and GET streams end at a jittered lease), the legacy GET stream and
+DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond routing (every message goes
+to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from beam_mcp import _jsonrpc
+from beam_mcp._jsonrpc import Invalid, Notification, Request
+from beam_mcp._protocol import LEGACY_VERSION, has_modern_meta
+from beam_mcp.errors import PARSE_ERROR
+from beam_mcp.server import Channel, McpServer
+
+from .config import ENDPOINT, HttpConfig
+from .outlet import Discard, Item, Reply
+from .rules import Admission, Rejected, head_size, modern_header_error, not_found, status_of, url_host
+from .sessions import Session, Sessions
+from .wire import Closed, Wire
+
+
+class Endpoint:
+    """The MCP endpoint of one bound address: admission, routing to channels, sessions, answers.
+
+    Attributes:
+        url: The endpoint URL (with the bound port).
+        sessions: The open legacy sessions.
+        active: Requests being answered.
+    """
+
+    def __init__(self, server: McpServer, config: HttpConfig, port: int) -> None:
+        self.server = server
+        self.config = config
+        self.url = f"http://{url_host(config.host)}:{port}{ENDPOINT}"
+        self.admission = Admission(config.host, port, config.allowed_hosts, config.allowed_origins)
+        self.sessions = Sessions(server, config)
+        self.active = 0
+        self._closing = False
+        self._answers: set[anyio.CancelScope] = set()
+
+    def close(self) -> None:
+        """Stop: new requests are refused (503), sessions end, every answer in progress is cut short.
+
+        The ASGI server then closes the connections; the calls of cut answers are cancelled, except an admitted
+        `lean_drop_workspace`, which the server lets complete.
+        """
+        self._closing = True
+        self.sessions.end_all("closed at shutdown")
+        for scope in list(self._answers):
+            scope.cancel()
+
+    # ---- admission ------------------------------------------------------------------------------------------
+    async def admit(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """The rules every request passes before routing: the request cap, the head size, HTTP/1, Host, Origin."""
+        wire = Wire(scope, receive, send, self.config)
+        try:
+            if self._closing or self.active >= self.config.max_requests:
+                await wire.reject(Rejected(503, "too many requests in progress; retry later", close=True))
+                return
+            if head_size(scope["raw_path"], scope["query_string"], scope["headers"]) > self.config.max_head:
+                await wire.reject(Rejected(431, "the request head is too large", close=True))
+                return
+            try:
+                if scope.get("http_version", "1.1") not in ("1.0", "1.1"):
+                    # hypercorn accepts HTTP/2 (prior knowledge); the endpoint's streams are specified over HTTP/1.1
+                    raise Rejected(505, "only HTTP/1.1 is supported")
+                self.admission.check_origin(Headers(scope=scope))
+            except Rejected as rejected:
+                await wire.discard_body()
+                await wire.reject(rejected)
+                return
+        except Closed:
+            return
+        self.active += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            self.active -= 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request to the endpoint path."""
+        wire = Wire(scope, receive, send, self.config)
+        headers = Headers(scope=scope)
+        method = scope["method"]
+        try:
+            try:
+                Admission.check_request(method, headers)
+            except Rejected:
+                await wire.discard_body()
+                raise
+            body = await wire.read_body()
+            if method == "POST":
+                await self.post(wire, headers, body)
+            elif method == "GET":
+                await self.get(wire, headers)
+            else:
+                await self.delete(wire, headers)
+        except Rejected as rejected:
+            await wire.reject(rejected)
+        except Closed:
+            pass  # the answer is cut short: the ASGI server closes the connection
+
+    # ---- POST -----------------------------------------------------------------------------------------------
+    async def post(self, wire: Wire, headers: Headers, body: bytes) -> None:
+        """Rules 8 and 9 (one JSON-RPC message), then route it.
+
+        A modern request, a message of a session, a notification without one (202), a new session, or refused.
+        """
+        try:
+            decoded = _jsonrpc.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise Rejected(400, f"parse error: {exc}", code=PARSE_ERROR) from None
+        if isinstance(decoded, list):
+            raise Rejected(400, "a POST body carries one JSON-RPC message; batches are not supported")
+        message = _jsonrpc.classify(decoded)
+        if isinstance(message, Invalid):
+            raise Rejected.of(message.error, message.id.value if message.id is not None else None)
+        params = message.params if message.has_params else None
+        if isinstance(message, Request) and (message.method == "server/discover" or has_modern_meta(params)):
+            await self.modern(wire, headers, message)
+            return
+        sid = headers.get("mcp-session-id")
+        if sid is not None:
+            await self.in_session(wire, headers, message, sid)
+        elif isinstance(message, Notification):
+            # Nothing to act on: a modern notification has no stream to cancel or initialize (a client cancels
+            # by closing its response), and a legacy one belongs to a session.
+            await wire.respond(202)
+        elif message.method == "initialize":
+            await self.initialize(wire, message)
+        elif (headers.get("mcp-protocol-version") or LEGACY_VERSION) != LEGACY_VERSION:
+            await self.modern(wire, headers, message)
+        else:
+            raise Rejected(
+                400,
+                "Mcp-Session-Id header required: start an MCP 2025-11-25 session with initialize, or send MCP "
+                "2026-07-28 requests with their per-request _meta",
+                rid=message.id.value,
+            )
+
+    async def modern(self, wire: Wire, headers: Headers, message: Request) -> None:
+        """One stateless request: the header rules, then a fresh modern channel for it alone."""
+        rejection = modern_header_error(headers, message)
+        if rejection is not None:
+            raise Rejected.of(rejection, message.id.value)
+        await self.exchange(wire, self.server.channel(family="modern"), message, modern=True)
+
+    async def initialize(self, wire: Wire, message: Request) -> None:
+        """A new legacy session, registered when its `initialize` succeeds (429 beyond the cap)."""
+        if self.sessions.full():
+            raise Rejected(
+                429,
+                f"at most {self.config.max_sessions} MCP sessions may be open; end one with DELETE or let it expire",
+                rid=message.id.value,
+            )
+        session = self.sessions.new()
+        reply = Reply()
+        await self.server.handle(session.channel, message, reply)  # answered at once
+        item = reply.take()
+        reply.close()
+        assert item is not None and item.final
+        headers: list[tuple[str, str]] = []
+        if "result" in json.loads(item.data):
+            self.sessions.add(session)
+            headers.append(("mcp-session-id", session.id))
+        else:
+            self.sessions.discard(session)
+        try:
+            await wire.respond(200, item.data, headers)
+        finally:
+            item.flushed()
+
+    def session(self, sid: str, rid: Any = None) -> Session:
+        """The open session `sid`.
+
+        Raises:
+            Rejected: 404 when it is unknown, expired or ended.
+        """
+        session = self.sessions.get(sid)
+        if session is None:
+            raise Rejected(404, "unknown or expired MCP session: initialize a new one", rid=rid)
+        return session
+
+    async def in_session(self, wire: Wire, headers: Headers, message: Request | Notification, sid: str) -> None:
+        """A message of a legacy session."""
+        rid = message.id.value if isinstance(message, Request) else None
+        session = self.session(sid, rid)
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version != LEGACY_VERSION:
+            raise Rejected(
+                400, f"MCP-Protocol-Version {version!r} does not match this {LEGACY_VERSION} session", rid=rid
+            )
+        session.touch()
+        if isinstance(message, Notification):
+            await self.server.handle(session.channel, message, Discard())
+            await wire.respond(202)
+            return
+        if session.channel.owns(message.id):
+            raise Rejected(400, f"request id {message.id} is already in use in this session", rid=rid)
+        session.active += 1
+        try:
+            await self.exchange(wire, session.channel, message, modern=False)
+        finally:
+            session.active -= 1
+            session.touch()
+
+    # ---- answers --------------------------------------------------------------------------------------------
+    async def exchange(self, wire: Wire, channel: Channel, message: Request, *, modern: bool) -> None:
+        """Hand one request to the server and write its messages as this answer.
+
+        A closed connection, a stalled write, an expired listen lease or shutdown cancels the request.
+
+        Raises:
+            Closed: The answer was cut short.
+        """
+        reply = Reply()
+        lease = self.lease() if message.method == "subscriptions/listen" else math.inf
+        finished = False
+        try:
+            async with self.answering(wire):
+                await self.server.handle(channel, message, reply)
+                with anyio.move_on_after(lease):
+                    finished = await self.write_reply(wire, reply, modern=modern)
+                if not finished and not wire.broken:  # the lease expired: the stream ends without a result
+                    if not wire.started:
+                        await wire.start_events()
+                    await wire.end_events()
+        finally:
+            if not finished:
+                self.server.cancel(channel, message.id)
+            reply.close()
+        if not wire.done:
+            raise Closed
+
+    @contextlib.asynccontextmanager
+    async def answering(self, wire: Wire) -> AsyncIterator[None]:
+        """The scope of one answer: cut short when the client leaves, a write fails, or at shutdown."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch, wire, tg.cancel_scope)
+            self._answers.add(tg.cancel_scope)
+            try:
+                yield
+            except Closed:
+                pass  # a write failed or stalled: `wire.done` stays false
+            finally:
+                self._answers.discard(tg.cancel_scope)
+                tg.cancel_scope.cancel()
+
+    @staticmethod
+    async def _watch(wire: Wire, scope: anyio.CancelScope) -> None:
+        await wire.wait_gone()
+        scope.cancel()
+
+    async def write_reply(self, wire: Wire, reply: Reply, *, modern: bool) -> bool:
+        """Write one request's messages; True when its response (or its abandonment) was reached."""
+        try:
+            first = await reply.next(self.config.keepalive)
+        except anyio.EndOfStream:
+            await wire.start_events()  # abandoned before anything was sent: an empty stream
+            await wire.end_events()
+            return True
+        if first is not None and first.final:
+            status = 200
+            if modern:
+                error = json.loads(first.data).get("error")
+                status = status_of(error["code"]) if isinstance(error, dict) else 200
+            try:
+                await wire.respond(status, first.data)
+            finally:
+                first.flushed()
+            return True
+        await wire.start_events()
+        item = first
+        while item is None or not item.final:
+            await self.write_item(wire, item)
+            try:
+                item = await reply.next(self.config.keepalive)
+            except anyio.EndOfStream:
+                await wire.end_events()
+                return True
+        await self.write_item(wire, item)
+        await wire.end_events()
+        return True
+
+    @staticmethod
+    async def write_item(wire: Wire, item: Item | None) -> None:
+        """One message as an event (skipped when no longer wanted), or a keepalive comment for silence."""
+        if item is None:
+            await wire.comment()
+            return
+        try:
+            if item.wanted:
+                await wire.event(item.data)
+        finally:
+            item.flushed()
+
+    def lease(self) -> float:
+        """A stream's lifetime: uniformly random within the configured bounds."""
+        low, high = self.config.stream_lease
+        return random.uniform(low, high)
+
+    # ---- GET and DELETE (legacy sessions only) --------------------------------------------------------------
+    async def get(self, wire: Wire, headers: Headers) -> None:
+        """The GET stream of a legacy session: its `resources/updated` notifications, until the lease ends."""
+        session = self.session(_session_id(headers, "GET"))
+        if session.streaming:
+            raise Rejected(409, "this MCP session already has an open GET stream")
+        session.streaming = True
+        try:
+            async with self.answering(wire):
+                await wire.start_events()
+                with anyio.move_on_after(self.lease()):
+                    await self.drain(wire, session.mailbox)
+                if not wire.broken:
+                    await wire.end_events()
+        finally:
+            session.streaming = False
+            session.touch()
+        if not wire.done:
+            raise Closed
+
+    async def drain(self, wire: Wire, mailbox: Reply) -> None:
+        """Write a session's notifications until it ends (a message not written stays for the next GET)."""
+        while True:
+            try:
+                item = await mailbox.next(self.config.keepalive)
+            except anyio.EndOfStream:
+                return  # the session ended
+            await self.write_item(wire, item)
+
+    async def delete(self, wire: Wire, headers: Headers) -> None:
+        """End a legacy session (204)."""
+        self.sessions.end(self.session(_session_id(headers, "DELETE")), "deleted")
+        await wire.respond(204)
+
+
+def _session_id(headers: Headers, method: str) -> str:
+    sid = headers.get("mcp-session-id")
+    if sid is None:
+        raise Rejected(
+            405,
+            f"{method} serves only MCP 2025-11-25 sessions (Mcp-Session-Id); MCP 2026-07-28 uses POST, "
+            "and subscriptions/listen for updates",
+            headers=[("allow", "POST")],
+        )
+    return sid
+
+
+class _NotFound:
+    """Rule 3: any path but the endpoint's is 404, answered once its body was read (ASGI app of a route)."""
+
+    def __init__(self, config: HttpConfig) -> None:
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        wire = Wire(scope, receive, send, self.config)
+        with contextlib.suppress(Closed):
+            await wire.discard_body()
+            await wire.reject(not_found(scope["path"]))
+
+
+class _Admit:
+    """Pure ASGI middleware: every `http` request passes `Endpoint.admit` before routing."""
+
+    def __init__(self, app: ASGIApp, endpoint: Endpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.endpoint.admit(scope, receive, send, self.app)
+        else:
+            await self.app(scope, receive, send)
+
+
+def build_app(endpoint: Endpoint) -> Starlette:
+    """The ASGI application of `endpoint`: admission middleware, the `/mcp` route, a JSON-RPC 404 elsewhere."""
+    return Starlette(
+        routes=[Route(ENDPOINT, endpoint), Route("/{path:path}", _NotFound(endpoint.config))],
+        middleware=[Middleware(_Admit, endpoint=endpoint)],
+    )

@@ -1,0 +1,77 @@
+"""Settings of the Streamable HTTP transport: `HttpConfig` and the documented limits.
+
+This module owns the transport's knobs and their defaults (the limits table of docs/mcp-http.md). It imports
+nothing beyond the standard library, so `beam_mcp` can export `HttpConfig` to users who did not install the
+`http` extra; it must not hold behaviour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+ENDPOINT: Final = "/mcp"
+"""The one MCP endpoint path; every other path is 404."""
+MAX_BODY: Final = 4 * 1024 * 1024
+"""Largest accepted request body (bytes): 413 beyond it."""
+MAX_HEAD: Final = 64 * 1024
+"""Largest accepted request line plus headers (bytes): 431 beyond it."""
+HEADER_TIMEOUT: Final = 30.0
+"""Seconds a connection may stay without a complete request head (after it opens, or after the previous
+response): hypercorn then closes it quietly."""
+BODY_TIMEOUT: Final = 30.0
+"""Seconds a request body may stall without a byte (408 after it)."""
+WRITE_TIMEOUT: Final = 30.0
+"""Seconds one write may stall (the client stopped reading): the response is abandoned and its request
+cancelled."""
+MAX_REQUESTS: Final = 512
+"""HTTP requests being answered at once (open streams included); one more is answered 503."""
+MAX_SESSIONS: Final = 100
+"""Legacy `2025-11-25` sessions; one more `initialize` is answered 429."""
+SESSION_IDLE: Final = 300.0
+"""Seconds a legacy session lives without a request in flight or an open GET stream."""
+STREAM_LEASE: Final = (900.0, 1800.0)
+"""A listen or GET stream ends, without a final result, after a uniformly random lifetime in this range (s)."""
+KEEPALIVE: Final = 15.0
+"""Seconds of silence on a response before an SSE comment keeps it alive (and commits a silent call to SSE)."""
+SHUTDOWN_TIMEOUT: Final = 5.0
+"""Seconds the HTTP server gets to close its connections once the transport stopped every response."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpConfig:
+    """Settings of the Streamable HTTP transport (the defaults are the documented limits).
+
+    Attributes:
+        host: Address to bind. Keep it on loopback: the endpoint has no authentication.
+        port: Port to bind; 0 picks a free one.
+        allowed_hosts: More `Host` header names to accept (`name` for any port, `name:port` for one), beside
+            the loopback names and the bound address.
+        allowed_origins: More `Origin` values to accept (`scheme://host:port`), beside the loopback origins on
+            the bound port.
+        max_body: Largest request body in bytes (413).
+        max_head: Largest request head in bytes (431).
+        header_timeout: Seconds a connection may wait for a complete request head (then it is closed).
+        body_timeout: Seconds a request body may stall (408).
+        write_timeout: Seconds one response write may stall before the response is abandoned.
+        max_requests: Requests answered at once, streams included (503 beyond).
+        max_sessions: Legacy sessions (429 beyond).
+        session_idle: Seconds an idle legacy session lives.
+        stream_lease: Bounds of the random lifetime of a listen or GET stream (seconds).
+        keepalive: Seconds of silence before an SSE keepalive comment.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body: int = MAX_BODY
+    max_head: int = MAX_HEAD
+    header_timeout: float = HEADER_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    write_timeout: float = WRITE_TIMEOUT
+    max_requests: int = MAX_REQUESTS
+    max_sessions: int = MAX_SESSIONS
+    session_idle: float = SESSION_IDLE
+    stream_lease: tuple[float, float] = STREAM_LEASE
+    keepalive: float = KEEPALIVE
