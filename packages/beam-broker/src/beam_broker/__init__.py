@@ -1,8 +1,8 @@
 """beam-broker: workspace runtimes for Lean 4 behind one operation registry.
 
-The public API is what `__all__` lists; everything else is private. The runtime (and with it the Lean
-client stack) loads on first use of `Broker`/`BrokerConfig`, so the registry is cheap to import (the MCP
-server answers `tools/list` from it before any Lean work).
+The public API is what `__all__` lists; everything else is private. The broker (and with it the Lean client
+stack) loads on first use of `Broker`, so the registry is cheap to import (the MCP server answers `tools/list`
+from it before any Lean work).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
+from .config import BrokerConfig
 from .errors import RUNTIME_SETUP, BrokerError
 from .events import (
     BrokerEvent,
@@ -23,17 +24,16 @@ from .operations import BY_NAME, BY_TOOL, OPERATIONS, OperationSpec, Progress
 from .workspace import WorkspaceDescriptor
 
 if TYPE_CHECKING:
-    from .runtime import Broker, BrokerConfig
+    from .broker import Broker
 
 
 def __getattr__(name: str) -> Any:
-    if name not in ("Broker", "BrokerConfig"):
+    if name != "Broker":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import runtime
+    from .broker import Broker
 
-    value = getattr(runtime, name)
-    globals()[name] = value
-    return value
+    globals()[name] = Broker
+    return Broker
 
 
 __all__ = [

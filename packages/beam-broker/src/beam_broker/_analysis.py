@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_lsp import LeanDiagnostic, PlainGoal, Position, TextDocument
+from beam_lsp import LeanDiagnostic, PlainGoal, Position, TextDocument, utf16_len
 
 from . import models as m
 
@@ -21,25 +21,34 @@ NO_GOALS = (
 
 
 # ---- goals --------------------------------------------------------------------------------------------
+def indent(line: str) -> int:
+    """The line's indentation in characters."""
+    return len(line) - len(line.lstrip())
+
+
+def inline_tactic_column(line: str) -> int | None:
+    """Where a tactic written after `by` on the same line starts (the character after the last ` by `), if any.
+
+    The one "tactic after `by`" rule: goal spans and probe bases both use it.
+    """
+    idx = line.rfind(" by ", indent(line))
+    return None if idx < 0 else idx + 4
+
+
 def tactic_span(doc: TextDocument, pos: Position) -> tuple[Position, Position]:
     """The tactic at a position, approximated by the line's non-blank text (one tactic per line).
 
     Lean answers goal requests "before" at a tactic's first character and "after" elsewhere in it, so Beam
     asks at the span's start for `before` and at its end for `after`.
     """
-    from beam_lsp import utf16_len
-
     line = doc.line_text(pos.line)
-    stripped = line.strip()
-    if not stripped:
+    if not line.strip():
         return pos, pos
-    lead = utf16_len(line[: len(line) - len(line.lstrip())])
-    end = lead + utf16_len(stripped)
-    # A tactic after `by` on the same line: the span starts after `by `.
-    head = line[: len(line) - len(line.lstrip())]
-    idx = stripped.rfind(" by ")
-    if idx >= 0 and utf16_len(head + stripped[: idx + 4]) <= pos.character:
-        lead = utf16_len(head + stripped[: idx + 4])
+    lead = utf16_len(line[: indent(line)])
+    end = utf16_len(line.rstrip())
+    inline = inline_tactic_column(line)
+    if inline is not None and utf16_len(line[:inline]) <= pos.character:
+        lead = utf16_len(line[:inline])  # a tactic after `by` on the same line: the span starts after `by `
     return Position(line=pos.line, character=lead), Position(line=pos.line, character=end)
 
 
@@ -188,7 +197,19 @@ def is_unsolved_goals(d: LeanDiagnostic) -> bool:
     return bool(d.leanTags and 1 in d.leanTags) or d.message.startswith("unsolved goals")
 
 
-_KIND_ORDER = {"sorry": 0, "hole": 1, "incomplete_proof": 2, "diagnostic": 3, "code_action": 4}
+KIND_ORDER = {"sorry": 0, "hole": 1, "incomplete_proof": 2, "diagnostic": 3, "code_action": 4}
+
+
+def action_range(action: dict[str, Any], query: dict[str, Any]) -> dict[str, Any]:
+    """Where a code action applies: its first diagnostic's range, else its first edit's, else the query."""
+    diagnostics = action.get("diagnostics") or []
+    if diagnostics and isinstance(diagnostics[0], dict) and "range" in diagnostics[0]:
+        return dict(diagnostics[0]["range"])
+    for change in (action.get("edit") or {}).get("documentChanges") or []:
+        edits = change.get("edits") or []
+        if edits:
+            return dict(edits[0]["range"])
+    return query
 
 
 def finish(items: list[m.TodoItem]) -> list[m.TodoItem]:
@@ -201,5 +222,5 @@ def finish(items: list[m.TodoItem]) -> list[m.TodoItem]:
             continue
         seen.add(k)
         out.append(it)
-    out.sort(key=lambda it: (_key(it.range["start"]), _key(it.range["end"]), _KIND_ORDER[it.kind]))
+    out.sort(key=lambda it: (_key(it.range["start"]), _key(it.range["end"]), KIND_ORDER[it.kind]))
     return out

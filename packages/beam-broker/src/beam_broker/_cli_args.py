@@ -22,7 +22,8 @@ from typing import Any, Literal, TextIO
 
 from pydantic.fields import FieldInfo
 
-from ._util import loads_object
+from beam_lsp.strict_json import loads_object
+
 from .errors import invalid_input
 from .operations import BY_NAME, OPERATIONS, PROGRESS, OperationSpec
 

@@ -4,12 +4,13 @@ The stock Lean server cannot serialize a worker's environment, so Beam runs `lak
 Lake's own trace semantics: a later `lake build` replays the module and rebuilds importers). Before building,
 upstream modules the target imports must be up to date (`lake build --no-build`), or the save is refused with
 `saveTraceStale`. The source on disk must still be the synced text before and after the build.
+
+Owns the `save` and `close_save` handlers and running Lake; Lake's output is redacted and its lines stream as
+setup events. It never writes sources.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,9 @@ import anyio
 
 from . import _verdict as verdict
 from . import models as m
+from ._call import Call, Synced
+from ._documents import read_source, text_hash
+from .config import lake_command
 from .errors import (
     CONTENT_MODIFIED,
     INTERNAL_ERROR,
@@ -25,44 +29,51 @@ from .errors import (
     BrokerError,
     invalid_params,
 )
-from .events import CallContext, SetupEvent
+from .events import SetupEvent
 
 if TYPE_CHECKING:
-    from .runtime import DocState, WorkspaceRuntime
+    from ._documents import DocState
+    from .runtime import WorkspaceRuntime
 
 OUTPUT_TAIL_LINES = 40
 
 
-def lake_command(rt: WorkspaceRuntime) -> str:
-    """The `lake` executable for builds: the one the server runs under, else `lake` on PATH.
-
-    Raises:
-        BrokerError: `internalError` when there is no Lake.
-    """
-    from .runtime import server_command
-
-    env = rt.broker.env
-    cmd = server_command(rt.broker.config, env)
-    if cmd and os.path.basename(cmd[0]) == "lake":
-        return cmd[0]
-    found = shutil.which("lake", path=env.get("PATH"))
-    if found is None:
-        raise BrokerError(INTERNAL_ERROR, "saving needs Lake: no `lake` executable on PATH")
-    return found
+async def save(call: Call, inp: m.SaveInput) -> m.SaveReply:
+    """Sync the current disk text, then checkpoint its module with Lake."""
+    saved, synced = await _save(call, inp)
+    return m.SaveReply(workspace=call.workspace, **dict(saved), document_progress=synced.progress.snapshot())
 
 
-async def _run(rt: WorkspaceRuntime, args: list[str], ctx: CallContext | None, path: str) -> tuple[int, list[str]]:
+async def close_save(call: Call, inp: m.SaveInput) -> m.CloseSaveResult:
+    """`save`, then close the document."""
+    saved, synced = await _save(call, inp)
+    await call.close(inp.path)
+    return m.CloseSaveResult(
+        workspace=call.workspace, closed=True, saved=saved, document_progress=synced.progress.snapshot()
+    )
+
+
+async def _save(call: Call, inp: m.SaveInput) -> tuple[m.SaveResult, Synced]:
+    rt = call.runtime
+    async with rt.save_lock:
+        synced = await call.update_and_sync(inp.path, inp.diagnostic_scope, include_items=False)
+        saved = await checkpoint(rt, synced.doc, synced.sync, call)
+    rt.documents.record_save(synced.doc)
+    return saved, synced
+
+
+async def _run(rt: WorkspaceRuntime, args: list[str], call: Call | None, path: str) -> tuple[int, list[str]]:
     lines: list[str] = []
-    async with await anyio.open_process(
-        args, cwd=rt.root, env=dict(rt.broker.env), stdin=None, start_new_session=True
-    ) as proc:
+    redactor = rt.redactor
+    proc = await anyio.open_process(args, cwd=rt.root, env=dict(rt.env), stdin=None, start_new_session=True)
+    async with proc:
         assert proc.stdout is not None and proc.stderr is not None
         buf = b""
 
         async def drain_stderr() -> None:
             assert proc.stderr is not None
             async for chunk in proc.stderr:
-                lines.extend(rt.broker.redactor.redact(chunk.decode("utf-8", "replace")).splitlines())
+                lines.extend(redactor.redact(chunk.decode("utf-8", "replace")).splitlines())
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain_stderr)
@@ -70,12 +81,12 @@ async def _run(rt: WorkspaceRuntime, args: list[str], ctx: CallContext | None, p
                 buf += chunk
                 *complete, buf = buf.split(b"\n")
                 for raw in complete:
-                    line = rt.broker.redactor.redact(raw.decode("utf-8", "replace")).rstrip()
+                    line = redactor.redact(raw.decode("utf-8", "replace")).rstrip()
                     lines.append(line)
-                    if ctx is not None and line.strip():
-                        ctx.emit(SetupEvent(line.strip(), path))
+                    if call is not None and line.strip():
+                        call.emit(SetupEvent(line.strip(), path))
             if buf:
-                lines.append(rt.broker.redactor.redact(buf.decode("utf-8", "replace")))
+                lines.append(redactor.redact(buf.decode("utf-8", "replace")))
         code = await proc.wait()
     return code, lines[-OUTPUT_TAIL_LINES:]
 
@@ -108,15 +119,13 @@ def artifact_paths(root: str, module: str) -> dict[str, str]:
     return out
 
 
-async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ctx: CallContext) -> m.SaveResult:
+async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, call: Call) -> m.SaveResult:
     """Build the document's module after a complete, save-ready barrier.
 
     Raises:
         BrokerError: `saveTargetNotModule`, `invalidParams` (document errors, with `data.sync`),
             `saveTraceStale`, `contentModified` (the file changed), `internalError` (the build failed).
     """
-    from .runtime import text_hash
-
     path = rt.display(doc.path)
     if doc.module is None:
         raise BrokerError(
@@ -126,7 +135,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ct
         )
     if not sync.readiness.save_ready:
         raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
-    lake = lake_command(rt)
+    lake = lake_command(rt.config, rt.env)
     deps = _local_modules(rt, doc.imports)
     if deps:
         code, out = await _run(rt, [lake, "build", "--no-build", *deps], None, path)
@@ -140,7 +149,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ct
             )
 
     async def on_disk() -> str:
-        return text_hash(await rt.read_source(doc.path))
+        return text_hash(await read_source(doc.path))
 
     if await on_disk() != doc.text_hash:
         raise BrokerError(
@@ -148,7 +157,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ct
             f"{path} changed on disk after it was synced; sync it again before saving",
             {"reason": "sourceChanged"},
         )
-    code, out = await _run(rt, [lake, "build", doc.module], ctx, path)
+    code, out = await _run(rt, [lake, "build", doc.module], call, path)
     if code != 0:
         text = "\n".join(out)
         if "unknown target" in text or "unknown module" in text or "unknown package" in text:

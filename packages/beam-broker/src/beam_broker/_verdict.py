@@ -11,11 +11,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from beam_lsp import LeanDiagnostic, LeanFileProgressParams
+from beam_lsp import LeanDiagnostic, LeanFileProgressParams, severity_label
 
 from . import models as m
 
-SEVERITY_NAMES = {1: "error", 2: "warning", 3: "information", 4: "hint"}
 _STALE_TEXTS = (
     "Failed to build module dependencies.",
     "error: target is out-of-date and needs to be rebuilt",
@@ -61,7 +60,7 @@ def effective_severity(d: LeanDiagnostic) -> str:
     """Severity name, with completion-blocking diagnostics counted as errors."""
     if is_completion_blocking(d):
         return "error"
-    return SEVERITY_NAMES.get(d.severity or 0, "unknown")
+    return severity_label(d.severity)
 
 
 def counts(diags: Sequence[LeanDiagnostic]) -> m.DiagnosticCounts:

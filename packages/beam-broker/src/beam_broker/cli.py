@@ -1,8 +1,8 @@
 """The `lean-beam` command: every broker operation as a subcommand, plus `stats` and `daemon`.
 
-Owns: the top-level parser, workspace discovery, choosing the daemon or an in-process broker, rendering
-events on stderr and results on stdout, and exit codes. Subcommands and their options are generated from
-`OPERATIONS` (`_cli_args`); the daemon and its protocol live in `_daemon`. Nothing here decides what an
+Owns: the top-level parser, workspace discovery, choosing the daemon or an in-process broker, and exit codes.
+Subcommands and their options are generated from `OPERATIONS` (`_cli_args`); printing is `_render`'s; the
+daemon lives in `_daemon` (server) and `_daemon_client` (protocol and client). Nothing here decides what an
 operation does.
 
 Exit codes: 0 success (Lean errors inside a result are a success); 1 a broker error; 2 usage error or
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import shlex
@@ -23,18 +22,17 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
+from typing import Any, Final, TypeVar
 
-from . import RUNTIME_SETUP
+from beam_lsp.project import PROJECT_MARKERS, find_project_root
+
 from . import _cli_args as cli_args
+from . import _daemon_client as client
 from .__about__ import __version__
-from .errors import INTERNAL_ERROR, INVALID_INPUT, BrokerError, invalid_input
-from .events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from ._render import EventPrinter, print_json
+from .config import BrokerConfig, server_command
+from .errors import INTERNAL_ERROR, INVALID_INPUT, RUNTIME_SETUP, BrokerError, invalid_input
 from .operations import BY_NAME
-from .workspace import PROJECT_MARKERS
-
-if TYPE_CHECKING:
-    from ._daemon import DaemonPaths
 
 T = TypeVar("T")
 
@@ -208,14 +206,6 @@ class Options:
             print(f"beam: {message}", file=sys.stderr, flush=True)
 
 
-def find_root(start: Path) -> Path | None:
-    """The nearest directory from `start` upward holding a Lean/Lake project marker."""
-    for directory in (start, *start.parents):
-        if any((directory / marker).exists() for marker in PROJECT_MARKERS):
-            return directory
-    return None
-
-
 def workspace_root(options: Options) -> str:
     """`--root` (made absolute) or the discovered project root.
 
@@ -225,7 +215,7 @@ def workspace_root(options: Options) -> str:
     if options.root is not None:
         return os.path.abspath(options.root)
     cwd = Path.cwd()
-    found = find_root(cwd)
+    found = find_project_root(cwd)
     if found is None:
         raise invalid_input(
             f"no Lean project contains {cwd} (looked for {', '.join(PROJECT_MARKERS)} upward); pass --root DIR"
@@ -241,75 +231,6 @@ def exit_code(code: str) -> int:
     if code == RUNTIME_SETUP:
         return EXIT_SETUP
     return EXIT_ERROR
-
-
-def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:
-    if compact:
-        return json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
-    return json.dumps(value, ensure_ascii=ascii_only, indent=2)
-
-
-def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> None:
-    """Write JSON and a newline (falling back to ASCII escapes on a stream that cannot encode the text)."""
-    out = stream if stream is not None else sys.stdout
-    try:
-        out.write(_dump(value, compact) + "\n")
-    except UnicodeEncodeError:
-        out.write(_dump(value, compact, ascii_only=True) + "\n")
-    out.flush()
-
-
-class EventPrinter:
-    """Broker events as short human lines on stderr (one call's worth of state: repeated progress dropped)."""
-
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self._progress: dict[str, str] = {}
-
-    def __call__(self, event: BrokerEvent) -> None:
-        """Print the event's line, if any."""
-        if self.quiet:
-            return
-        line = self.render(event)
-        if line is not None:
-            out = self.stream if self.stream is not None else sys.stderr
-            try:
-                out.write(line + "\n")
-            except UnicodeEncodeError:
-                out.write(line.encode("ascii", "backslashreplace").decode("ascii") + "\n")
-            out.flush()
-
-    def render(self, event: BrokerEvent) -> str | None:
-        """The line for an event, or None when it adds nothing."""
-        if isinstance(event, PreparationEvent):
-            return f"beam: {event.message}"
-        if isinstance(event, SetupEvent):
-            return f"beam: setup: {event.message}"
-        if isinstance(event, FileProgressEvent):
-            progress = event.progress
-            if progress.get("done"):
-                text = f"beam: {event.path}: elaborated"
-            elif progress.get("range_start_line") is not None:
-                start, end = progress["range_start_line"], progress.get("range_end_line")
-                lines = f"lines {start}-{end}" if isinstance(end, int) and end > start else f"line {start}"
-                text = f"beam: {event.path}: elaborating {lines}"
-            else:
-                return None
-            if self._progress.get(event.path) == text:
-                return None
-            self._progress[event.path] = text
-            return text
-        return _diagnostic_line(event)
-
-
-def _diagnostic_line(event: DiagnosticEvent) -> str:
-    """`path:line:column: severity: message` (1-based, like compilers), continuation lines indented."""
-    item = event.item
-    start = (item.get("range") or {}).get("start") or {}
-    where = f"{item.get('path', '?')}:{int(start.get('line', 0)) + 1}:{int(start.get('character', 0)) + 1}"
-    first, *rest = str(item.get("message", "")).splitlines() or [""]
-    return "\n".join([f"{where}: {item.get('severity', 'unknown')}: {first}", *(f"  {line}" for line in rest)])
 
 
 def finish(answer: dict[str, Any], options: Options) -> int:
@@ -332,6 +253,7 @@ class Interrupted(Exception):
 def run(fn: Callable[[], Awaitable[T]]) -> T:
     """Run `fn` on an event loop; SIGINT/SIGTERM cancel it and raise `Interrupted`."""
     import anyio
+    import anyio.abc
 
     from ._util import single_errors
 
@@ -342,15 +264,16 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
             async with anyio.create_task_group() as tg:
                 if threading.current_thread() is threading.main_thread():
 
-                    async def watch() -> None:
+                    async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
                         nonlocal interrupted
                         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                            task_status.started()  # the handlers are in place before `fn` starts
                             async for _ in signals:
                                 interrupted = True
                                 tg.cancel_scope.cancel()
                                 return
 
-                    tg.start_soon(watch)
+                    await tg.start(watch)
                 result = await fn()
                 tg.cancel_scope.cancel()
         if interrupted:
@@ -362,13 +285,11 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
 
 async def call(op: str, arguments: dict[str, Any], options: Options, root: str, emit: EventPrinter) -> dict[str, Any]:
     """Run one operation through the root's daemon if one answers, else in-process; the final message."""
-    from . import _daemon
-
     if not options.no_daemon:
-        paths = _daemon.paths_for(root)
+        paths = client.paths_for(root)
         try:
             if options.lean_cmd is not None:
-                current = await _daemon.status(paths)
+                current = await client.status(paths)
                 if current is not None and current.get("leanCmd") != options.lean_cmd:
                     if not options.quiet:
                         print(
@@ -377,16 +298,16 @@ async def call(op: str, arguments: dict[str, Any], options: Options, root: str, 
                             file=sys.stderr,
                             flush=True,
                         )
-                    raise _daemon.DaemonUnavailable("the daemon runs another Lean command")
-            answer = await _daemon.request(paths, op, arguments, emit)
-        except _daemon.DaemonUnavailable as exc:
+                    raise client.DaemonUnavailable("the daemon runs another Lean command")
+            answer = await client.request(paths, op, arguments, emit)
+        except client.DaemonUnavailable as exc:
             options.note(f"{exc}")
         else:
             options.note(f"answered by the daemon at {paths.socket}")
             return answer
     options.note("running Lean in this process (cold start; `lean-beam daemon start` keeps it warm)")
+    from .broker import Broker  # the Lean stack loads only for an in-process call
     from .events import CallContext
-    from .runtime import Broker, BrokerConfig
 
     try:
         async with Broker.open(BrokerConfig(lean_cmd=options.lean_cmd)) as broker:
@@ -408,16 +329,14 @@ def _operation(args: argparse.Namespace, options: Options) -> int:
 
 
 def _stats(args: argparse.Namespace, options: Options) -> int:
-    from . import _daemon
-
-    paths = _daemon.paths_for(workspace_root(options))
+    paths = client.paths_for(workspace_root(options))
 
     async def get() -> dict[str, Any]:
         try:
-            return await _daemon.request(paths, _daemon.STATS)
-        except _daemon.DaemonUnavailable as exc:
+            return await client.request(paths, client.STATS)
+        except client.DaemonUnavailable as exc:
             options.note(f"{exc}: a fresh broker has nothing to report")
-            from .runtime import Broker
+            from .broker import Broker
 
             async with Broker.open() as broker:
                 return {"result": broker.stats()}
@@ -425,10 +344,8 @@ def _stats(args: argparse.Namespace, options: Options) -> int:
     return finish(run(get), options)
 
 
-def _daemon_paths(options: Options) -> DaemonPaths:
-    from . import _daemon
-
-    return _daemon.paths_for(workspace_root(options))
+def _daemon_paths(options: Options) -> client.DaemonPaths:
+    return client.paths_for(workspace_root(options))
 
 
 def _summary(current: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -437,16 +354,12 @@ def _summary(current: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def _daemon_start(args: argparse.Namespace, options: Options) -> int:
-    from . import _daemon
-
     paths = _daemon_paths(options)
-    current = run(lambda: _daemon.status(paths))
+    current = run(lambda: client.status(paths))
     if current is not None:
         options.note(f"a daemon already serves {paths.root}")
         print_json(_summary(current, started=False), compact=options.compact)
         return EXIT_OK
-    from .runtime import BrokerConfig, server_command
-
     # Fail now rather than on every later call: the daemon would start, but never start Lean.
     server_command(BrokerConfig(lean_cmd=options.lean_cmd), os.environ)
     argv = [sys.executable, "-m", "beam_broker.cli", "--root", paths.root]
@@ -455,13 +368,13 @@ def _daemon_start(args: argparse.Namespace, options: Options) -> int:
     argv += ["daemon", "serve"]
     if not options.quiet:
         print(f"beam: starting a daemon for {paths.root} (log: {paths.log})", file=sys.stderr, flush=True)
-    outcome, pid = _daemon.spawn(paths, argv, timeout=args.timeout)
-    current = run(lambda: _daemon.status(paths))
+    outcome, pid = client.spawn(paths, argv, timeout=args.timeout)
+    current = run(lambda: client.status(paths))
     if current is None:
         raise BrokerError(
             RUNTIME_SETUP,
             f"the daemon for {paths.root} did not start ({outcome}); see {paths.log}",
-            {"pid": pid, "log": str(paths.log), "logTail": _daemon.log_tail(paths)},
+            {"pid": pid, "log": str(paths.log), "logTail": client.log_tail(paths)},
         )
     print_json(_summary(current, started=current.get("pid") == pid), compact=options.compact)
     return EXIT_OK
@@ -470,15 +383,13 @@ def _daemon_start(args: argparse.Namespace, options: Options) -> int:
 def _daemon_stop(args: argparse.Namespace, options: Options) -> int:
     import anyio
 
-    from . import _daemon
-
     paths = _daemon_paths(options)
 
     async def stop() -> dict[str, Any] | None:
         try:
             with anyio.fail_after(args.timeout):
-                return await _daemon.request(paths, _daemon.SHUTDOWN, linger=True)
-        except _daemon.DaemonUnavailable:
+                return await client.request(paths, client.SHUTDOWN, linger=True)
+        except client.DaemonUnavailable:
             return None
         except TimeoutError:
             raise BrokerError(
@@ -495,10 +406,8 @@ def _daemon_stop(args: argparse.Namespace, options: Options) -> int:
 
 
 def _daemon_status(args: argparse.Namespace, options: Options) -> int:
-    from . import _daemon
-
     paths = _daemon_paths(options)
-    current = run(lambda: _daemon.status(paths))
+    current = run(lambda: client.status(paths))
     if current is None:
         stale = paths.socket.exists()
         print_json(
@@ -512,9 +421,10 @@ def _daemon_status(args: argparse.Namespace, options: Options) -> int:
 
 def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     from . import _daemon
-    from .runtime import BrokerConfig, server_command
 
     paths = _daemon_paths(options)
+    if os.path.isdir(paths.root):
+        os.chdir(paths.root)  # the daemon runs in its project, whoever started it and from where
     logging.getLogger().setLevel(logging.INFO)
     config = BrokerConfig(lean_cmd=options.lean_cmd)
     try:

@@ -1,27 +1,43 @@
-"""Broker errors: one `BrokerError` type carrying a stable string code, a message and optional data.
+"""Broker errors: one `BrokerError` type carrying a stable string code, and the one map from beam-lsp errors.
 
 The codes are the wire contract (MCP tool errors and CLI output use them verbatim):
 
     BrokerError(code, message, data)
-      invalidInput            bad descriptor, undeclared fields, wrong types (before any Lean work)
+      invalidInput            bad descriptor, undeclared fields, wrong types, unknown operation (before Lean work)
       invalidParams           bad position/range, unknown/consumed handle, save with document errors, ...
-      contentModified         stale version (data.reason = "documentVersionMismatch"), stale handle
-      requestCancelled        the caller cancelled
+      contentModified         stale version (data.reason = "documentVersionMismatch"), stale handle, closed document
+      requestCancelled        the caller cancelled (metrics only: cancellation itself propagates)
       workerExited            Lean died while the request was in flight (the next call restarts it)
       syncBarrierIncomplete   the diagnostics barrier could not complete (stale imports, fatal progress)
       saveTargetNotModule, saveTraceStale, saveUnsupportedSetup   save preflight failures
-      internalError           unexpected I/O or Lean failure
+      internalError           unexpected I/O or Lean failure, or a bug (logged with its traceback)
       runtimeSetup            no Lean server could be started for the workspace
       plus LSP names mapped from Lean's numeric error codes (methodNotFound, rpcNeedsReconnect, ...)
+
+Where a `BrokerError` comes from: handlers raise them for the rules they check; every failure of the Lean stack
+is translated in one place, `lean_errors()`, which `Broker.call` wraps around the handler (in the spirit of
+httpx's `map_httpcore_exceptions`). The one translation elsewhere is deliberate: a server that cannot *start* is
+reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`).
 
 Lean semantic failures (a probe that does not type-check, a file with errors) are *results*, not errors.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
 from typing import Any
 
-from beam_lsp import errors as lsp_codes
+import anyio
+
+from beam_lsp import errors as lsp
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
+
+log = logging.getLogger("beam_broker")
 
 INVALID_INPUT = "invalidInput"
 INVALID_PARAMS = "invalidParams"
@@ -39,19 +55,23 @@ METHOD_NOT_FOUND = "methodNotFound"
 RPC_NEEDS_RECONNECT = "rpcNeedsReconnect"
 
 _LSP_NAMES = {
-    lsp_codes.PARSE_ERROR: "parseError",
-    lsp_codes.INVALID_REQUEST: "invalidRequest",
-    lsp_codes.METHOD_NOT_FOUND: METHOD_NOT_FOUND,
-    lsp_codes.INVALID_PARAMS: INVALID_PARAMS,
-    lsp_codes.INTERNAL_ERROR: INTERNAL_ERROR,
-    lsp_codes.SERVER_NOT_INITIALIZED: "serverNotInitialized",
-    lsp_codes.UNKNOWN_ERROR_CODE: "unknownErrorCode",
-    lsp_codes.CONTENT_MODIFIED: CONTENT_MODIFIED,
-    lsp_codes.REQUEST_CANCELLED: REQUEST_CANCELLED,
-    lsp_codes.RPC_NEEDS_RECONNECT: RPC_NEEDS_RECONNECT,
-    lsp_codes.WORKER_EXITED: WORKER_EXITED,
-    lsp_codes.WORKER_CRASHED: WORKER_CRASHED,
+    lsp.PARSE_ERROR: "parseError",
+    lsp.INVALID_REQUEST: "invalidRequest",
+    lsp.METHOD_NOT_FOUND: METHOD_NOT_FOUND,
+    lsp.INVALID_PARAMS: INVALID_PARAMS,
+    lsp.INTERNAL_ERROR: INTERNAL_ERROR,
+    lsp.SERVER_NOT_INITIALIZED: "serverNotInitialized",
+    lsp.UNKNOWN_ERROR_CODE: "unknownErrorCode",
+    lsp.CONTENT_MODIFIED: CONTENT_MODIFIED,
+    lsp.REQUEST_CANCELLED: REQUEST_CANCELLED,
+    lsp.RPC_NEEDS_RECONNECT: RPC_NEEDS_RECONNECT,
+    lsp.WORKER_EXITED: WORKER_EXITED,
+    lsp.WORKER_CRASHED: WORKER_CRASHED,
 }
+
+# The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for a
+# broken pipe; these are listed too so a dead server is `workerExited` even if a stream error slips through.
+_BROKEN_STREAM = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
 
 
 class BrokerError(Exception):
@@ -71,15 +91,6 @@ class BrokerError(Exception):
         return out
 
 
-def from_response_error(exc: lsp_codes.ResponseError) -> BrokerError:
-    """Map a Lean JSON-RPC error reply to a broker error with the LSP code's name."""
-    name = _LSP_NAMES.get(exc.code, "unknownErrorCode")
-    data: dict[str, Any] = {"lspCode": exc.code}
-    if exc.data is not None:
-        data["lspData"] = exc.data
-    return BrokerError(name, exc.message or name, data)
-
-
 def invalid_input(message: str, data: dict[str, Any] | None = None) -> BrokerError:
     """An `invalidInput` error."""
     return BrokerError(INVALID_INPUT, message, data)
@@ -88,3 +99,60 @@ def invalid_input(message: str, data: dict[str, Any] | None = None) -> BrokerErr
 def invalid_params(message: str, data: dict[str, Any] | None = None) -> BrokerError:
     """An `invalidParams` error."""
     return BrokerError(INVALID_PARAMS, message, data)
+
+
+def from_response_error(exc: lsp.ResponseError) -> BrokerError:
+    """Map a Lean JSON-RPC error reply to a broker error with the LSP code's name."""
+    name = _LSP_NAMES.get(exc.code, "unknownErrorCode")
+    data: dict[str, Any] = {"lspCode": exc.code}
+    if exc.data is not None:
+        data["lspData"] = exc.data
+    return BrokerError(name, exc.message or name, data)
+
+
+def translate(exc: Exception) -> BrokerError:
+    """The broker error for any exception a handler let escape (see `lean_errors`)."""
+    if isinstance(exc, BrokerError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], Exception):
+        return translate(exc.exceptions[0])
+    if isinstance(exc, lsp.ServerExited):
+        return BrokerError(
+            WORKER_EXITED,
+            f"the Lean server exited while the request was in flight: {exc}",
+            {"stderrTail": exc.stderr_tail},
+        )
+    if isinstance(exc, lsp.WorkerCrashed):
+        return BrokerError(WORKER_EXITED, f"the Lean worker for the document exited: {exc.message}")
+    if isinstance(exc, lsp.TransportError):
+        # beam-lsp kills a server whose output it cannot decode: the request will never be answered.
+        return BrokerError(WORKER_EXITED, f"the Lean server's output could not be read: {exc}")
+    if isinstance(exc, _BROKEN_STREAM):
+        return BrokerError(WORKER_EXITED, f"the connection to the Lean server broke ({type(exc).__name__})")
+    if isinstance(exc, lsp.ResponseError):
+        return from_response_error(exc)
+    if isinstance(exc, lsp.InvalidPosition):
+        return invalid_params(str(exc))
+    if isinstance(exc, lsp.DocumentNotOpen):
+        return BrokerError(CONTENT_MODIFIED, f"document was closed: {exc.uri}", {"reason": "documentClosed"})
+    log.error("unexpected failure in a broker operation", exc_info=exc)
+    return BrokerError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def lean_errors() -> Iterator[None]:
+    """The broker's error boundary: inside it anything but cancellation leaves as a `BrokerError`.
+
+    beam-lsp failures get their codes (a dead server or file worker is `workerExited` whatever the path);
+    an unexpected exception is logged with its traceback and becomes `internalError`. Cancellation (a
+    `BaseException`) passes through untouched.
+
+    Raises:
+        BrokerError: The translation of whatever the block raised.
+    """
+    try:
+        yield
+    except BrokerError:
+        raise
+    except Exception as exc:
+        raise translate(exc) from exc

@@ -1,14 +1,19 @@
 """Input and output models of broker operations (snake_case, the MCP spelling).
 
-Inputs are closed (`extra="forbid"`); field order is the order of the generated JSON schema, with the
-workspace descriptor last among the required fields. Outputs are frozen values; `dump()` gives their JSON.
+Inputs are closed (`extra="forbid"`) and strict: `"3"` is not an int and `"true"` is not a bool. Field order is
+the order of the generated JSON schema, with the workspace descriptor last among the required fields.
+
+Outputs are frozen values and each operation's output model *is* its reply: `workspace` first, and its JSON
+schema (serialization mode) describes exactly what `Broker.call` returns. Serialized, an optional field that is
+None is omitted; a required field that may be null (`proof_state`, `next_handle`, `result`) is always present.
+LSP passthrough answers keep Lean's JSON (hover's `{contents, range}`), and a null answer is `{"result": null}`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, SerializerFunctionWrapHandler, model_serializer
 
 from .workspace import WorkspaceDescriptor
 
@@ -18,17 +23,44 @@ LINE_DESC = "Zero-based line (LSP coordinates)."
 CHAR_DESC = "Zero-based UTF-16 character offset in the line (LSP coordinates)."
 WORKSPACE_DESC = 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
 
+Severity = Literal["error", "warning", "information", "hint", "unknown"]
+DiagnosticScope = Literal["errors", "all"]
+TodoKind = Literal["sorry", "hole", "diagnostic", "code_action", "incomplete_proof"]
+
+
+class HasWorkspace(Protocol):
+    """Every operation input: it names its workspace."""
+
+    workspace: WorkspaceDescriptor
+
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # No return annotation on purpose: pydantic then derives the serialization schema from the fields.
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, field in type(self).model_fields.items():
+                if not field.is_required() and name in data and data[name] is None:
+                    del data[name]
+        return data
+
     def dump(self) -> dict[str, Any]:
-        """JSON form; optional fields that are None are omitted."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """JSON form (optional fields that are None omitted)."""
+        out: dict[str, Any] = self.model_dump(mode="json")
+        return out
+
+
+class _Reply(_Out):
+    """The part every reply shares: the canonical descriptor of the workspace that answered."""
+
+    workspace: WorkspaceDescriptor
 
 
 # ---- inputs -------------------------------------------------------------------------------------------
@@ -38,20 +70,21 @@ class WorkspaceInput(_In):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class FileInput(_In):
-    """`lean_update`, `lean_close`."""
+class PathInput(_In):
+    """Every input that names a Lean source file (`path` first)."""
 
     path: str = Field(description=PATH_DESC)
+
+
+class FileInput(PathInput):
+    """`lean_update`, `lean_close`."""
+
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-DiagnosticScope = Literal["errors", "all"]
-
-
-class SyncInput(_In):
+class SyncInput(PathInput):
     """`lean_sync`, `lean_refresh`."""
 
-    path: str = Field(description=PATH_DESC)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
     diagnostic_scope: DiagnosticScope = Field(
         "errors", description="Which diagnostics stream live and appear in items: 'errors' or 'all'."
@@ -61,26 +94,23 @@ class SyncInput(_In):
     )
 
 
-class SaveInput(_In):
+class SaveInput(PathInput):
     """`lean_save`, `lean_close_save`."""
 
-    path: str = Field(description=PATH_DESC)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
     diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live: 'errors' or 'all'.")
 
 
-class DocumentInput(_In):
+class DocumentInput(PathInput):
     """`lean_document_symbols`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class PositionInput(_In):
+class PositionInput(PathInput):
     """`lean_hover`, `lean_signature_help`, `lean_definition`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
@@ -93,10 +123,9 @@ class ReferencesInput(PositionInput):
     include_declaration: bool = Field(True, description="Include the declaration itself (default true).")
 
 
-class GoalsInput(_In):
+class GoalsInput(PathInput):
     """`lean_goals`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
@@ -106,13 +135,9 @@ class GoalsInput(_In):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-TodoKind = Literal["sorry", "hole", "diagnostic", "code_action", "incomplete_proof"]
-
-
-class TodoInput(_In):
+class TodoInput(PathInput):
     """`lean_todo`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int = Field(description="Range start line (zero-based).", ge=0)
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
@@ -123,19 +148,17 @@ class TodoInput(_In):
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
-class CodeActionResolveInput(_In):
+class CodeActionResolveInput(PathInput):
     """`lean_code_action_resolve`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class RunAtInput(_In):
+class RunAtInput(PathInput):
     """`lean_run_at`, `lean_run_at_handle`."""
 
-    path: str = Field(description=PATH_DESC)
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
@@ -143,19 +166,17 @@ class RunAtInput(_In):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class RunWithInput(_In):
+class RunWithInput(PathInput):
     """`lean_run_with`, `lean_run_with_linear`."""
 
-    path: str = Field(description=PATH_DESC)
     handle: dict[str, Any] = Field(description="Opaque handle from a previous next_handle, passed back unchanged.")
     text: str = Field(description="Lean text to run from the handle's state.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class ReleaseInput(_In):
+class ReleaseInput(PathInput):
     """`lean_release`."""
 
-    path: str = Field(description=PATH_DESC)
     handle: dict[str, Any] = Field(description="Opaque handle to release.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
@@ -167,14 +188,7 @@ class WorkspaceSymbolsInput(_In):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-# ---- outputs ------------------------------------------------------------------------------------------
-class UpdateResult(_Out):
-    """`lean_update`: the document version and whether this call sent didOpen/didChange."""
-
-    version: int
-    changed: bool
-
-
+# ---- values inside replies ----------------------------------------------------------------------------
 class DiagnosticCounts(_Out):
     """Counts by effective severity; `total` is their sum."""
 
@@ -191,7 +205,7 @@ class DiagItem(_Out):
 
     path: str
     uri: str
-    severity: Literal["error", "warning", "information", "hint", "unknown"]
+    severity: Severity
     range: dict[str, Any]
     message: str
     completion_blocking: bool
@@ -210,7 +224,7 @@ class BlockingDiagnostic(_Out):
     """Save-blocking evidence that has a range."""
 
     range: dict[str, Any]
-    severity: Literal["error", "warning", "information", "hint", "unknown"]
+    severity: Severity
     message: str
     save_blocking: bool
     completion_blocking: bool
@@ -281,8 +295,6 @@ class Hyp(_Out):
 class Goal(_Out):
     """One goal (inner keys keep Lean's camelCase, as upstream does)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
     userName: str | None = None
     goalPrefix: str = "⊢ "
     target: str
@@ -302,23 +314,6 @@ class RunMessage(_Out):
     text: str
 
 
-class RunResult(_Out):
-    """`lean_run_at` family result."""
-
-    success: bool
-    messages: list[RunMessage] = Field(default_factory=list)
-    traces: list[str] = Field(default_factory=list)
-    proof_state: ProofState | None = None
-    next_handle: dict[str, Any] | None = None
-
-    def dump(self) -> dict[str, Any]:
-        """JSON form: `proof_state` and `next_handle` are always present (null when absent)."""
-        out = self.model_dump(mode="json", exclude_none=True)
-        out.setdefault("proof_state", None)
-        out.setdefault("next_handle", None)
-        return out
-
-
 class TodoItem(_Out):
     """An actionable item in a range."""
 
@@ -333,24 +328,111 @@ class TodoItem(_Out):
     proof_state: ProofState | None = None
 
 
-class TodoResult(_Out):
-    """`lean_todo` result."""
+# ---- replies (one output model per operation) ---------------------------------------------------------
+class DropResult(_Reply):
+    """`lean_drop_workspace`."""
+
+    dropped: bool
+    invalidated_handles: bool
+    reason: Literal["notFound"] | None = None
+
+
+class NullResult(_Reply):
+    """An answer without content: Lean's null (hover, signature help) or a done `lean_release`."""
+
+    result: None
+
+
+class Hover(_Reply):
+    """`lean_hover` when Lean has something to show (LSP `Hover` JSON)."""
+
+    contents: dict[str, Any] | str | list[Any]
+    range: dict[str, Any] | None = None
+
+
+class HoverResult(RootModel[Hover | NullResult]):
+    """`lean_hover`: Lean's hover, or `{"result": null}`."""
+
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+
+
+class SignatureHelp(_Reply):
+    """`lean_signature_help` when Lean has signatures (LSP `SignatureHelp` JSON)."""
+
+    signatures: list[dict[str, Any]]
+    activeSignature: int | None = None
+    activeParameter: int | None = None
+
+
+class SignatureHelpResult(RootModel[SignatureHelp | NullResult]):
+    """`lean_signature_help`: Lean's signature help, or `{"result": null}`."""
+
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+
+
+class LspList(_Reply):
+    """`lean_definition`, `lean_references`, `lean_document_symbols`, `lean_workspace_symbols`: Lean's array."""
+
+    result: list[dict[str, Any]]
+
+
+class GoalsResult(ProofState, _Reply):
+    """`lean_goals`."""
+
+
+class TodoResult(_Reply):
+    """`lean_todo`."""
 
     version: int
     range: dict[str, Any]
     items: list[TodoItem]
 
 
-class CodeActionResolveResult(_Out):
-    """`lean_code_action_resolve` result: the resolved action; the client applies its edit."""
+class CodeActionResolveResult(_Reply):
+    """`lean_code_action_resolve`: the resolved action; the client applies its edit."""
 
     version: int
     code_action: dict[str, Any]
 
 
-class DropResult(_Out):
-    """`lean_drop_workspace` result."""
+class RunResult(_Reply):
+    """`lean_run_at` family: `proof_state` and `next_handle` are always present (null when absent)."""
 
-    dropped: bool
-    invalidated_handles: bool
-    reason: Literal["notFound"] | None = None
+    success: bool
+    messages: list[RunMessage] = Field(default_factory=list)
+    traces: list[str] = Field(default_factory=list)
+    proof_state: ProofState | None
+    next_handle: dict[str, Any] | None
+
+
+class UpdateResult(_Reply):
+    """`lean_update`: the document version and whether this call sent didOpen/didChange."""
+
+    version: int
+    changed: bool
+
+
+class SyncReply(SyncResult, _Reply):
+    """`lean_sync`, `lean_refresh`: the verdict and the document's progress."""
+
+    document_progress: DocumentProgress
+
+
+class SaveReply(SaveResult, _Reply):
+    """`lean_save`: the checkpoint and the document's progress."""
+
+    document_progress: DocumentProgress
+
+
+class CloseSaveResult(_Reply):
+    """`lean_close_save`: the checkpoint, then the document closed."""
+
+    closed: bool
+    saved: SaveResult
+    document_progress: DocumentProgress
+
+
+class CloseResult(_Reply):
+    """`lean_close` (also when the document was not open)."""
+
+    closed: bool

@@ -1,18 +1,26 @@
 """The operation registry: every broker operation declared once, in the public tool order.
 
-The MCP tool list (names, input schemas, annotations, descriptions) and the `lean-beam` CLI subcommands are
-derived from `OPERATIONS`; nothing else lists operations. Each entry names its input model, its flags and
-the runtime method that implements it (`WorkspaceRuntime.op_<method>`).
+Each entry names its handler (the coroutine function that implements it), its input and output models, and its
+flags. The MCP tool list (names, input and output schemas, annotations, descriptions) and the `lean-beam` CLI
+subcommands are derived from `OPERATIONS`; nothing else lists operations, and nothing dispatches by name.
+
+Importing this module is cheap: the handler modules load the Lean client stack (lsprotocol, `beam_lsp.client`,
+the runtime) only when a handler runs, so the MCP server answers `tools/list` from here before any Lean work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from . import _goals, _navigation, _save, _speculation, _sync, _workspaces
 from . import models as m
+from .errors import invalid_input
+from .workspace import resolve
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
 SPECULATIVE = (
@@ -25,6 +33,10 @@ PROGRESS = (
     "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
     "one status log."
 )
+PREPARING = "preparing the Lean workspace"
+
+Handler = Callable[[Any, Any], Awaitable[BaseModel]]
+"""`handler(target, inp) -> output`: target is a `_call.Call` (workspace scope) or the broker's `Runtimes`."""
 
 
 class Progress(enum.Flag):
@@ -36,39 +48,57 @@ class Progress(enum.Flag):
     FILE = enum.auto()
 
 
+class Scope(enum.Enum):
+    """What an operation acts on.
+
+    `WORKSPACE`: one workspace's runtime (created on demand); the root must be an existing Lean/Lake project,
+    and the call is counted in that workspace's metrics. `BROKER`: the broker's table of runtimes; no runtime is
+    created, and the descriptor may name a root that has since vanished (it is normalized lexically).
+    """
+
+    WORKSPACE = "workspace"
+    BROKER = "broker"
+
+
 @dataclasses.dataclass(frozen=True)
 class OperationSpec:
     """One broker operation and everything derived from it.
 
     Attributes:
         name: Operation key; the MCP tool is `lean_<name>` (`drop_workspace` -> `lean_drop_workspace`).
-        method: Runtime method suffix implementing it (`op_<method>`).
-        input_model: Closed pydantic model of its arguments.
+        handler: The coroutine function implementing it (see `Handler` and `scope`).
+        input_model: Closed, strict pydantic model of its arguments.
+        output_model: Pydantic model of the exact JSON `Broker.call` returns (`workspace` included).
         description: Tool description (contract sentences included).
+        scope: What the handler acts on (`Scope`).
         read_only: Advertises `readOnlyHint: true`.
         destructive: `False` advertises `destructiveHint: false`; None keeps the protocol default.
         idempotent: Advertises `idempotentHint: true`.
         version_bound: Answers only for the caller's document version.
         cancellable: A cancel request aborts it (drop is not: partial eviction cannot be rolled back).
+        fence: A stream-order fence: calls sent before it finish first, calls sent after it wait for it.
         progress: Progress kinds it reports.
         document_progress: Its final result carries `document_progress`.
-        metrics_key: Key in per-workspace op metrics (upstream's broker op names).
-        options: Fixed arguments of the runtime method (e.g. `store_handle=True`).
+        metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
+        preparing: What its preparation event says it is doing.
     """
 
     name: str
-    method: str
+    handler: Handler
     input_model: type[BaseModel]
+    output_model: type[BaseModel]
     description: str
+    scope: Scope = Scope.WORKSPACE
     read_only: bool = False
     destructive: bool | None = None
     idempotent: bool = False
     version_bound: bool = False
     cancellable: bool = True
+    fence: bool = False
     progress: Progress = Progress.PREPARATION | Progress.FILE
     document_progress: bool = False
     metrics_key: str = ""
-    options: tuple[tuple[str, object], ...] = ()
+    preparing: str = PREPARING
 
     @property
     def tool(self) -> str:
@@ -80,28 +110,64 @@ class OperationSpec:
         """The metrics key."""
         return self.metrics_key or self.name
 
+    def preparation(self, path: str | None) -> str:
+        """The one preparation message (`lean_sync on A.lean: preparing the Lean workspace`)."""
+        where = f" on {path}" if path else ""
+        return f"{self.tool}{where}: {self.preparing}"
+
+    def parse(self, arguments: Mapping[str, Any]) -> BaseModel:
+        """Validate arguments exactly as `Broker.call` does, without Lean.
+
+        The workspace descriptor is resolved to its canonical root; types are strict (`"3"` is not an int).
+
+        Raises:
+            BrokerError: `invalidInput`: not an object, undeclared fields (`data.fields`), a bad descriptor, or
+                values the input model rejects (`data.errors`).
+        """
+        if not isinstance(arguments, Mapping):
+            raise invalid_input(f"{self.tool} arguments must be an object")
+        fields = self.input_model.model_fields
+        extra = sorted(k for k in arguments if k not in fields)
+        if extra:
+            raise invalid_input(
+                f"{self.tool} accepts no undeclared input fields: {', '.join(extra)}", {"fields": extra}
+            )
+        descriptor = resolve(arguments.get("workspace"), allow_vanished=self.scope is Scope.BROKER)
+        try:
+            return self.input_model.model_validate({**arguments, "workspace": descriptor})
+        except ValidationError as exc:
+            problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
+            raise invalid_input(f"{self.tool}: " + "; ".join(problems), {"errors": problems}) from None
+
 
 def _d(*parts: str) -> str:
     return " ".join([*parts, PROGRESS, NO_SOURCE_EDITS])
 
 
+_FULL_PROGRESS = Progress.PREPARATION | Progress.SETUP | Progress.FILE
+
 OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "drop_workspace",
-        "drop_workspace",
+        _workspaces.drop_workspace,
         m.WorkspaceInput,
+        m.DropResult,
         "Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget its "
         "document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
         "'notFound' when nothing is cached. Cache management only; it selects no context for later calls. "
         f"{PROGRESS}",
+        scope=Scope.BROKER,
         idempotent=True,
         cancellable=False,
+        fence=True,
         progress=Progress.PREPARATION,
+        preparing="preparing workspace eviction",
     ),
     OperationSpec(
         "run_at",
-        "run_at",
+        _speculation.run_at,
         m.RunAtInput,
+        m.RunResult,
         _d(
             "Run Lean text at a position of a document version: inside a tactic proof the text runs as tactics "
             "on the goals there, elsewhere as a command after the enclosing command.",
@@ -110,12 +176,13 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         ),
         read_only=True,
         version_bound=True,
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
+        progress=_FULL_PROGRESS,
     ),
     OperationSpec(
         "run_at_handle",
-        "run_at",
+        _speculation.run_at_handle,
         m.RunAtInput,
+        m.RunResult,
         _d(
             "Like lean_run_at, but a successful result may include next_handle: an opaque handle for "
             "lean_run_with / lean_run_with_linear / lean_release.",
@@ -124,61 +191,67 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         destructive=False,
         version_bound=True,
         metrics_key="run_at",
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
-        options=(("store_handle", True),),
+        progress=_FULL_PROGRESS,
     ),
     OperationSpec(
         "hover",
-        "hover",
+        _navigation.hover,
         m.PositionInput,
+        m.HoverResult,
         _d("Hover information (type and docs) at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
     OperationSpec(
         "signature_help",
-        "signature_help",
+        _navigation.signature_help,
         m.PositionInput,
+        m.SignatureHelpResult,
         _d("Signature help at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
     OperationSpec(
         "definition",
-        "definition",
+        _navigation.definition,
         m.PositionInput,
+        m.LspList,
         _d("Definition locations of the symbol at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
     OperationSpec(
         "references",
-        "references",
+        _navigation.references,
         m.ReferencesInput,
+        m.LspList,
         _d("References to the symbol at a position of a document version, across the project."),
         read_only=True,
         version_bound=True,
     ),
     OperationSpec(
         "document_symbols",
-        "document_symbols",
+        _navigation.document_symbols,
         m.DocumentInput,
+        m.LspList,
         _d("Declarations and sections of a document version."),
         read_only=True,
         version_bound=True,
     ),
     OperationSpec(
         "workspace_symbols",
-        "workspace_symbols",
+        _navigation.workspace_symbols,
         m.WorkspaceSymbolsInput,
+        m.LspList,
         _d("Fuzzy search for declarations across the workspace (no document version)."),
         read_only=True,
         progress=Progress.PREPARATION,
     ),
     OperationSpec(
         "goals",
-        "goals",
+        _goals.goals,
         m.GoalsInput,
+        m.GoalsResult,
         _d(
             "Structured proof goals before or after the tactic at a position of a document version "
             "(mode 'before' or 'after'); no speculative text."
@@ -188,8 +261,9 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         "todo",
-        "todo",
+        _goals.todo,
         m.TodoInput,
+        m.TodoResult,
         _d(
             "Actionable items in a range of a document version: sorry, holes, diagnostics, code "
             "actions and incomplete proofs, with positions where lean_run_at can try a fix."
@@ -199,8 +273,9 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         "code_action_resolve",
-        "code_action_resolve",
+        _goals.code_action_resolve,
         m.CodeActionResolveInput,
+        m.CodeActionResolveResult,
         _d(
             "Resolve a code_action returned by lean_todo for the same document version. The result "
             "may contain an LSP WorkspaceEdit; the client must apply it, then call lean_update or "
@@ -211,8 +286,9 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         "run_with",
-        "run_with",
+        _speculation.run_with,
         m.RunWithInput,
+        m.RunResult,
         _d(
             "Continue from a handle without consuming it; a successful result may include a fresh next_handle.",
             SPECULATIVE,
@@ -221,26 +297,28 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         "run_with_linear",
-        "run_with",
+        _speculation.run_with_linear,
         m.RunWithInput,
+        m.RunResult,
         _d(
             "Continue from a handle and consume it (on success or failure); a successful result may include a "
             "fresh next_handle.",
             SPECULATIVE,
         ),
         metrics_key="run_with",
-        options=(("linear", True),),
     ),
     OperationSpec(
         "release",
-        "release",
+        _speculation.release,
         m.ReleaseInput,
+        m.NullResult,
         _d("Release a proof handle."),
     ),
     OperationSpec(
         "update",
-        "update",
+        _sync.update,
         m.FileInput,
+        m.UpdateResult,
         _d(
             "Read the current on-disk Lean source into Beam's mirror and return its document version and "
             "whether it changed; no diagnostics barrier."
@@ -250,54 +328,59 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
     OperationSpec(
         "sync",
-        "sync",
+        _sync.sync,
         m.SyncInput,
+        m.SyncReply,
         _d(
             "Read the current on-disk Lean source, wait until Lean has elaborated that version, and return "
             "diagnostic counts and save readiness. Beam never applies or recovers speculative text: edit and "
             "save the file first."
         ),
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
+        progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="sync_file",
     ),
     OperationSpec(
         "refresh",
-        "refresh",
+        _sync.refresh,
         m.SyncInput,
+        m.SyncReply,
         _d(
             "Close and reopen the document from the current on-disk Lean source (version 1), then sync it; use "
             "after upstream modules changed."
         ),
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
+        progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="refresh_file",
     ),
     OperationSpec(
         "save",
-        "save",
+        _save.save,
         m.SaveInput,
+        m.SaveReply,
         _d(
             "Sync the current on-disk source, then write its Lean/Lake build artifacts (a development "
             "checkpoint, not a CI build) when the document is save-ready."
         ),
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
+        progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="save_olean",
     ),
     OperationSpec(
         "close_save",
-        "close_save",
+        _save.close_save,
         m.SaveInput,
+        m.CloseSaveResult,
         _d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
-        progress=Progress.PREPARATION | Progress.SETUP | Progress.FILE,
+        progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="close",
     ),
     OperationSpec(
         "close",
-        "close",
+        _sync.close,
         m.FileInput,
+        m.CloseResult,
         _d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
         idempotent=True,
         progress=Progress.PREPARATION,
@@ -309,9 +392,5 @@ BY_NAME: dict[str, OperationSpec] = {spec.name: spec for spec in OPERATIONS}
 
 
 def implemented() -> tuple[OperationSpec, ...]:
-    """The operations this version serves, in public tool order (cheap: no Lean stack is imported).
-
-    Every registered operation is implemented; `Broker.operations()` returns the same tuple, and a test checks
-    that each one has a runtime handler.
-    """
+    """The operations this version serves, in public tool order (cheap: no Lean stack is imported)."""
     return OPERATIONS

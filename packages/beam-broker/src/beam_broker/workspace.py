@@ -1,6 +1,7 @@
-"""The local workspace descriptor `{"root": <absolute path>}`: validation, canonical root, cache key.
+"""The local workspace descriptor `{"root": <absolute path>}`: validation, canonical root, cache key, tool paths.
 
-A descriptor selects the Lean runtime and toolchain; it is not a filesystem sandbox.
+A descriptor selects the Lean runtime and toolchain; it is not a filesystem sandbox. What makes a directory a
+Lean/Lake project is `beam_lsp.project`'s rule (the only copy); this module adds the descriptor's messages.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import invalid_input
+from beam_lsp.project import PROJECT_MARKERS, is_project_root
 
-PROJECT_MARKERS = ("lean-toolchain", "lakefile.toml", "lakefile.lean")
+from .errors import invalid_input
 
 
 class WorkspaceDescriptor(BaseModel):
     """The public local workspace descriptor."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     root: str = Field(description="Absolute Lean/Lake project root path.")
 
@@ -29,13 +30,14 @@ def cache_key(canonical_root: str) -> str:
     return f"local:{canonical_root}"
 
 
-def resolve(raw: Any, *, for_drop: bool = False) -> WorkspaceDescriptor:
+def resolve(raw: Any, *, allow_vanished: bool = False) -> WorkspaceDescriptor:
     """Validate a raw descriptor and return it with the canonical root.
 
     Args:
         raw: The JSON value given as `workspace`.
-        for_drop: Accept an absolute root whose directory or project markers have vanished (drop of a
-            canonical descriptor echoed earlier): it is normalized lexically instead.
+        allow_vanished: Accept an absolute root whose directory or project markers have vanished (an operation
+            on the broker's table of runtimes, such as dropping a canonical descriptor echoed earlier): it is
+            normalized lexically instead.
 
     Raises:
         BrokerError: `invalidInput` with the messages the contract pins.
@@ -56,20 +58,20 @@ def resolve(raw: Any, *, for_drop: bool = False) -> WorkspaceDescriptor:
     if not os.path.isabs(root):
         raise invalid_input(f"workspace root must be an absolute path: {root}")
     if not os.path.exists(root):
-        if for_drop:
+        if allow_vanished:
             return WorkspaceDescriptor(root=os.path.normpath(root))
         raise invalid_input(f"workspace root does not resolve: {root}")
     canonical = os.path.realpath(root)
     if not os.path.isdir(canonical):
-        if for_drop:
+        if allow_vanished:
             return WorkspaceDescriptor(root=os.path.normpath(root))
         raise invalid_input(f"workspace root is not a directory: {root}")
-    if not any(os.path.exists(os.path.join(canonical, m)) for m in PROJECT_MARKERS):
-        if for_drop:
+    if not is_project_root(Path(canonical)):
+        if allow_vanished:
             return WorkspaceDescriptor(root=canonical)
         raise invalid_input(
-            f"workspace root is not a Lean/Lake project (expected lean-toolchain, lakefile.toml or "
-            f"lakefile.lean): {root}"
+            f"workspace root is not a Lean/Lake project (expected {', '.join(PROJECT_MARKERS[:-1])} or "
+            f"{PROJECT_MARKERS[-1]}): {root}"
         )
     return WorkspaceDescriptor(root=canonical)
 
@@ -87,14 +89,3 @@ def display_path(root: str, path: Path) -> str:
         return path.relative_to(root).as_posix()
     except ValueError:
         return path.as_uri()
-
-
-def module_name(root: str, path: Path) -> str | None:
-    """Lean module name of a file under the root (`Foo/Bar.lean` -> `Foo.Bar`), else None."""
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        return None
-    if rel.suffix != ".lean":
-        return None
-    return ".".join(rel.with_suffix("").parts)

@@ -1,0 +1,250 @@
+"""One call's context: its runtime and event sink, the event watch on a document, and update-and-sync.
+
+Owns: forwarding Lean's progress, Lake setup lines and scoped diagnostics of the watched document as events
+(subscribed before the document is opened or changed, so nothing is missed), and the interpreted barrier that
+`sync`, `refresh`, `save` and `close_save` share (spec §3.7: incomplete, stale dependencies, or the verdict).
+Handler modules build on it; it never maps beam-lsp errors (the broker's boundary does) and never speaks MCP.
+The Lean client stack is imported lazily, so the registry stays cheap to import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from beam_lsp import Elaboration, path_to_uri
+
+from . import _verdict as verdict
+from . import models as m
+from ._util import single_errors
+from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError
+from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
+from .workspace import WorkspaceDescriptor, resolve_path
+
+if TYPE_CHECKING:
+    from beam_lsp import LeanClient, LspEvent, SyncResult
+
+    from ._documents import DocState
+    from .runtime import WorkspaceRuntime
+
+
+@dataclasses.dataclass
+class Watch:
+    """What one call watches: a document URI and, once known, its version and last progress."""
+
+    uri: str
+    path: str
+    version: int = 0
+    progress: verdict.ProgressTracker = dataclasses.field(default_factory=verdict.ProgressTracker)
+    seen: set[str] = dataclasses.field(default_factory=set)
+
+    def bind(self, doc: DocState, changed: bool) -> None:
+        """Set the tracked version; an unchanged document continues from its last known progress."""
+        self.version = doc.version
+        if not changed and self.progress.updates == 0:
+            self.progress = doc.progress.copy()
+
+
+@dataclasses.dataclass(frozen=True)
+class Synced:
+    """A document read from disk and taken through the diagnostics barrier."""
+
+    client: LeanClient
+    doc: DocState
+    sync: m.SyncResult
+    progress: verdict.ProgressTracker
+    changed: bool
+
+
+@dataclasses.dataclass
+class Call:
+    """The context of one workspace-scoped call: the runtime it runs on, where its events go, what it echoes.
+
+    A call holds on to the Lean session it first used: if that server dies during the call, the call fails with
+    `workerExited` (the next call restarts the server) instead of silently continuing on a new one.
+    """
+
+    runtime: WorkspaceRuntime
+    ctx: CallContext
+    workspace: WorkspaceDescriptor
+    _client: LeanClient | None = None
+
+    def emit(self, event: BrokerEvent) -> None:
+        """Send one event to the caller."""
+        self.ctx.emit(event)
+
+    async def client(self) -> LeanClient:
+        """The call's Lean client: the runtime's (started on first use), then the same one for the whole call.
+
+        Raises:
+            ServerExited: The server this call was using has exited (the boundary makes it `workerExited`).
+            BrokerError: `runtimeSetup` when no server can be started.
+        """
+        if self._client is None:
+            self._client = await self.runtime.client()
+        elif self._client.exited is not None:
+            raise self._client.exited
+        return self._client
+
+    async def update(self, rel: str) -> tuple[LeanClient, DocState, bool]:
+        """Read the file from disk into Lean (see `WorkspaceRuntime.update`)."""
+        client = await self.client()
+        doc, changed = await self.runtime.update(client, rel)
+        return client, doc, changed
+
+    async def checked(self, rel: str, version: int) -> tuple[LeanClient, DocState]:
+        """`update`, insisting on the caller's document version (see `WorkspaceRuntime.checked`)."""
+        client = await self.client()
+        return client, await self.runtime.checked(client, rel, version)
+
+    async def close(self, rel: str) -> None:
+        """Close the document in the call's server, or the running one; starts no server."""
+        await self.runtime.close_doc(self._client or self.runtime.live_client(), rel)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, client: LeanClient, watch: Watch, scope: str | None) -> AsyncIterator[Watch]:
+        """Forward the document's progress, setup lines and (scoped, deduplicated) diagnostics as events.
+
+        Subscribe *before* the document is opened or changed, so no early notification is missed.
+        """
+        from beam_lsp import DiagnosticsEvent, ProgressEvent
+
+        def handle(event: LspEvent) -> None:
+            if isinstance(event, ProgressEvent) and event.params.textDocument.uri == watch.uri:
+                v = event.params.textDocument.version
+                if v is None or v >= watch.version:
+                    watch.progress.feed(event.params)
+                    self.emit(FileProgressEvent(watch.path, watch.progress.snapshot().dump()))
+            elif isinstance(event, DiagnosticsEvent) and event.uri == watch.uri:
+                if event.version is not None and event.version < watch.version:
+                    return
+                diags = verdict.visible(event.diagnostics)
+                for d in diags:
+                    key = d.model_dump_json()
+                    if key in watch.seen:
+                        continue
+                    watch.seen.add(key)
+                    if verdict.is_setup_line(d):
+                        self.emit(SetupEvent(d.message.strip(), watch.path))
+                    if scope is not None and verdict.in_scope(d, scope, diags):
+                        item = verdict.item(d, path=watch.path, uri=watch.uri, version=event.version)
+                        self.emit(DiagnosticEvent(item.dump()))
+
+        async with client.subscribe() as events, anyio.create_task_group() as tg:
+
+            async def pump() -> None:
+                async for event in events:
+                    handle(event)
+
+            tg.start_soon(pump)
+            try:
+                yield watch
+            finally:
+                tg.cancel_scope.cancel()
+                # Notifications that preceded the barrier's answer are already buffered: deliver them too.
+                while True:
+                    try:
+                        handle(events.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                        break
+
+    async def update_and_sync(self, rel: str, scope: str, *, include_items: bool) -> Synced:
+        """Read the file into the mirror and take the interpreted barrier, streaming events throughout.
+
+        Raises:
+            BrokerError: `syncBarrierIncomplete` (see `interpret`), or what reading the file raises.
+        """
+        rt = self.runtime
+        path = resolve_path(rt.root, rel)
+        client = await self.client()
+        watch = Watch(path_to_uri(path), rt.display(path))
+        with single_errors():
+            async with self.watch(client, watch, scope):
+                client, doc, changed = await self.update(rel)
+                watch.bind(doc, changed)
+                result = await client.sync(doc.uri)
+        sync = self.interpret(result, watch.progress, scope, include_items=include_items, changed=changed, doc=doc)
+        return Synced(client, doc, sync, watch.progress, changed)
+
+    def interpret(
+        self,
+        result: SyncResult,
+        progress: verdict.ProgressTracker,
+        scope: str,
+        *,
+        include_items: bool,
+        changed: bool,
+        doc: DocState,
+    ) -> m.SyncResult:
+        """Interpret a barrier result (spec §3.7): incomplete, stale dependencies, or the verdict.
+
+        Raises:
+            BrokerError: `syncBarrierIncomplete` with the stale dependencies and a recovery plan.
+        """
+        documents = self.runtime.documents
+        if result.elaboration is Elaboration.COMPLETE and not progress.done:
+            progress.done = True
+            progress.range_start_line = None
+        diags = verdict.visible(result.diagnostics)
+        path = self.runtime.display(doc.path)
+        incomplete = [d for d in diags if verdict.is_completion_blocking(d)]
+        stale = documents.stale_deps(doc)
+        blocking_hints = bool(stale) and (not changed or any(s["needsSave"] for s in stale))
+        if result.elaboration is not Elaboration.COMPLETE or incomplete or blocking_hints:
+            progress.done = False
+            raise _incomplete(result, progress, doc, path, incomplete, stale)
+        items = None
+        if include_items:
+            items = [
+                verdict.item(d, path=path, uri=doc.uri, version=doc.version, save_blocking=d.is_error)
+                for d in diags
+                if verdict.in_scope(d, scope, diags)
+            ]
+        sync = m.SyncResult(
+            path=path,
+            version=doc.version,
+            diagnostics=m.Diagnostics(counts=verdict.counts(diags), items=items),
+            readiness=verdict.readiness(diags, elaborated=True),
+        )
+        documents.record_sync(doc, progress)
+        return sync
+
+
+def _incomplete(
+    result: SyncResult,
+    progress: verdict.ProgressTracker,
+    doc: DocState,
+    path: str,
+    incomplete: list[Any],
+    stale: list[dict[str, Any]],
+) -> BrokerError:
+    fp = progress.snapshot().model_dump_json(exclude_none=True)
+    save_deps = [s["path"] for s in stale if s["needsSave"]]
+    plan = [f'lean-beam save "{p}"' for p in save_deps] + [f'lean-beam refresh "{path}"', "lake build"]
+    return BrokerError(
+        SYNC_BARRIER_INCOMPLETE,
+        f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; "
+        f"fileProgress={fp}. An imported target may be stale or broken, or the Lean worker may have "
+        "exited. Run `lake build` or fix the upstream module first.",
+        {
+            "targetPath": path,
+            "elaboration": result.elaboration.value,
+            "staleDirectDeps": stale,
+            "saveDeps": save_deps,
+            "completionBlockingDiagnostics": [
+                {
+                    "range": (d.fullRange or d.range).model_dump(mode="json"),
+                    "severity": verdict.effective_severity(d),
+                    "message": d.message,
+                    "saveBlocking": False,
+                    "completionBlocking": True,
+                }
+                for d in incomplete
+            ],
+            "recoveryPlan": plan,
+        },
+    )

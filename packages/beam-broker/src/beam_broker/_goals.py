@@ -1,0 +1,138 @@
+"""Proof-state operations: `goals` before/after a tactic, `todo` items in a range, and `code_action_resolve`.
+
+Goals come from `Lean.Widget.getInteractiveGoals` (structured) with `$/lean/plainGoal` as the fallback; todo
+combines the lexical `sorry` scan, Lean's diagnostics and code actions (`_analysis` holds the pure rules).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from beam_lsp import Elaboration, Position, Range, ResponseError
+
+from . import _analysis as analysis
+from . import _verdict as verdict
+from . import models as m
+from ._call import Call
+from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
+
+if TYPE_CHECKING:
+    from beam_lsp import LeanClient, LeanDiagnostic
+
+
+def document_range(start: tuple[int, int], end: tuple[int, int]) -> Range:
+    """A `Range` from (line, character) pairs."""
+    return Range(start=Position(line=start[0], character=start[1]), end=Position(line=end[0], character=end[1]))
+
+
+async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState | None:
+    """The goals at a position: structured when Lean's RPC answers, else parsed from the plain goal text."""
+    try:
+        structured = await client.interactive_goals(uri, pos)
+    except ResponseError:
+        structured = None  # no RPC session (e.g. a file worker without widgets): fall back to plain goals
+    state = analysis.goals_from_interactive(structured)
+    if state is not None:
+        return state
+    plain = await client.plain_goal(uri, pos)
+    return None if plain is None else analysis.goals_from_plain(plain)
+
+
+async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
+    """Structured goals before or after the tactic at a position."""
+    client, doc = await call.checked(inp.path, inp.version)
+    pos = Position(line=inp.line, character=inp.character)
+    text_doc = client.document(doc.uri)
+    text_doc.validate(pos)
+    start, end = analysis.tactic_span(text_doc, pos)
+    state = await goals_at(client, doc.uri, start if inp.mode == "before" else end)
+    if state is None:
+        raise invalid_params(analysis.NO_GOALS.format(line=inp.line, character=inp.character))
+    return m.GoalsResult(workspace=call.workspace, goals=state.goals)
+
+
+async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
+    """Actionable items in a range of a document version (after a complete barrier)."""
+    client, doc = await call.checked(inp.path, inp.version)
+    text_doc = client.document(doc.uri)
+    query = document_range((inp.start_line, inp.start_character), (inp.end_line, inp.end_character))
+    text_doc.validate_range(query)
+    result = await client.sync(doc.uri)
+    if result.elaboration is not Elaboration.COMPLETE:
+        raise BrokerError(
+            SYNC_BARRIER_INCOMPLETE, f"Lean did not finish elaborating {doc.uri} at version {doc.version}"
+        )
+    diags = verdict.visible(result.diagnostics)
+    qjson = query.model_dump(mode="json")
+    kinds = set(inp.kinds or analysis.KIND_ORDER)
+    items: list[m.TodoItem] = []
+    if "sorry" in kinds:
+        for a, b in analysis.sorry_ranges(text_doc.text):
+            start, end = text_doc.position_at(a), text_doc.position_at(b)
+            rng = Range(start=start, end=end).model_dump(mode="json")
+            if analysis.matches(rng, qjson):
+                items.append(
+                    m.TodoItem(kind="sorry", range=rng, run_at_position=rng["start"], message="syntactic sorry")
+                )
+    for d in diags:
+        rng = (d.fullRange or d.range).model_dump(mode="json")
+        if analysis.matches(rng, qjson):
+            items.extend(await _diagnostic_items(client, doc.uri, d, rng, kinds, inp.suggest))
+    if "code_action" in kinds:
+        overlapping = [d for d in diags if analysis.matches((d.fullRange or d.range).model_dump(mode="json"), qjson)]
+        actions = await client.code_actions(doc.uri, query, diagnostics=overlapping)
+        items.extend(
+            m.TodoItem(
+                kind="code_action",
+                range=analysis.action_range(action, qjson),
+                message=str(action.get("title", "")),
+                code_action=action,
+            )
+            for action in actions
+        )
+    return m.TodoResult(workspace=call.workspace, version=doc.version, range=qjson, items=analysis.finish(items))
+
+
+async def _diagnostic_items(
+    client: LeanClient, uri: str, d: LeanDiagnostic, rng: dict[str, object], kinds: set[str], suggest: str
+) -> list[m.TodoItem]:
+    items: list[m.TodoItem] = []
+    if "hole" in kinds and analysis.is_hole(d):
+        items.append(
+            m.TodoItem(
+                kind="hole",
+                range=d.range.model_dump(mode="json"),
+                run_at_position=d.range.start.model_dump(mode="json"),
+                message="term hole",
+            )
+        )
+    if "incomplete_proof" in kinds and analysis.is_unsolved_goals(d):
+        end = (d.fullRange or d.range).end
+        items.append(
+            m.TodoItem(
+                kind="incomplete_proof",
+                range=rng,
+                run_at_position=end.model_dump(mode="json"),
+                run_at_text="exact ?_" if suggest == "basic" else None,
+                message="incomplete proof",
+                proof_state=await goals_at(client, uri, end),
+            )
+        )
+    if "diagnostic" in kinds:
+        items.append(
+            m.TodoItem(kind="diagnostic", range=rng, message=d.message, severity=d.severity, diagnostic=d.wire())
+        )
+    return items
+
+
+async def code_action_resolve(call: Call, inp: m.CodeActionResolveInput) -> m.CodeActionResolveResult:
+    """Resolve a code action `todo` returned, for the same document version."""
+    data = inp.code_action.get("data")
+    if not isinstance(data, dict):
+        raise invalid_params("code_action_resolve requires codeAction.data (pass an action returned by lean_todo)")
+    client, doc = await call.checked(inp.path, inp.version)
+    target = ((data.get("params") or {}).get("textDocument") or {}).get("uri")
+    if target != doc.uri:
+        raise invalid_params(f"codeAction.data targets {target}, not requested document {doc.uri}")
+    resolved = await client.resolve_code_action(inp.code_action)
+    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=resolved)

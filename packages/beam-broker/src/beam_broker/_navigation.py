@@ -1,0 +1,94 @@
+"""Navigation operations: hover, signature help, definition, references, document and workspace symbols.
+
+Each answers for the caller's document version (workspace symbols excepted) with Lean's own LSP JSON; the
+request is sent right after the ordered change, so it never waits behind a whole-file barrier (DESIGN §4).
+lsprotocol is imported lazily, so the registry stays cheap to import.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from beam_lsp import Position
+
+from . import models as m
+from ._call import Call
+
+if TYPE_CHECKING:
+    from beam_lsp import LeanClient
+
+    from ._documents import DocState
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def lsp_json(value: Any) -> Any:
+    """Plain LSP JSON of lsprotocol or pydantic values."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [lsp_json(v) for v in value]
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    from lsprotocol import converters
+
+    return _plain(converters.get_converter().unstructure(value))
+
+
+async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, Position]:
+    client, doc = await call.checked(inp.path, inp.version)
+    return client, doc, Position(line=inp.line, character=inp.character)
+
+
+async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
+    """Lean's hover at a position: `{contents, range}`, or `{"result": null}`."""
+    client, doc, pos = await _at(call, inp)
+    found = lsp_json(await client.hover(doc.uri, pos))
+    if found is None:
+        return m.HoverResult(m.NullResult(workspace=call.workspace, result=None))
+    return m.HoverResult(m.Hover(workspace=call.workspace, **found))
+
+
+async def signature_help(call: Call, inp: m.PositionInput) -> m.SignatureHelpResult:
+    """Lean's signature help at a position, or `{"result": null}`."""
+    client, doc, pos = await _at(call, inp)
+    found = lsp_json(await client.signature_help(doc.uri, pos))
+    if found is None:
+        return m.SignatureHelpResult(m.NullResult(workspace=call.workspace, result=None))
+    return m.SignatureHelpResult(m.SignatureHelp(workspace=call.workspace, **found))
+
+
+async def definition(call: Call, inp: m.PositionInput) -> m.LspList:
+    """Definition locations (`Location[]` or `LocationLink[]`)."""
+    client, doc, pos = await _at(call, inp)
+    return m.LspList(workspace=call.workspace, result=lsp_json(await client.definition(doc.uri, pos)))
+
+
+async def references(call: Call, inp: m.ReferencesInput) -> m.LspList:
+    """References across the project (`Location[]`)."""
+    client, doc, pos = await _at(call, inp)
+    refs = await client.references(doc.uri, pos, include_declaration=inp.include_declaration)
+    return m.LspList(workspace=call.workspace, result=lsp_json(refs))
+
+
+async def document_symbols(call: Call, inp: m.DocumentInput) -> m.LspList:
+    """Declarations and sections of the document version."""
+    client, doc = await call.checked(inp.path, inp.version)
+    return m.LspList(workspace=call.workspace, result=lsp_json(await client.document_symbols(doc.uri)))
+
+
+async def workspace_symbols(call: Call, inp: m.WorkspaceSymbolsInput) -> m.LspList:
+    """Fuzzy declaration search across the workspace (no document version)."""
+    client = await call.client()
+    return m.LspList(workspace=call.workspace, result=lsp_json(await client.workspace_symbols(inp.query)))

@@ -1,0 +1,264 @@
+"""The broker: workspace runtimes keyed by canonical root, and `call()`, the one entry point for operations.
+
+`call()` = validate (the registry entry's `parse`) -> the preparation event -> the error boundary
+(`errors.lean_errors`) around the entry's handler -> metrics. The broker hosts each runtime in a task of its own
+task group (the runtime owns its inner task group); it never reaches into a runtime's session, and it never
+dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, cast
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from pydantic import BaseModel
+
+from beam_lsp import Redactor
+
+from ._call import Call
+from ._metrics import SUCCESS
+from ._util import single_errors
+from .config import BrokerConfig
+from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
+from .events import CallContext, PreparationEvent
+from .models import HasWorkspace, PathInput
+from .operations import BY_NAME, OperationSpec, Scope, implemented
+from .runtime import WorkspaceRuntime
+from .workspace import WorkspaceDescriptor, cache_key, resolve
+
+log = logging.getLogger("beam_broker")
+
+
+@dataclasses.dataclass
+class _Hosted:
+    """A runtime being opened or open in the broker's task group; `ready` is set once `runtime` exists."""
+
+    ready: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    stop: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    runtime: WorkspaceRuntime | None = None
+
+
+class Broker:
+    """Process-wide registry of workspace runtimes and the entry point for operations."""
+
+    def __init__(self, config: BrokerConfig, task_group: TaskGroup) -> None:
+        """Internal: use `Broker.open`."""
+        self.config = config
+        self.env: Mapping[str, str] = config.environment()
+        self.redactor = Redactor.from_sources(self.env, list(config.lean_cmd or ()))
+        self._tg = task_group
+        self._runtimes: dict[str, _Hosted] = {}
+        self._diagnostic_listeners: list[Callable[[str], None]] = []
+        self._save_lock = anyio.Lock()
+        self._started = time.monotonic()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
+        """Create a broker; leaving the block shuts every Lean server down."""
+        with single_errors():
+            async with anyio.create_task_group() as tg:
+                broker = cls(config or BrokerConfig(), tg)
+                try:
+                    yield broker
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        for key in list(broker._runtimes):
+                            await broker._close(key)
+                    tg.cancel_scope.cancel()
+
+    # ---- registry -----------------------------------------------------------------------------------
+    def operations(self) -> tuple[OperationSpec, ...]:
+        """The implemented operations, in public tool order."""
+        return implemented()
+
+    # ---- runtimes -----------------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """Whether any workspace runtime exists."""
+        return bool(self._runtimes)
+
+    def cached(self, root: str) -> WorkspaceRuntime | None:
+        """The open runtime of a canonical root, if one is cached."""
+        hosted = self._runtimes.get(cache_key(root))
+        return hosted.runtime if hosted is not None else None
+
+    async def runtime(self, descriptor: WorkspaceDescriptor) -> WorkspaceRuntime:
+        """The runtime of a resolved descriptor, opened on first use (one per root, even under concurrent calls)."""
+        key = cache_key(descriptor.root)
+        hosted = self._runtimes.get(key)
+        if hosted is None:
+            hosted = _Hosted()
+            self._runtimes[key] = hosted  # before any await: concurrent callers wait for this one
+            try:
+                await self._tg.start(self._host, descriptor.root, hosted)
+            finally:
+                if hosted.runtime is None:  # cancelled or failed while opening: let the next caller retry
+                    if self._runtimes.get(key) is hosted:
+                        del self._runtimes[key]
+                    hosted.ready.set()
+        await hosted.ready.wait()
+        if hosted.runtime is None:
+            raise BrokerError(INTERNAL_ERROR, f"the runtime of {descriptor.root} could not be opened")
+        return hosted.runtime
+
+    async def _host(self, root: str, hosted: _Hosted, *, task_status: TaskStatus[None]) -> None:
+        try:
+            async with WorkspaceRuntime.open(
+                root,
+                self.config,
+                env=self.env,
+                redactor=self.redactor,
+                save_lock=self._save_lock,
+                on_diagnostics=self._diagnostics_changed,
+            ) as runtime:
+                hosted.runtime = runtime
+                hosted.ready.set()
+                task_status.started()
+                await hosted.stop.wait()
+        finally:
+            hosted.done.set()
+
+    async def _close(self, key: str) -> WorkspaceRuntime | None:
+        hosted = self._runtimes.pop(key, None)
+        if hosted is None:
+            return None
+        hosted.stop.set()
+        with anyio.CancelScope(shield=True):
+            await hosted.done.wait()
+        return hosted.runtime
+
+    async def drop(self, descriptor: WorkspaceDescriptor) -> bool:
+        """Evict one workspace runtime (its Lean server stops); False when none was cached.
+
+        Every file the runtime knew is reported to the diagnostics listeners afterwards (it is untracked now).
+        """
+        runtime = self.cached(descriptor.root)
+        files = runtime.files() if runtime is not None else []
+        closed = await self._close(cache_key(descriptor.root))
+        for path in files:
+            self._diagnostics_changed(path)
+        return closed is not None
+
+    # ---- calls --------------------------------------------------------------------------------------
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | BaseModel, ctx: CallContext | None = None
+    ) -> dict[str, Any]:
+        """Validate `arguments` for operation `name`, run it, and return its JSON result.
+
+        Args:
+            name: An operation name (`OperationSpec.name`).
+            arguments: The JSON arguments, or the operation's input model as `OperationSpec.parse` returned it.
+            ctx: Where the call's events go.
+
+        Raises:
+            BrokerError: Every failure (`invalidInput` before any Lean work; see `errors`). Cancellation of the
+                caller's scope propagates as such.
+        """
+        spec = BY_NAME.get(name)
+        if spec is None:
+            raise invalid_input(f"unknown operation {name!r}")
+        ctx = ctx or CallContext()
+        inp = self._input(spec, arguments)
+        path = inp.path if isinstance(inp, PathInput) else None
+        ctx.emit(PreparationEvent(spec.preparation(path), path))
+        workspace = cast(HasWorkspace, inp).workspace
+        runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
+        target: Any = Call(runtime, ctx, workspace) if runtime is not None else self
+        started = time.perf_counter()
+        outcome = SUCCESS
+        try:
+            with lean_errors():
+                result = await spec.handler(target, inp)
+                if not isinstance(result, spec.output_model):
+                    raise TypeError(f"{spec.name} returned {type(result).__name__}, not {spec.output_model.__name__}")
+        except BrokerError as exc:
+            outcome = exc.code
+            raise
+        except anyio.get_cancelled_exc_class():
+            outcome = REQUEST_CANCELLED
+            raise
+        finally:
+            if runtime is not None:
+                runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
+        out: dict[str, Any] = result.model_dump(mode="json")
+        return out
+
+    @staticmethod
+    def _input(spec: OperationSpec, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
+        if not isinstance(arguments, BaseModel):
+            return spec.parse(arguments)
+        if not isinstance(arguments, spec.input_model):
+            raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
+        # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
+        raw = cast(HasWorkspace, arguments).workspace
+        descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)
+        return arguments if descriptor == raw else arguments.model_copy(update={"workspace": descriptor})
+
+    # ---- stats and reports --------------------------------------------------------------------------
+    def _open(self) -> list[WorkspaceRuntime]:
+        return [h.runtime for h in self._runtimes.values() if h.runtime is not None]
+
+    def stats(self) -> dict[str, Any]:
+        """`beam_stats`: uptime and every cached workspace's sessions and metrics."""
+        runtimes = sorted(self._open(), key=lambda rt: rt.key)
+        if not runtimes:
+            return {"uptimeMs": 0, "workspaces": {}}
+        return {
+            "uptimeMs": int((time.monotonic() - self._started) * 1000),
+            "workspaces": {rt.key: rt.stats() for rt in runtimes},
+        }
+
+    async def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
+        """Stats and open files of a cached workspace (for feedback reports), or None.
+
+        Reading each open file's disk status is file I/O, so this is async (it never blocks the event loop).
+        """
+        rt = self.cached(root)
+        if rt is None:
+            return None
+        return {"stats": rt.stats(), "open_files": await rt.open_files()}
+
+    # ---- diagnostics resources ----------------------------------------------------------------------
+    def open_documents(self) -> list[str]:
+        """Canonical paths of the open source documents of every cached workspace, sorted (no probe mirrors)."""
+        return sorted({path for rt in self._open() for path in rt.open_paths()})
+
+    def diagnostics(self, path: str) -> dict[str, Any]:
+        """What Beam knows about one file's diagnostics (mcpls resource fields; never triggers analysis).
+
+        Returns `{tracked, availability, diagnostics, version?, elaboration?, processing?}` from the cache of the
+        workspace that has the file open or cached; `tracked: false` with an empty list when none does.
+        """
+        canonical = os.path.realpath(path)
+        for rt in self._open():
+            snap = rt.diagnostics(canonical)
+            if snap is not None:
+                return snap
+        return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+
+    def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call `listener(canonical_path)` whenever a source file's cached diagnostics change.
+
+        Changes are publishes, progress, evictions, server restarts and drops, in every current and future
+        workspace. Returns a function that removes the listener.
+        """
+        self._diagnostic_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._diagnostic_listeners:
+                self._diagnostic_listeners.remove(listener)
+
+        return remove
+
+    def _diagnostics_changed(self, path: str) -> None:
+        for listener in list(self._diagnostic_listeners):
+            listener(path)
