@@ -1,44 +1,43 @@
-"""The `lean-beam` daemon: its protocol in-process (fake Lean), and `daemon start|status|stop` as processes."""
+"""The `lean-beam` daemon server: its protocol in-process (fake Lean), and `daemon start|status|stop` as processes."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import signal
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from beam_broker import BrokerConfig, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker import BrokerConfig, DiagnosticEvent, FileProgressEvent, PreparationEvent
 from beam_broker import _daemon as daemon
+from beam_broker import _daemon_client as client
 from beam_broker import errors as codes
 from beam_broker.events import BrokerEvent
 from tests.support.fixtures import fake_cmd
+from tests.support.projects import fake_project
 
-from .test_cli import Cli, cli_env, fake_cli, lean_cli, project, state_dir
+from .support import Cli, alive, cli_env, wait_dead
 
-__all__ = ["fake_cli", "lean_cli", "state_dir"]  # fixtures shared with test_cli.py
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass
 class Served:
-    paths: daemon.DaemonPaths
+    paths: client.DaemonPaths
     done: anyio.Event
     reason: list[str]
 
     async def call(self, op: str, arguments: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[BrokerEvent]]:
         events: list[BrokerEvent] = []
         with anyio.fail_after(30):
-            answer = await daemon.request(self.paths, op, arguments, events.append)
+            answer = await client.request(self.paths, op, arguments, events.append)
         return answer, events
 
     async def raw(self, line: bytes) -> list[dict[str, Any]]:
@@ -60,14 +59,18 @@ async def served(
     root: Path, state: Path, config: dict[str, Any] | None = None, *, watch_interval: float = 5.0
 ) -> AsyncIterator[Served]:
     """A daemon served in this process (no lock, no signals) on the fake Lean; shut down on exit."""
-    paths = daemon.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state)})
+    paths = client.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state)})
     broker_config = BrokerConfig(lean_cmd=fake_cmd(config), env={"PATH": os.environ.get("PATH", "")})
     ready, done = anyio.Event(), anyio.Event()
     reason: list[str] = []
 
     async def run() -> None:
         try:
-            reason.append(await daemon.serve(paths, broker_config, watch_interval=watch_interval, on_ready=ready.set))
+            reason.append(
+                await daemon.serve(
+                    paths, broker_config, info={"leanCmd": None}, watch_interval=watch_interval, on_ready=ready.set
+                )
+            )
         finally:
             done.set()
 
@@ -80,66 +83,35 @@ async def served(
         finally:
             with anyio.fail_after(30), anyio.CancelScope(shield=True):
                 if not done.is_set():
-                    await daemon.request(paths, daemon.SHUTDOWN, linger=True)
+                    await client.request(paths, client.SHUTDOWN, linger=True)
                 await done.wait()
 
 
-def wait_dead(pid: int, timeout: float = 20) -> None:
-    """Wait until a process (not our child) is gone or a zombie."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} is still alive after {timeout} s")
+@contextmanager
+def logged(message: str) -> Iterator[anyio.Event]:
+    """An event set when the daemon logs a record whose text contains `message` (its log is its trace)."""
+    seen = anyio.Event()
 
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if message in record.getMessage():
+                seen.set()
 
-def alive(pid: int) -> bool:
+    logger = logging.getLogger("beam_broker.daemon")
+    handler, level = Watch(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-# ---- paths and wire -----------------------------------------------------------------------------------
-def test_socket_paths_hash_the_canonical_root_under_a_private_directory(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p")
-    alias = tmp_path / "alias"
-    alias.symlink_to(root)
-    paths = daemon.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state_dir)})
-    assert paths.socket.parent == state_dir / "beam" and paths.socket.suffix == ".sock" and len(paths.socket.stem) == 16
-    assert daemon.paths_for(str(alias), {"XDG_RUNTIME_DIR": str(state_dir)}) == paths
-    assert paths.root == str(root)
-    fallback = daemon.paths_for(str(root), {"HOME": str(tmp_path)})
-    assert fallback.socket.parent == tmp_path / ".cache" / "beam"
-    daemon.ensure_private_dir(paths.directory)
-    assert paths.directory.stat().st_mode & 0o777 == 0o700
-
-
-def test_every_event_kind_round_trips_through_the_wire() -> None:
-    events: list[BrokerEvent] = [
-        PreparationEvent("lean_sync on A.lean: preparing", "A.lean"),
-        SetupEvent("Built Demo.Basic"),
-        FileProgressEvent("A.lean", {"updates": 2, "done": True}),
-        DiagnosticEvent({"path": "A.lean", "severity": "error", "message": "boom"}),
-    ]
-    for event in events:
-        wire = json.loads(daemon.encode(daemon.event_wire(event)))
-        assert daemon.event_from_wire(wire) == event
-    assert [daemon.event_wire(e)["kind"] for e in events] == ["preparation", "setup", "fileProgress", "diagnostic"]
-    assert daemon.event_from_wire({"kind": "future"}) is None
-    assert daemon.event_from_wire({"kind": "setup", "bogus": 1}) is None
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 # ---- the protocol, in-process -------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_a_call_streams_its_events_then_one_result(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p", "theorem x : True := ERROR_HERE\n")
+    root = fake_project(tmp_path / "p", {"A.lean": "theorem x : True := ERROR_HERE\n"})
     async with served(root, state_dir) as d:
         args = {"workspace": {"root": str(root)}, "path": "A.lean", "diagnostic_scope": "all"}
         answer, events = await d.call("sync", args)
@@ -154,7 +126,7 @@ async def test_a_call_streams_its_events_then_one_result(tmp_path: Path, state_d
 async def test_bad_requests_get_one_invalid_input_error_and_the_daemon_keeps_serving(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
     async with served(root, state_dir) as d:
         for line, fragment in [
             (b"not json\n", "malformed request"),
@@ -162,10 +134,16 @@ async def test_bad_requests_get_one_invalid_input_error_and_the_daemon_keeps_ser
             (b'{"op": "sync", "op": "sync"}\n', "duplicate key"),
             (b'{"op": "sync", "extra": 1}\n', "unknown fields extra"),
             (b'{"op": "nope"}\n', "unknown operation 'nope'"),
+            (b'{"op": 3}\n', "'op' must be a string"),
             (b'{"op": "sync", "arguments": []}\n', "'arguments' must be an object"),
         ]:
             [answer] = await d.raw(line)
             assert answer["error"]["code"] == codes.INVALID_INPUT and fragment in answer["error"]["message"]
+        with anyio.fail_after(10):
+            async with await anyio.connect_unix(d.paths.socket) as conn:
+                await conn.send_eof()  # a client that hangs up before its request line is simply closed
+                with pytest.raises(anyio.EndOfStream):
+                    await conn.receive()
         answer, _ = await d.call("sync", {"workspace": {"root": "relative"}, "path": "A.lean"})
         assert answer["error"]["code"] == codes.INVALID_INPUT and "absolute" in answer["error"]["message"]
         ok, _ = await d.call("update", {"workspace": {"root": str(root)}, "path": "A.lean"})
@@ -174,14 +152,16 @@ async def test_bad_requests_get_one_invalid_input_error_and_the_daemon_keeps_ser
 
 @pytest.mark.anyio
 async def test_status_and_stats_describe_the_daemon_and_its_broker(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
     async with served(root, state_dir) as d:
         await d.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
-        status, _ = await d.call(daemon.STATUS)
-        stats, _ = await d.call(daemon.STATS)
+        status, _ = await d.call(client.STATUS)
+        stats, _ = await d.call(client.STATS)
+        current = await client.status(d.paths)
+        assert current is not None and current["pid"] == os.getpid()
     result = status["result"]
     assert result["running"] is True and result["pid"] == os.getpid() and result["root"] == str(root)
-    assert result["socket"] == str(d.paths.socket) and result["uptimeMs"] >= 0
+    assert result["socket"] == str(d.paths.socket) and result["uptimeMs"] >= 0 and result["leanCmd"] is None
     lean = stats["result"]["workspaces"][f"local:{root}"]["byBackend"]["lean"]
     assert lean["sessionStarts"] == 1 and lean["ops"]["sync_file"]["successCount"] == 1
 
@@ -190,7 +170,7 @@ async def test_status_and_stats_describe_the_daemon_and_its_broker(tmp_path: Pat
 async def test_closing_the_connection_cancels_the_call_and_the_runtime_stays_usable(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p", {"A.lean": "theorem x : True := trivial\n"})
     ws = {"workspace": {"root": str(root)}}
     async with served(root, state_dir, {"stall": ["textDocument/hover"]}) as d:
         await d.call("update", {**ws, "path": "A.lean"})
@@ -200,34 +180,33 @@ async def test_closing_the_connection_cancels_the_call_and_the_runtime_stays_usa
             if isinstance(event, PreparationEvent):
                 started.set()
 
-        async with anyio.create_task_group() as tg:
+        with logged("hover: cancelled") as cancelled:
+            async with anyio.create_task_group() as tg:
 
-            async def hover() -> None:
-                args = {**ws, "path": "A.lean", "version": 1, "line": 0, "character": 8}
-                await daemon.request(d.paths, "hover", args, on_event)
+                async def hover() -> None:
+                    args = {**ws, "path": "A.lean", "version": 1, "line": 0, "character": 8}
+                    await client.request(d.paths, "hover", args, on_event)
 
-            tg.start_soon(hover)
+                tg.start_soon(hover)
+                with anyio.fail_after(10):
+                    await started.wait()
+                tg.cancel_scope.cancel()  # closes the connection
             with anyio.fail_after(10):
-                await started.wait()
-            tg.cancel_scope.cancel()  # closes the connection
-        with anyio.fail_after(10):
-            while True:  # the daemon notices the hang-up on its own schedule
-                stats, _ = await d.call(daemon.STATS)
-                ops = stats["result"]["workspaces"][f"local:{root}"]["byBackend"]["lean"]["ops"]
-                if ops.get("hover", {}).get("cancelledCount") == 1:
-                    break
-                await anyio.sleep(0.02)
+                await cancelled.wait()  # logged once the broker has counted the cancelled call
+        stats, _ = await d.call(client.STATS)
+        ops = stats["result"]["workspaces"][f"local:{root}"]["byBackend"]["lean"]["ops"]
+        assert ops["hover"]["cancelledCount"] == 1
         again, _ = await d.call("update", {**ws, "path": "A.lean"})
         assert again["result"] == {"workspace": {"root": str(root)}, "version": 1, "changed": False}
 
 
 @pytest.mark.anyio
 async def test_shutdown_answers_and_closes_only_after_lean_has_stopped(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
     async with served(root, state_dir) as d:
         await d.call("update", {"workspace": {"root": str(root)}, "path": "A.lean"})
         with anyio.fail_after(30):
-            answer = await daemon.request(d.paths, daemon.SHUTDOWN, linger=True)
+            answer = await client.request(d.paths, client.SHUTDOWN, linger=True)
             assert answer["result"] == {"stopping": True, "pid": os.getpid()}
             await d.done.wait()
         assert not d.paths.socket.exists()
@@ -236,13 +215,13 @@ async def test_shutdown_answers_and_closes_only_after_lean_has_stopped(tmp_path:
 
 @pytest.mark.anyio
 async def test_the_daemon_stops_when_its_root_or_its_socket_file_disappears(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p")
     async with served(root, state_dir, watch_interval=0.05) as d:
         shutil.rmtree(root)
         with anyio.fail_after(10):
             await d.done.wait()
     assert d.reason == [f"the workspace root {root} was removed"]
-    root = project(tmp_path / "q")
+    root = fake_project(tmp_path / "q")
     async with served(root, state_dir, watch_interval=0.05) as d:
         d.paths.socket.unlink()
         with anyio.fail_after(10):
@@ -250,19 +229,14 @@ async def test_the_daemon_stops_when_its_root_or_its_socket_file_disappears(tmp_
     assert "was removed or replaced" in d.reason[0]
 
 
-@pytest.mark.anyio
-async def test_a_client_finds_no_daemon_without_a_socket_or_with_a_stale_one(tmp_path: Path, state_dir: Path) -> None:
-    import socket
+def test_a_second_daemon_for_a_root_does_not_serve(tmp_path: Path, state_dir: Path) -> None:
+    from filelock import FileLock
 
-    paths = daemon.paths_for(str(project(tmp_path / "p")), {"XDG_RUNTIME_DIR": str(state_dir)})
-    with pytest.raises(daemon.DaemonUnavailable):
-        await daemon.request(paths, daemon.STATUS)
-    daemon.ensure_private_dir(paths.directory)
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(paths.socket))  # bound, never listening, then closed: what a dead daemon leaves
-    with pytest.raises(daemon.DaemonUnavailable):
-        await daemon.request(paths, daemon.STATUS)
-    assert await daemon.status(paths) is None
+    root = fake_project(tmp_path / "p")
+    paths = client.paths_for(str(root), {"XDG_RUNTIME_DIR": str(state_dir)})
+    client.ensure_private_dir(paths.directory)
+    with FileLock(str(paths.lock)):
+        assert daemon.run_foreground(paths, BrokerConfig(lean_cmd=fake_cmd())) is False
 
 
 # ---- daemon start | status | stop, as processes ------------------------------------------------------
@@ -320,7 +294,7 @@ def test_the_daemon_process_exits_when_its_root_is_deleted(fake_cli: Cli) -> Non
 
 
 def test_daemon_start_without_lean_exits_3(tmp_path: Path, state_dir: Path) -> None:
-    root = project(tmp_path / "p")
+    root = fake_project(tmp_path / "p")
     result = Cli(cli_env({"PATH": ""}, state_dir), root)("daemon", "start")
     assert result.code == 3 and result.error["code"] == "runtimeSetup"
     assert not list(state_dir.glob("beam/*.sock"))

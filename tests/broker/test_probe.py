@@ -1,13 +1,9 @@
-"""Probe text surgery and handle bookkeeping (no Lean)."""
+"""Probe text surgery: where a probe goes and the mirror text that runs it (no Lean)."""
 
 from __future__ import annotations
 
-import pytest
-
-from beam_broker import BrokerError
-from beam_broker import _speculation as spec
-from beam_broker import errors as codes
-from beam_lsp import Position, TextDocument
+from beam_broker import _probe as spec
+from beam_lsp import LeanDiagnostic, Position, TextDocument
 
 SOURCE = (
     "prelude\n"
@@ -69,39 +65,24 @@ def test_command_mode_appends_after_the_enclosing_command_and_drops_the_rest() -
     assert probe.span_start == P(9, 0)  # the span is the last text's
 
 
-def test_handles_are_per_document_and_die_with_edits() -> None:
-    store = spec.HandleStore()
-    basis = spec.command_basis(doc(), P(1, 0))
-    raw = store.mint("tok", "file:///x/A.lean", 1, basis, ("def a := 1",))
-    assert store.get(raw, "file:///x/A.lean").texts == ("def a := 1",)
-    with pytest.raises(BrokerError) as other:
-        store.get(raw, "file:///x/B.lean")
-    assert other.value.code == codes.INVALID_PARAMS
-    store.invalidate_document("file:///x/A.lean", keep_version=2)
-    with pytest.raises(BrokerError) as stale:
-        store.get(raw, "file:///x/A.lean")
-    assert stale.value.code == codes.CONTENT_MODIFIED
-    with pytest.raises(BrokerError) as unknown:
-        store.get("runAt:nope", "file:///x/A.lean")
-    assert unknown.value.code == codes.INVALID_PARAMS and "unknown handle" in unknown.value.message
+def diag(message: str, severity: int | None, line: int = 0, character: int = 0) -> LeanDiagnostic:
+    at = {"line": line, "character": character}
+    return LeanDiagnostic.model_validate({"range": {"start": at, "end": at}, "message": message, "severity": severity})
 
 
-@pytest.mark.parametrize(
-    "handle",
-    [
-        None,
-        {},
-        {"workspaceId": "w", "backend": "lean", "epoch": "1", "session": "s", "raw": {"value": "r"}},
-        {"workspaceId": "w", "backend": "rocq", "epoch": 1, "session": "s", "raw": {"value": "r"}},
-        {"workspaceId": "w", "backend": "lean", "epoch": 1, "session": "s", "raw": "r"},
-    ],
-)
-def test_malformed_handles_are_invalid_params(handle: object) -> None:
-    with pytest.raises(BrokerError, match="malformed handle") as info:
-        spec.unwrap(handle)  # type: ignore[arg-type]
-    assert info.value.code == codes.INVALID_PARAMS
+def test_messages_belong_to_the_probe_when_they_start_inside_its_span() -> None:
+    start, end = P(2, 2), P(3, 4)
+    assert spec.in_span(diag("x", 1, 2, 2), start, end) and spec.in_span(diag("x", 1, 3, 4), start, end)
+    assert not spec.in_span(diag("x", 1, 2, 1), start, end) and not spec.in_span(diag("x", 1, 3, 5), start, end)
 
 
-def test_wrap_and_unwrap_round_trip() -> None:
-    wrapped = spec.wrap("local:/r", 3, "123-456", "runAt:x")
-    assert spec.unwrap(wrapped) == ("local:/r", 3, "123-456", "runAt:x")
+def test_run_messages_fold_hints_into_information_and_traces_are_recognized() -> None:
+    assert [spec.run_severity(diag("m", s)) for s in (1, 2, 3, 4, None)] == [
+        "error",
+        "warning",
+        "information",
+        "information",
+        "information",
+    ]
+    assert spec.is_trace(diag("[Meta.synthInstance] ✅ Nat", 3))
+    assert not spec.is_trace(diag("[Meta.synthInstance] failed", 1)) and not spec.is_trace(diag("plain", 3))

@@ -1,0 +1,161 @@
+"""`lean-beam` subcommands from the registry: their arguments, help text, and option values read back as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from beam_broker import OPERATIONS, BrokerError
+from beam_broker import cli as beam_cli
+from beam_broker import errors as codes
+from beam_broker._cli_args import (
+    HelpFormatter,
+    Inputs,
+    cli_text,
+    command_name,
+    commands_table,
+    field_args,
+    first_sentence,
+    operation_arguments,
+    resolve_cli_path,
+    synopsis,
+)
+from beam_broker._cli_args import _kind_of as kind_of
+from beam_broker.operations import BY_NAME
+from tests.support.projects import fake_project
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def action_for(parser: argparse.ArgumentParser, dest: str) -> argparse.Action:
+    [action] = [a for a in parser._actions if a.dest == dest]
+    return action
+
+
+def parse(*argv: str, stdin: str = "") -> dict[str, Any]:
+    args = beam_cli.build_parser().parse_args(argv)
+    return operation_arguments(BY_NAME[args.operation], args, Inputs(stdin=io.StringIO(stdin)))
+
+
+def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices() -> None:
+    commands = subcommands(beam_cli.build_parser())
+    for spec in OPERATIONS:
+        parser = commands[command_name(spec)]
+        fields = spec.input_model.model_fields
+        assert not [a for a in parser._actions if a.dest == "field_workspace"]
+        for arg in field_args(spec):
+            action = action_for(parser, arg.dest)
+            if arg.name == "path":
+                assert action.option_strings == []  # positional
+                continue
+            assert action.option_strings[0] == "--" + arg.name.replace("_", "-")
+            assert action.required == (fields[arg.name].is_required() and arg.kind != "bool")
+            if arg.kind == "choice":
+                assert action.choices == arg.choices
+    goals = commands["goals"]
+    assert action_for(goals, "field_mode").choices == ("before", "after")
+    assert action_for(goals, "field_mode").required is True
+    assert action_for(commands["todo"], "field_suggest").choices == ("none", "basic")
+    assert action_for(commands["sync"], "field_diagnostic_scope").choices == ("errors", "all")
+    assert "--no-include-declaration" in action_for(commands["references"], "field_include_declaration").option_strings
+    assert action_for(commands["sync"], "field_diagnostics_in_result").option_strings == ["--diagnostics-in-result"]
+
+
+def test_a_field_type_the_cli_cannot_express_is_refused() -> None:
+    with pytest.raises(TypeError, match="cannot express"):
+        kind_of(float)
+    assert kind_of(list[Literal["a", "b"]]) == ("list", ("a", "b"))
+    assert kind_of(int | None) == ("int", ())
+
+
+def test_omitted_options_are_left_to_the_model_defaults_and_flags_map_to_booleans() -> None:
+    assert parse("sync", "A.lean") == {"path": "A.lean"}
+    assert parse("sync", "A.lean", "--diagnostics-in-result", "--diagnostic-scope", "all") == {
+        "path": "A.lean",
+        "diagnostics_in_result": True,
+        "diagnostic_scope": "all",
+    }
+    refs = parse("references", "A.lean", "--version", "2", "--line", "0", "--character", "1")
+    assert refs == {"path": "A.lean", "version": 2, "line": 0, "character": 1}
+    no_decl = parse(
+        "references", "A.lean", "--version", "2", "--line", "0", "--character", "1", "--no-include-declaration"
+    )
+    assert no_decl["include_declaration"] is False
+    todo = parse("todo", "A.lean", "--version", "1", *("--start-line", "0", "--start-character", "0"),
+                 *("--end-line", "9", "--end-character", "0", "--kinds", "sorry, hole"))  # fmt: skip
+    assert todo["kinds"] == ["sorry", "hole"]
+    assert parse("workspace-symbols", "--query", "MyNat") == {"query": "MyNat"}
+    assert parse("drop-workspace") == {}
+
+
+def test_text_and_json_values_come_inline_from_a_file_or_from_stdin(tmp_path: Path) -> None:
+    (tmp_path / "probe.lean").write_text("#check two\n", encoding="utf-8")
+    (tmp_path / "h.json").write_text('{"raw": {"value": "x"}}', encoding="utf-8")
+    at = ("run-at", "A.lean", "--version", "1", "--line", "3", "--character", "0")
+    assert parse(*at, "--text", "#check x")["text"] == "#check x"
+    assert parse(*at, "--text", f"@{tmp_path / 'probe.lean'}")["text"] == "#check two\n"
+    assert parse(*at, "--text", "-", stdin="exact h\n")["text"] == "exact h\n"
+    assert parse(*at, "--text", "@@[simp] theorem t : True := trivial")["text"] == "@[simp] theorem t : True := trivial"
+    h = parse("run-with", "A.lean", "--handle", f"@{tmp_path / 'h.json'}", "--text", "-", stdin="simp")
+    assert h == {"path": "A.lean", "handle": {"raw": {"value": "x"}}, "text": "simp"}
+    assert parse("release", "A.lean", "--handle", "-", stdin='{"a": 1}')["handle"] == {"a": 1}
+    assert parse("release", "A.lean", "--handle", '{"a": [1]}')["handle"] == {"a": [1]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "fragment"),
+    [
+        (("release", "A.lean", "--handle", "{nope"), "", "not valid JSON"),
+        (("release", "A.lean", "--handle", "[1]"), "", "expected a JSON object"),
+        (("release", "A.lean", "--handle", '{"a": 1, "a": 2}'), "", "duplicate key"),
+        (("release", "A.lean", "--handle", '{"a": NaN}'), "", "NaN"),
+        (("release", "A.lean", "--handle", "@/nonexistent/h.json"), "", "cannot read"),
+        (("run-with", "A.lean", "--handle", "-", "--text", "-"), "{}", "already read for --handle"),
+        (("run-at", "A.lean", *("--version", "1", "--line", "0", "--character", "0"), "--text", "@[simp]"), "", "'@@'"),
+    ],
+)
+def test_unreadable_or_malformed_values_are_invalid_input(argv: tuple[str, ...], stdin: str, fragment: str) -> None:
+    with pytest.raises(BrokerError) as info:
+        parse(*argv, stdin=stdin)
+    assert info.value.code == codes.INVALID_INPUT and fragment in info.value.message
+
+
+def test_a_file_that_is_not_utf8_is_invalid_input(tmp_path: Path) -> None:
+    (tmp_path / "bad.lean").write_bytes(b"\xff")
+    at = ("run-at", "A.lean", "--version", "1", "--line", "0", "--character", "0")
+    with pytest.raises(BrokerError, match="not UTF-8 text"):
+        parse(*at, "--text", f"@{tmp_path / 'bad.lean'}")
+
+
+def test_relative_paths_follow_the_current_directory_inside_the_project(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": ""})
+    (root / "Sub").mkdir()
+    assert resolve_cli_path("A.lean", str(root), str(root)) == "A.lean"
+    assert resolve_cli_path("B.lean", str(root), str(root / "Sub")) == "Sub/B.lean"
+    assert resolve_cli_path("../A.lean", str(root), str(root / "Sub")) == "A.lean"
+    assert resolve_cli_path("Sub/B.lean", str(root), str(tmp_path)) == "Sub/B.lean"  # outside: root-relative
+    assert resolve_cli_path("/abs/X.lean", str(root), str(root / "Sub")) == "/abs/X.lean"
+
+
+def test_descriptions_become_cli_help() -> None:
+    assert cli_text("Like lean_run_at, but see lean_nope.") == "Like `lean-beam run-at`, but see lean_nope."
+    assert first_sentence("One: two. Three.") == "One" and first_sentence("no stop") == "no stop"
+    assert synopsis(BY_NAME["references"]) == ("PATH --version N --line N --character N [--no-include-declaration]")
+    assert synopsis(BY_NAME["todo"]).endswith(
+        "[--kinds {sorry,hole,diagnostic,code_action,incomplete_proof},...] [--suggest {none,basic}]"
+    )
+    wrapped = HelpFormatter("lean-beam")._split_lines("use lean-beam sync   often", 12)
+    assert wrapped == ["use", "lean-beam", "sync often"]
+
+
+def test_the_commands_table_in_docs_is_generated_from_the_registry() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("<!-- commands:start", 1)[1].split("-->", 1)[1].split("<!-- commands:end -->", 1)[0]
+    assert section.lstrip("\n") == commands_table(), "regenerate: python -m beam_broker._cli_args"

@@ -1,0 +1,106 @@
+"""Probe mirror pools: checkout, limits, idle closing, private URIs (a recording stand-in for the Lean client)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from beam_broker._mirrors import MirrorPool, is_mirror_path
+
+pytestmark = pytest.mark.anyio
+SOURCE = "file:///w/Demo/A.b.lean"
+
+
+@dataclasses.dataclass
+class Recorder:
+    """Records what the pool asks of a Lean client (closing mirrors and forgetting their diagnostics)."""
+
+    exited: object = None
+    closed: list[str] = dataclasses.field(default_factory=list)
+    forgotten: list[str] = dataclasses.field(default_factory=list)
+
+    async def close(self, uri: str) -> None:
+        self.closed.append(uri)
+
+    @property
+    def cache(self) -> Recorder:
+        return self
+
+    def forget(self, uri: str) -> None:
+        self.forgotten.append(uri)
+
+
+def client(recorder: Recorder) -> Any:
+    return cast(Any, recorder)
+
+
+def test_mirror_uris_sit_beside_the_source_and_are_recognized() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    assert pool.mirror_uri(1) == "file:///w/Demo/A_b_beamProbe1.lean"
+    assert is_mirror_path(pool.mirror_uri(3)) and is_mirror_path("/w/Demo/A_beamProbe12.lean")
+    assert not is_mirror_path("/w/Demo/A.lean")
+
+
+async def test_concurrent_checkouts_use_up_to_the_limit_then_queue() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    held: list[str] = []
+    release = anyio.Event()
+    third = anyio.Event()
+
+    async def probe(label: str, done: anyio.Event | None = None) -> None:
+        async with pool.checkout() as mirror:
+            held.append(f"{label}:{mirror.uri.rsplit('_', 1)[-1]}")
+            if done is not None:
+                done.set()
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe, "a")
+        tg.start_soon(probe, "b")
+        await anyio.wait_all_tasks_blocked()
+        assert held == ["a:beamProbe1.lean", "b:beamProbe2.lean"]
+        tg.start_soon(probe, "c", third)
+        await anyio.wait_all_tasks_blocked()
+        assert len(held) == 2 and sum(m.waiting for m in pool.mirrors) == 1  # queued on a busy mirror
+        release.set()
+        with anyio.fail_after(5):
+            await third.wait()
+    assert len(pool.mirrors) == 2 and all(m.idle for m in pool.mirrors)
+
+
+async def test_idle_mirrors_close_and_their_uris_are_never_reused() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    recorder = Recorder()
+    async with pool.checkout() as first:
+        first.opened = True
+    async with pool.checkout() as again:
+        assert again is first
+    await pool.close_idle(client(recorder), idle_seconds=3600)
+    assert pool.mirrors == [first] and recorder.closed == []
+    await pool.close_idle(client(recorder), idle_seconds=0)
+    assert pool.mirrors == [] and recorder.closed == recorder.forgotten == [first.uri]
+    async with pool.checkout() as fresh:
+        assert fresh.uri != first.uri and fresh.uri.endswith("_beamProbe2.lean")
+
+
+async def test_busy_mirrors_are_not_closed_and_unopened_ones_need_no_lean() -> None:
+    pool = MirrorPool(SOURCE, 1)
+    recorder = Recorder()
+    async with pool.checkout():
+        await pool.close_idle(client(recorder), idle_seconds=0)
+        assert len(pool.mirrors) == 1
+    await pool.close_idle(client(recorder), idle_seconds=0)
+    assert pool.mirrors == [] and recorder.closed == []  # never opened in Lean: nothing to close there
+
+
+async def test_closing_all_mirrors_skips_a_dead_client() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    async with pool.checkout() as mirror:
+        mirror.opened = True
+    dead = Recorder(exited=object())
+    await pool.close_all(client(dead))
+    assert pool.mirrors == [] and dead.closed == []
+    await pool.close_all(None)
