@@ -25,7 +25,6 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from beam_broker import Broker, BrokerConfig
 from beam_lsp import Position, path_to_uri
 from beam_mcp import McpServer, ServerConfig
 from bench._common import built_project, interleaved, report
@@ -146,11 +145,6 @@ async def hover_stdio(rounds: int, root: Path, tc: Any) -> float:
 
 async def hover_same_server(rounds: int, root: Path, tc: Any) -> float:
     ws = {"root": str(root)}
-    broker_holder: list[Broker] = []
-
-    def factory() -> Any:
-        return _opened(broker_holder, BrokerConfig(lean_cmd=tc.server_cmd(), env=tc.env()))
-
     send, receive = anyio.create_memory_object_stream[bytes](math.inf)
 
     async def write(data: bytes) -> None:
@@ -170,10 +164,13 @@ async def hover_same_server(rounds: int, root: Path, tc: Any) -> float:
                 return message["result"]
 
     with send, receive:
-        async with McpServer.open(ServerConfig(broker_factory=factory), write) as server:
+        async with McpServer.open(ServerConfig(lean_cmd=tc.server_cmd(), env=tc.env()), write) as server:
             synced = await call("lean_sync", {"workspace": ws, "path": "Demo/Proofs.lean"})
             version = synced["structuredContent"]["version"]
-            runtime = broker_holder[0].cached(str(root))
+            # The baseline talks to the very Lean server the MCP call used (private access: a bench, not an API).
+            broker = server._host.current()
+            assert broker is not None
+            runtime = broker.cached(str(root))
             assert runtime is not None
             client = await runtime.client()
             uri = path_to_uri(root / "Demo/Proofs.lean")
@@ -187,18 +184,6 @@ async def hover_same_server(rounds: int, root: Path, tc: Any) -> float:
 
             sub, base = await interleaved(mcp_hover, lsp_hover, rounds)
             return report("mcp lean_hover in-process, same Lean server", sub, base, "McpServer", "beam-lsp")
-
-
-def _opened(holder: list[Broker], config: BrokerConfig) -> Any:
-    import contextlib
-
-    @contextlib.asynccontextmanager
-    async def cm() -> Any:
-        async with Broker.open(config) as broker:
-            holder.append(broker)
-            yield broker
-
-    return cm()
 
 
 async def main(rounds: int = 200, cold_rounds: int = 10) -> dict[str, float]:

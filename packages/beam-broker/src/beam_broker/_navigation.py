@@ -8,6 +8,7 @@ lsprotocol is imported lazily, so the registry stays cheap to import.
 from __future__ import annotations
 
 import enum
+import functools
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -18,6 +19,8 @@ from . import models as m
 from ._call import Call
 
 if TYPE_CHECKING:
+    from cattrs import Converter
+
     from beam_lsp import LeanClient
 
     from ._documents import DocState
@@ -33,6 +36,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _converter() -> Converter:
+    # lsprotocol builds a new converter (and registers hundreds of hooks) on every get_converter() call: one
+    # per process, made on first use so the registry does not import lsprotocol.
+    from lsprotocol import converters
+
+    return converters.get_converter()
+
+
 def lsp_json(value: Any) -> Any:
     """Plain LSP JSON of lsprotocol or pydantic values."""
     if value is None:
@@ -41,9 +53,7 @@ def lsp_json(value: Any) -> Any:
         return [lsp_json(v) for v in value]
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
-    from lsprotocol import converters
-
-    return _plain(converters.get_converter().unstructure(value))
+    return _plain(_converter().unstructure(value))
 
 
 async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, Position]:
