@@ -17,12 +17,36 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .__about__ import __version__
-from ._http import HttpConfig, serve_http
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
-from ._stdio import serve as serve_stdio
 from .errors import BeamMcpError, JsonRpcError, SelfCheckError
-from .server import McpServer, ServerConfig
+
+if TYPE_CHECKING:
+    from ._http import HttpConfig, serve_http
+    from ._stdio import serve as serve_stdio
+    from .server import McpServer, ServerConfig
+
+# The server and the transports load on first use: `lean-beam-mcp --version` and `--help` import nothing heavy.
+_LAZY = {
+    "McpServer": ("server", "McpServer"),
+    "ServerConfig": ("server", "ServerConfig"),
+    "serve_stdio": ("_stdio", "serve"),
+    "HttpConfig": ("_http", "HttpConfig"),
+    "serve_http": ("_http", "serve_http"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{target[0]}", __name__), target[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "__version__",
