@@ -286,6 +286,75 @@ async def test_secrets_in_logs_stderr_and_diagnostics_are_redacted(tmp_path: Pat
         assert all("[redacted:MY_API_TOKEN]" in t for t in texts)
 
 
+# ---- closed documents: never a false clean ------------------------------------------------------------
+BROKEN = "theorem t : True := ERROR_HERE\n"
+UNKNOWN = "unknown identifier 'ERROR_HERE'"
+
+
+async def round_trip(client: LeanClient) -> None:
+    """Return once the server has handled everything sent before (the fake answers in order)."""
+    await client.request("workspace/symbol", {"query": ""})
+
+
+async def test_closing_a_document_with_errors_never_makes_it_read_clean(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client, client.subscribe() as events:
+        uri = await opened(client, tmp_path, BROKEN)
+        with anyio.fail_after(10):
+            assert [d.message for d in (await client.sync(uri)).errors] == [UNKNOWN]
+            while events.statistics().current_buffer_used:
+                events.receive_nowait()
+            await client.close(uri)
+            await round_trip(client)  # Lean's clearing publish for the closed file has arrived by now
+        snap = client.cache.get(uri)
+        assert (snap.availability, snap.version, snap.elaboration, snap.open) == (
+            Availability.PUBLISHED,
+            1,
+            Elaboration.COMPLETE,
+            False,
+        )
+        assert [d.message for d in snap.diagnostics] == [UNKNOWN]
+        assert events.statistics().current_buffer_used == 0  # the clearing publish reached no subscriber
+
+
+async def test_a_reopened_document_never_takes_the_clearing_publish_of_its_closed_lifetime(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path, BROKEN)
+        await client.change(uri, BROKEN + "-- version 2\n")
+        with anyio.fail_after(10):
+            assert (await client.sync(uri)).errors
+            await client.close(uri)
+            await client.open(uri, BROKEN)  # version 1 again, while Lean still owes the clearing publish of 2
+            result = await client.sync(uri)
+        assert result.complete and [d.message for d in result.errors] == [UNKNOWN]
+        assert result.diagnostics_version == 1 and client.cache.get(uri).open is True
+
+
+async def test_leaving_the_client_keeps_what_lean_said_about_its_open_documents(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path, cache=cache) as client:
+        uri = await opened(client, tmp_path, BROKEN)
+        with anyio.fail_after(10):
+            await client.sync(uri)
+    # Lean publishes [] for every open file on shutdown; the cache keeps the errors and says the file is closed.
+    snap = cache.get(uri)
+    assert (snap.availability, snap.open, [d.message for d in snap.diagnostics]) == (
+        Availability.PUBLISHED,
+        False,
+        [UNKNOWN],
+    )
+
+
+async def test_the_documents_of_a_dead_server_read_as_closed_with_their_last_diagnostics(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd({"crash_on": {"method": "textDocument/hover"}}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path, BROKEN)
+        with anyio.fail_after(10):
+            await client.sync(uri)
+            with pytest.raises(ServerExited):
+                await client.hover(uri, P(0, 8))
+        snap = client.cache.get(uri)
+        assert snap.open is False and [d.message for d in snap.diagnostics] == [UNKNOWN]
+
+
 # ---- against real Lean --------------------------------------------------------------------------------
 @pytest.fixture
 async def client(lean_toolchain: Toolchain, demo_root: Path) -> AsyncIterator[LeanClient]:
@@ -491,3 +560,23 @@ async def test_real_a_shared_cache_returns_to_pending_when_a_new_server_starts(
         assert cache.get(uri).availability is Availability.PUBLISHED
     async with LeanClient.start(cmd, cwd=demo_root, env=env, cache=cache):
         assert cache.get(uri).availability is Availability.PENDING
+
+
+@pytest.mark.lean
+async def test_real_a_closed_and_reopened_file_with_errors_never_reads_clean(
+    client: LeanClient, demo_root: Path
+) -> None:
+    uri = await open_file(client, demo_root, "Demo/Broken.lean")
+    text = client.document(uri).text
+    await client.change(uri, text + "\n-- version 2\n")
+    with anyio.fail_after(120):
+        assert (await client.sync(uri)).errors
+        await client.close(uri)
+        await client.open(uri, text)  # version 1 again, while Lean owes the clearing publish of version 2
+        result = await client.sync(uri)
+        assert result.complete and result.errors and result.diagnostics_version == 1
+        await client.close(uri)
+        await client.request("workspace/symbol", {"query": "target"})
+    snap = client.cache.get(uri)
+    assert snap.open is False and snap.availability is Availability.PUBLISHED
+    assert snap.version == 1 and any(d.is_error for d in snap.diagnostics)

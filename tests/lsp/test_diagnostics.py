@@ -184,11 +184,14 @@ def test_log_buffers_keep_the_newest_100_logs_and_50_messages_redacted() -> None
     assert len(cache.messages.entries()) == 50
 
 
-def _progress(cache: DiagnosticsCache, uri: str, version: int | None, *kinds: int) -> None:
+def _params(uri: str, version: int | None, *kinds: int) -> dict[str, Any]:
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}
     processing = [{"range": rng, "kind": kind} for kind in kinds]
-    params = {"textDocument": {"uri": uri, "version": version}, "processing": processing}
-    cache.progress(LeanFileProgressParams.model_validate(params))
+    return {"textDocument": {"uri": uri, "version": version}, "processing": processing}
+
+
+def _progress(cache: DiagnosticsCache, uri: str, version: int | None, *kinds: int) -> None:
+    cache.progress(LeanFileProgressParams.model_validate(_params(uri, version, *kinds)))
 
 
 def test_document_progress_is_what_lean_said_about_that_uri(tmp_path: Path) -> None:
@@ -223,12 +226,106 @@ def test_reopening_a_document_starts_a_new_lifetime_where_versions_restart(tmp_p
     cache.add_listener(changed.append)
     cache.document_closed(uri)
     cache.document_opened(uri)
-    assert cache.document_progress(uri) == DocumentProgress() and changed == [str(tmp_path / "A.lean")]
-    assert cache.get(uri).availability is Availability.PUBLISHED  # the old publish stays until Lean publishes
+    assert cache.document_progress(uri) == DocumentProgress() and changed == [str(tmp_path / "A.lean")] * 2
+    snap = cache.get(uri)  # fresh: what the closed lifetime said is not about the reopened text
+    assert (snap.availability, snap.tracked, snap.open, snap.diagnostics) == (Availability.PENDING, True, True, ())
     _progress(cache, uri, 1, 1)
     cache.publish(uri, 1, [diag(0, "new")])
     assert cache.document_progress(uri).progress_version == 1
     assert [d.message for d in cache.get(uri).diagnostics] == ["new"]
+
+
+# ---- closed documents: never a false clean ------------------------------------------------------------------
+def test_a_closed_document_keeps_what_lean_said_while_it_was_open(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    cache.publish(uri, 2, [diag(0, "unknown identifier")])
+    _progress(cache, uri, 2)
+    assert cache.get(uri).open is True
+    cache.document_closed(uri, server_clears=True)
+    assert cache.publish(uri, 2, []) is False  # Lean clears the editor's view on didClose: not a clean bill
+    assert cache.publish(uri, 3, [diag(1, "later")]) is False  # and nothing it says about a closed URI counts
+    assert cache.progress(LeanFileProgressParams.model_validate(_params(uri, 3, 1))) is False
+    snap = cache.get(uri)
+    assert (snap.availability, snap.version, snap.elaboration, snap.open) == (
+        Availability.PUBLISHED,
+        2,
+        Elaboration.COMPLETE,
+        False,
+    )
+    assert [d.message for d in snap.diagnostics] == ["unknown identifier"]
+    wire = snap.wire()
+    assert (wire["availability"], wire["open"], len(wire["diagnostics"])) == ("published", False, 1)
+
+
+def test_a_document_closed_before_any_publish_stays_pending(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    _progress(cache, uri, 1, 1)
+    cache.document_closed(uri, server_clears=True)
+    cache.publish(uri, 1, [])
+    snap = cache.get(uri)
+    assert (snap.availability, snap.elaboration, snap.open) == (Availability.PENDING, Elaboration.PROCESSING, False)
+
+
+def test_reports_of_a_closed_lifetime_arriving_after_a_reopen_are_ignored(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    cache.publish(uri, 2, [diag(0, "v2 of the old lifetime")])
+    cache.document_closed(uri, server_clears=True)
+    cache.document_opened(uri)  # versions restart at 1, while Lean still owes the clearing publish of version 2
+    assert cache.progress(LeanFileProgressParams.model_validate(_params(uri, 2))) is False  # in flight: old
+    assert cache.publish(uri, 2, [diag(0, "in flight")]) is False
+    assert cache.publish(uri, 2, []) is False  # the clearing publish ends the old lifetime
+    assert cache.get(uri).availability is Availability.PENDING
+    assert cache.publish(uri, 1, [diag(0, "new")]) is True
+    assert cache.document_progress(uri).diagnostics_version == 1
+    assert [d.message for d in cache.get(uri).diagnostics] == ["new"]
+
+
+def test_every_close_sent_owes_its_own_clearing_publish(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    for _ in range(2):
+        cache.document_opened(uri)
+        cache.document_closed(uri, server_clears=True)
+    cache.document_opened(uri)
+    assert cache.publish(uri, 1, []) is False
+    assert cache.publish(uri, 1, []) is False
+    assert cache.publish(uri, 1, []) is True
+
+
+def test_closing_a_document_that_is_not_open_changes_nothing(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(0, "e")])
+    changed: list[str] = []
+    cache.add_listener(changed.append)
+    cache.document_closed(uri, server_clears=True)
+    assert changed == [] and cache.publish(uri, 2, []) is True
+
+
+def test_the_remembered_closed_documents_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dmod, "MAX_REMEMBERED_CLOSED", 2)
+    cache = DiagnosticsCache()
+    uris = [path_to_uri(tmp_path / f"F{i}.lean") for i in range(3)]
+    for uri in uris:
+        cache.document_opened(uri)
+        cache.document_closed(uri, server_clears=True)
+    assert cache.publish(uris[0], 1, [diag(0, "e")]) is True  # forgotten: taken as it comes
+    assert cache.publish(uris[2], 1, [diag(0, "e")]) is False
+
+
+def test_a_restart_forgets_closed_documents_too(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    cache.document_closed(uri, server_clears=True)
+    cache.server_restarted()
+    assert cache.publish(uri, 1, []) is True
 
 
 def test_each_uri_spelling_has_its_own_progress_and_the_snapshot_shows_the_newest(tmp_path: Path) -> None:
@@ -307,6 +404,7 @@ def test_the_snapshot_wire_form_has_the_mcpls_fields(tmp_path: Path) -> None:
         "tracked": True,
         "availability": "pending",
         "diagnostics": [],
+        "open": False,
         "elaboration": "failed",
         "processing": [{"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}],
     }

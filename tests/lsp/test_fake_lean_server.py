@@ -344,7 +344,12 @@ def test_shutdown_answers_null_rejects_later_requests_and_exit_ends_with_code_0(
 ) -> None:
     c = make()
     c.handshake()
+    c.open()
+    c.wait_diagnostics()
     assert c.call("shutdown")["result"] is None
+    # Like Lean 4.35: every open file's diagnostics are cleared before the answer.
+    last = [m for m in c.msgs if m.get("method") == "textDocument/publishDiagnostics"][-1]
+    assert last["params"] == {"diagnostics": [], "uri": URI, "version": 1}
     assert c.call("textDocument/hover", at(0, 0))["error"] == {
         "code": -32600,
         "message": "Request received after 'shutdown' request.",
@@ -532,6 +537,40 @@ def test_malformed_frames_are_emitted_on_the_trigger_and_then_the_server_goes_si
         assert len(c.raw) - c.raw.find(expected) == len(tail)
     if kind == "oversized":
         assert len(tail) == len(expected) - 1 + len(b'{"jsonrpc":"2.0","x":"') + 1000
+
+
+def test_errors_inject_and_stderr_on_start_script_answers_extra_messages_and_stderr(
+    make: Callable[..., Client],
+) -> None:
+    error = {"code": -32603, "message": "scripted", "data": {"k": [1]}}
+    log = {"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 3, "message": "injected"}}
+    raw = '{"jsonrpc":"2.0","method":"x/raw","params":{"a":1,"a":2}}'
+    config = {
+        "errors": {"textDocument/hover": error},
+        "inject": {"on": "workspace/symbol", "send": [log, raw]},
+        "stderr_on_start": "hello from the fake",
+    }
+    c = make(config)
+    c.handshake()
+    assert c.call("textDocument/hover", at(0, 0))["error"] == error
+    rid = c.request("workspace/symbol", {"query": ""})
+    c.response(rid)
+    methods = [m.get("method") for m in c.msgs]
+    assert methods.index("window/logMessage") < methods.index("x/raw")  # both before the answer
+    c.request("workspace/symbol", {"query": ""})  # "times" defaults to 1: nothing injected again
+    c.response(rid + 1)
+    assert methods.count("x/raw") == [m.get("method") for m in c.msgs].count("x/raw") == 1
+    c.notify("exit")
+    _, err = c.stderr_after_exit()
+    assert err.startswith("hello from the fake\n")
+
+
+def test_malformed_raw_writes_its_data_as_it_is(make: Callable[..., Client]) -> None:
+    c = make({"malformed": {"on": "textDocument/hover", "kind": "raw", "data": "junk\r\n\r\n", "then": "close"}})
+    c.handshake()
+    c.request("textDocument/hover", at(0, 0))
+    code, _ = c.stderr_after_exit()
+    assert code == 1 and c.raw.endswith(b"junk\r\n\r\n")
 
 
 def test_malformed_then_close_exits_with_the_configured_code(make: Callable[..., Client]) -> None:

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, path_to_uri
-from beam_lsp._process import ServerProcess, StderrBuffer, descendants, reap, spawn
+from beam_lsp._process import ServerProcess, StderrBuffer, _redacted_os_error, descendants, reap, spawn
 from tests.support.fixtures import fake_cmd
 
 pytestmark = pytest.mark.anyio
@@ -36,6 +36,24 @@ def test_the_stderr_tail_keeps_the_newest_bytes_and_lines_redacted() -> None:
     assert buffer.total == 10 * len(b"line 0 tok-123456789\n")
     tail = buffer.tail(Redactor({"A_TOKEN": "tok-123456789"}), max_lines=1)
     assert tail == "line 9 [redacted:A_TOKEN]"
+
+
+def test_a_line_cut_by_the_bound_is_left_out_of_the_tail() -> None:
+    for limit, expected in ((10, ""), (12, "secret-line")):
+        buffer = StderrBuffer(limit=limit)
+        buffer.feed(b"line one\nsecret-line\n")  # one chunk over the bound: cut inside it, or at a line start
+        assert buffer.tail(Redactor()) == expected
+
+
+def test_a_spawn_error_keeps_its_type_and_errno_but_not_a_secret() -> None:
+    redactor = Redactor({"T": "secret-value-123"})
+    plain = _redacted_os_error(OSError("no secret-value-123 here"), redactor)
+    assert type(plain) is OSError and str(plain) == "no [redacted:T] here"
+    denied = PermissionError(13, "denied secret-value-123", b"/x/secret-value-123", None, "/y/secret-value-123")
+    redacted = _redacted_os_error(denied, redactor)
+    assert type(redacted) is PermissionError and redacted.errno == 13
+    assert (redacted.filename, redacted.filename2) == ("/x/[redacted:T]", "/y/[redacted:T]")
+    assert "secret" not in str(redacted) and _redacted_os_error(OSError(2, "gone"), redactor).filename is None
 
 
 def test_invalid_utf8_on_stderr_is_replaced_not_fatal() -> None:

@@ -1,4 +1,5 @@
-"""beam_lsp.redaction: the one redactor (secret names, sources, spellings, labels, home directory).
+"""beam_lsp.redaction: the one redactor (secret names, sources, spellings, labels, home directory), and the
+table of every error and log path beam-lsp owns, each of which must redact.
 
 The tables merge what beam-lsp and beam-feedback each tested before they shared this module.
 """
@@ -6,13 +7,21 @@ The tables merge what beam-lsp and beam-feedback each tested before they shared 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from beam_lsp import Redactor, is_secret_name
+from beam_lsp import LeanClient, Position, Redactor, ResponseError, ServerExited, is_secret_name, path_to_uri
 from beam_lsp import redaction as redaction_module
+from beam_lsp._process import StderrBuffer
 from tests.lsp.helpers import stdlib_only
+from tests.support.fixtures import fake_cmd
 
 
 @pytest.mark.parametrize(
@@ -241,3 +250,172 @@ def test_inserted_markers_are_not_rescanned() -> None:
 
 def test_the_module_imports_only_the_standard_library() -> None:
     assert stdlib_only(redaction_module)
+
+
+# ---- every error and log path beam-lsp owns ---------------------------------------------------------------
+# The server command carries a secret flag and the server's environment a secret variable; the client builds
+# its redactor from them (the default). Each row drives one path and returns every text it produced.
+ENV_SECRET = "env-secret-0123456789"
+FLAG_SECRET = "flag-secret-9876543210"
+SECRETS = (ENV_SECRET, FLAG_SECRET)
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BEAM_DEPLOY_TOKEN": ENV_SECRET}
+FLAG = f"--auth-token={FLAG_SECRET}"
+BOTH = f"{ENV_SECRET} {FLAG}"
+Scenario = Callable[[Path], Awaitable[list[str]]]
+
+
+def _texts(exc: BaseException) -> list[str]:
+    """What a caller could show or log of an exception: its text, repr and whole traceback (chain included)."""
+    out = [str(exc), repr(exc), "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))]
+    if isinstance(exc, ServerExited):
+        out.append(exc.stderr_tail)
+    if isinstance(exc, ResponseError):
+        out += [exc.message, json.dumps(exc.data)]
+    return out
+
+
+def _start(tmp_path: Path, config: dict[str, Any], **kwargs: Any) -> Any:
+    return LeanClient.start([*fake_cmd(config), FLAG], cwd=tmp_path, env=ENV, **kwargs)
+
+
+async def _raised(start: Callable[[], Awaitable[object]]) -> list[str]:
+    try:
+        with anyio.fail_after(30):
+            await start()
+    except (OSError, ServerExited, ResponseError) as exc:
+        return _texts(exc)
+    raise AssertionError("the path did not fail")
+
+
+async def _spawn_fails_on_the_program(tmp_path: Path) -> list[str]:
+    cmd = [str(tmp_path / ENV_SECRET / FLAG_SECRET / "lean"), FLAG]
+
+    async def start() -> None:
+        async with LeanClient.start(cmd, cwd=tmp_path, env=ENV):
+            pass
+
+    return await _raised(start)
+
+
+async def _spawn_fails_on_the_directory(tmp_path: Path) -> list[str]:
+    async def start() -> None:
+        async with LeanClient.start([*fake_cmd(), FLAG], cwd=tmp_path / ENV_SECRET, env=ENV):
+            pass
+
+    return await _raised(start)
+
+
+async def _exit_during_the_handshake(tmp_path: Path) -> list[str]:
+    async def start() -> None:
+        async with _start(tmp_path, {"crash_on": {"method": "initialize", "stderr": f"panic: {BOTH}"}}):
+            pass
+
+    return await _raised(start)
+
+
+async def _no_answer_to_initialize(tmp_path: Path) -> list[str]:
+    config = {"stderr_on_start": f"starting with {BOTH}", "crash_on": {"method": "initialize", "after_ms": 60000}}
+
+    async def start() -> None:
+        async with _start(tmp_path, config, initialize_timeout=1.0):
+            pass
+
+    return await _raised(start)
+
+
+async def _crash_mid_request(tmp_path: Path) -> list[str]:
+    config = {"crash_on": {"method": "textDocument/hover", "stderr": f"panic: {BOTH}"}}
+    async with _start(tmp_path, config) as client:
+        uri = path_to_uri(tmp_path / "A.lean")
+        await client.open(uri, "def x := 1\n")
+        texts = await _raised(lambda: client.hover(uri, Position(line=0, character=4)))
+        return [*texts, *_texts(await client.wait_exited()), client.stderr_tail()]
+
+
+async def _framing_error_quoting_the_server(tmp_path: Path) -> list[str]:
+    config = {"malformed": {"on": "textDocument/hover", "kind": "raw", "data": f"{BOTH}\r\n\r\n{{}}"}}
+    async with _start(tmp_path, config) as client:
+        uri = path_to_uri(tmp_path / "A.lean")
+        await client.open(uri, "def x := 1\n")
+        return await _raised(lambda: client.hover(uri, Position(line=0, character=4)))
+
+
+async def _error_answer_message_and_data(tmp_path: Path) -> list[str]:
+    error = {"code": -32603, "message": f"failed: {BOTH}", "data": {"argv": [FLAG], "env": ENV_SECRET}}
+    async with _start(tmp_path, {"errors": {"$/beam/test": error}}) as client:
+        return await _raised(lambda: client.request("$/beam/test", {}))
+
+
+async def _log_and_show_messages(tmp_path: Path) -> list[str]:
+    sent = [
+        {"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 3, "message": f"log {BOTH}"}},
+        {"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": f"show {BOTH}"}},
+    ]
+    async with _start(tmp_path, {"inject": {"on": "workspace/symbol", "send": sent}}) as client:
+        await client.request("workspace/symbol", {"query": ""})  # answered after the injected messages
+        entries = client.cache.logs.entries() + client.cache.messages.entries()
+        assert len(entries) == 2
+        return [entry.message for entry in entries]
+
+
+async def _undecodable_message(tmp_path: Path) -> list[str]:
+    body = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {FLAG_SECRET: 1}})
+    body = body.replace("}}", f', "{FLAG_SECRET}": 2}}}}')  # a repeated key: the error names it
+    async with _start(tmp_path, {"inject": {"on": "workspace/symbol", "send": [body]}}) as client:
+        await client.request("workspace/symbol", {"query": ""})
+        assert client.stats().protocol_errors == 1
+        return []
+
+
+async def _notification_the_client_cannot_take(tmp_path: Path) -> list[str]:
+    bad = {"uri": 5, "diagnostics": [{"message": BOTH}]}  # the validation error quotes the input
+    sent = [{"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": bad}]
+    async with _start(tmp_path, {"inject": {"on": "workspace/symbol", "send": sent}}) as client:
+        await client.request("workspace/symbol", {"query": ""})
+        assert client.stats().protocol_errors == 1
+        return []
+
+
+async def _stderr_tail_cut_inside_a_secret(tmp_path: Path) -> list[str]:
+    # Whole chunks are dropped to keep the tail bounded: here the boundary falls one character into the secret.
+    buffer = StderrBuffer(limit=64)
+    buffer.feed(f"first line\n{'x' * 20}{ENV_SECRET[:1]}".encode())
+    buffer.feed(f"{ENV_SECRET[1:]} rest of that line\nEND-OF-TAIL\n".encode())
+    tail = buffer.tail(Redactor.from_sources(ENV, [*fake_cmd(), FLAG]))
+    assert tail == "END-OF-TAIL"  # the cut line is left out
+    return [tail]
+
+
+REDACTION_PATHS: dict[str, tuple[Scenario, bool]] = {
+    # row: (scenario, whether its texts must show a redaction marker)
+    "start: the program cannot be executed": (_spawn_fails_on_the_program, True),
+    "start: the working directory does not exist": (_spawn_fails_on_the_directory, True),
+    "start: the server exits during the handshake": (_exit_during_the_handshake, True),
+    "start: initialize is never answered": (_no_answer_to_initialize, True),
+    "ServerExited: the server dies under a request": (_crash_mid_request, True),
+    "ServerExited: a framing error quotes the server's bytes": (_framing_error_quoting_the_server, True),
+    "ResponseError: message and data": (_error_answer_message_and_data, True),
+    "log entries: window/logMessage and window/showMessage": (_log_and_show_messages, True),
+    "log record: an undecodable message": (_undecodable_message, False),
+    "log record: a notification that fails with a traceback": (_notification_the_client_cannot_take, False),
+    "stderr tail: the bound cuts a line inside a secret": (_stderr_tail_cut_inside_a_secret, False),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("row", list(REDACTION_PATHS))
+async def test_no_error_or_log_path_shows_a_secret_of_the_command_or_environment(
+    row: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    scenario, marked = REDACTION_PATHS[row]
+    with caplog.at_level(logging.DEBUG, logger="beam_lsp"):
+        texts = await scenario(tmp_path)
+    records = [caplog.text, *(str(r.exc_text) for r in caplog.records)]
+    assert texts or caplog.records, "the row produced nothing to check"
+    for text in texts + records:
+        for secret in SECRETS:
+            assert secret[1:] not in text, (row, text)  # not even cut: one character off still matches
+    if marked:
+        assert any("[redacted:" in text for text in texts), row
+    else:
+        assert all(r.exc_info is None for r in caplog.records)  # tracebacks are logged as redacted text

@@ -1,4 +1,5 @@
-"""beam_lsp.strict_json: the one strict JSON parser (duplicate keys, constants, UTF-8, depth)."""
+"""beam_lsp.strict_json: the one strict JSON parser (duplicate keys, constants, UTF-8, depth), and the one rule
+for text that cannot cross the wire (NUL characters and lone surrogates: found by path, or encoded safely)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_lsp import strict_json
-from beam_lsp.strict_json import MAX_DEPTH, DuplicateKeyError, loads, loads_object
+from beam_lsp.strict_json import MAX_DEPTH, DuplicateKeyError, InvalidText, find_invalid_text, loads, loads_object
 from tests.lsp.helpers import stdlib_only
 
 _scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
@@ -150,3 +151,114 @@ def test_syntax_errors_say_not_valid_json() -> None:
 
 def test_the_module_imports_only_the_standard_library() -> None:
     assert stdlib_only(strict_json)
+
+
+# ---- text that cannot cross the wire ------------------------------------------------------------------------
+_any_text = st.text(alphabet=st.characters(exclude_categories=()), max_size=8)  # NUL and lone surrogates too
+_clean_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8)
+
+
+def _values(text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text
+    return st.recursive(
+        scalars,
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
+        max_leaves=20,
+    )
+
+
+@settings(max_examples=300)
+@given(_values(_any_text), st.sampled_from([None, 2]), st.booleans(), st.booleans())
+def test_dumps_encodes_any_json_value_to_utf8_and_it_decodes_back(
+    value: Any, indent: int | None, sort_keys: bool, compact: bool
+) -> None:
+    text = strict_json.dumps(value, indent=indent, sort_keys=sort_keys, compact=compact)
+    assert _same(loads(text.encode("utf-8")), value)
+
+
+def test_dumps_escapes_only_lone_surrogates_and_refuses_non_finite_numbers() -> None:
+    assert strict_json.dumps({"id": "\ud800é𝔸", "k\udfff": [1]}, compact=True) == '{"id":"\\ud800é𝔸","k\\udfff":[1]}'
+    assert strict_json.dumps({"a": 1}) == '{"a": 1}'
+    with pytest.raises(ValueError):
+        strict_json.dumps([math.nan])
+
+
+@settings(max_examples=300)
+@given(_values(_clean_text))
+def test_text_utf8_can_carry_is_never_reported(value: Any) -> None:
+    assert find_invalid_text(value) is None
+
+
+Step = str | int
+
+
+def _plant(value: Any, steps: list[int], bad: str, as_key: bool) -> tuple[Any, list[Step]]:
+    """Put `bad` (as a string value, or as the key of a new member) somewhere in `value`; returns where."""
+    if steps and isinstance(value, dict) and value:
+        key = list(value)[steps[0] % len(value)]
+        child, where = _plant(value[key], steps[1:], bad, as_key)
+        return {**value, key: child}, [key, *where]
+    if steps and isinstance(value, list) and value:
+        index = steps[0] % len(value)
+        child, where = _plant(value[index], steps[1:], bad, as_key)
+        return [*value[:index], child, *value[index + 1 :]], [index, *where]
+    return ({bad: 0}, [bad]) if as_key else (bad, [])
+
+
+def _parse_path(path: str) -> list[Step]:
+    """Read a reported path back into keys and indexes (independently of how the module writes it)."""
+    steps: list[Step] = []
+    rest = path
+    while rest:
+        if rest.startswith('["'):
+            key, end = json.JSONDecoder().raw_decode(rest, 1)
+            assert rest[end] == "]"
+            steps.append(key)
+            rest = rest[end + 1 :]
+        elif rest.startswith("["):
+            end = rest.index("]")
+            steps.append(int(rest[1:end]))
+            rest = rest[end + 1 :]
+        else:
+            rest = rest.removeprefix(".")
+            name = rest[: min([i for i in (rest.find("."), rest.find("[")) if i >= 0], default=len(rest))]
+            steps.append(name)
+            rest = rest[len(name) :]
+    return steps
+
+
+@settings(max_examples=300)
+@given(
+    _values(_clean_text),
+    st.lists(st.integers(min_value=0, max_value=5), max_size=5),
+    _clean_text,
+    st.sampled_from(["\x00", "\ud800", "\udbff", "\udc00", "\udfff"]),
+    _clean_text,
+    st.booleans(),
+)
+def test_a_nul_or_lone_surrogate_is_found_where_it_is_and_named_by_its_path(
+    value: Any, steps: list[int], before: str, bad: str, after: str, as_key: bool
+) -> None:
+    planted, where = _plant(value, steps, before + bad + after, as_key)
+    found = find_invalid_text(planted)
+    assert found is not None and _parse_path(found.path) == where
+    what = "a NUL character" if bad == "\x00" else f"a lone surrogate (U+{ord(bad):04X})"
+    assert found.reason == ("object key " if as_key else "") + f"contains {what}"
+    json.dumps(found.path, ensure_ascii=False).encode("utf-8")  # the path itself can always be sent
+
+
+def test_the_first_bad_string_in_document_order_is_reported_with_a_readable_path() -> None:
+    evidence = {"title": "ok", "evidence": [{"name": "a"}, {"name": "b"}, {"name": "c\x00", "path": "\ud800"}]}
+    assert find_invalid_text(evidence) == InvalidText("evidence[2].name", "contains a NUL character")
+    assert find_invalid_text({"path": "\ud800", "z": "\x00"}) == ("path", "contains a lone surrogate (U+D800)")
+    assert find_invalid_text({"k\x00": "\ud800"}) == ('["k\\u0000"]', "object key contains a NUL character")
+    assert find_invalid_text({"_meta": {"io.example/key": ["\x00"]}}).path == '_meta["io.example/key"][0]'  # type: ignore[union-attr]
+    assert find_invalid_text("\x00") == ("", "contains a NUL character")
+    assert find_invalid_text(loads('["\\ud83d\\ude00", "\\u00e9"]')) is None  # an escaped pair is one character
+
+
+def test_very_deep_values_are_searched_without_recursion() -> None:
+    deep: Any = "\x00"
+    for _ in range(10_000):
+        deep = [deep]
+    assert find_invalid_text(deep) == InvalidText("[0]" * 10_000, "contains a NUL character")

@@ -113,21 +113,28 @@ class Barrier:
         if doc is not None:
             doc.crashed = False
 
-    def close(self, uri: str) -> anyio.Lock:
+    def close(self, uri: str, *, server_clears: bool = False) -> anyio.Lock:
         """Stop tracking a document; its waiters wake up and see it closed. Returns its notification lock.
 
-        A crash notice Lean still owes for the closed document stays expected, so that it is recognised as stale
-        if it arrives after the document was reopened.
+        The cache keeps what Lean said while the document was open (`server_clears`: `didClose` is being sent,
+        so Lean owes one clearing publish; see `DiagnosticsCache.document_closed`). A crash notice Lean still
+        owes for the closed document stays expected, so that it is recognised as stale if it arrives after the
+        document was reopened.
         """
         doc = self._docs.pop(uri, None) or _Document()
-        self._cache.document_closed(uri)
+        self._cache.document_closed(uri, server_clears=server_clears)
         doc.poke()
         return doc.lock
 
     def stop(self) -> None:
-        """The server is gone: wake every waiter."""
+        """The server is gone (or being shut down): wake every waiter and close the documents in the cache.
+
+        The cache keeps what Lean said while they were open; no clearing publish is owed (Lean publishes `[]`
+        for every open file on `shutdown`, which the closed documents ignore).
+        """
         self._stopped = True
-        for doc in self._docs.values():
+        for uri, doc in self._docs.items():
+            self._cache.document_closed(uri)
             doc.poke()
 
     # ---- what Lean says ---------------------------------------------------------------------------------
@@ -146,26 +153,34 @@ class Barrier:
         if doc is not None:
             doc.poke()
 
-    def progress(self, params: LeanFileProgressParams, current_version: int | None) -> None:
-        """Record a `$/lean/fileProgress` in the cache (unless it is a stale crash notice) and wake waiters.
+    def progress(self, params: LeanFileProgressParams, current_version: int | None) -> bool:
+        """Record a `$/lean/fileProgress` in the cache and wake waiters.
+
+        A stale crash notice, and progress the cache ignores (a closed document, or its previous lifetime), is
+        dropped.
 
         Args:
             params: The notification.
             current_version: The version the client last sent for the document, None when it is not open.
+
+        Returns:
+            Whether the progress was recorded.
         """
         uri = params.textDocument.uri
         if params.fatal and self._stale_crash_notice(uri, current_version):
-            return
-        self._cache.progress(params)
+            return False
+        if not self._cache.progress(params):
+            return False
         doc = self._docs.get(uri)
         if doc is None:
-            return
+            return True
         version = params.textDocument.version
         # A fatal report for a version already replaced (the crash notice arriving after `restart_document`)
         # must not mark the new version as crashed.
         if params.fatal and (version is None or current_version is None or version >= current_version):
             doc.crashed = True
         doc.poke()
+        return True
 
     def _stale_crash_notice(self, uri: str, current_version: int | None) -> bool:
         expected = self._crash_notices.pop(uri, None)

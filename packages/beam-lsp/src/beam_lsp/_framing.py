@@ -9,6 +9,7 @@ from __future__ import annotations
 from anyio.abc import ByteReceiveStream
 
 from .errors import MessageTooLarge, TransportError
+from .redaction import Redactor
 
 MAX_HEADER_BYTES = 8 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -22,10 +23,21 @@ def frame(body: bytes) -> bytes:
 class FrameReader:
     """Reads framed message bodies from a byte stream, buffering across chunk boundaries."""
 
-    def __init__(self, stream: ByteReceiveStream, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+    def __init__(
+        self,
+        stream: ByteReceiveStream,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        redactor: Redactor | None = None,
+    ):
+        """Read from `stream`; `redactor` scrubs the server's bytes quoted in errors (before they are cut)."""
         self._stream = stream
         self._buf = bytearray()
         self._max = max_message_bytes
+        self._redactor = redactor or Redactor()
+
+    def _quote(self, raw: bytes, limit: int) -> str:
+        return repr(self._redactor.redact(raw.decode("utf-8", "replace"))[:limit])
 
     async def _fill(self) -> None:
         chunk = await self._stream.receive(65536)
@@ -52,12 +64,12 @@ class FrameReader:
         for line in header.split(b"\r\n"):
             name, sep, value = line.partition(b":")
             if not sep:
-                raise TransportError(f"malformed header line: {line[:80]!r}")
+                raise TransportError(f"malformed header line: {self._quote(line, 80)}")
             if name.strip().lower() == b"content-length":
                 try:
                     length = int(value.strip())
                 except ValueError:
-                    raise TransportError(f"invalid Content-Length: {value[:40]!r}") from None
+                    raise TransportError(f"invalid Content-Length: {self._quote(value, 40)}") from None
         if length is None or length < 0:
             raise TransportError("message header has no valid Content-Length")
         if length > self._max:

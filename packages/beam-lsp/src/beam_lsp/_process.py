@@ -3,8 +3,9 @@
 Lean's watchdog starts file workers with `setsid`, so they are not in the server's process group; teardown
 therefore also collects descendants from /proc (where available) before killing. `ServerProcess` decides once
 why the server is gone (`ServerExited`, with exit status and redacted stderr tail) however that was noticed:
-its output ended or broke, our writes failed, or the client shut it down. It knows nothing about JSON-RPC
-messages or documents.
+its output ended or broke, our writes failed, or the client shut it down. Every account it gives is redacted
+(the reason may quote the server's output), and so is a failure to spawn (the error names the command). It
+knows nothing about JSON-RPC messages or documents.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class StderrBuffer:
         self._size = 0
         self._limit = limit
         self.total = 0
+        self._at_line_start = True  # whether the oldest byte kept starts a line
         self.eof = anyio.Event()
         """Set once `pump` has read the stream to its end (or the stream broke)."""
 
@@ -50,12 +52,25 @@ class StderrBuffer:
         self._size += len(data)
         self.total += len(data)
         while self._size > self._limit and len(self._chunks) > 1:
-            self._size -= len(self._chunks.popleft())
+            dropped = self._chunks.popleft()
+            self._size -= len(dropped)
+            self._at_line_start = dropped.endswith(b"\n")
 
     def tail(self, redactor: Redactor, max_lines: int = 40) -> str:
-        """The last lines, decoded and redacted."""
-        text = b"".join(self._chunks)[-self._limit :].decode("utf-8", "replace")
-        return redactor.redact("\n".join(text.splitlines()[-max_lines:]))
+        """The last lines, decoded and redacted.
+
+        A line whose start was dropped to respect the limit is left out: a secret cut in two would no longer
+        be recognised.
+        """
+        data = b"".join(self._chunks)
+        at_line_start = self._at_line_start
+        if len(data) > self._limit:
+            at_line_start = data[-self._limit - 1 : -self._limit] == b"\n"
+            data = data[-self._limit :]
+        lines = data.decode("utf-8", "replace").splitlines()
+        if not at_line_start:
+            lines = lines[1:]
+        return redactor.redact("\n".join(lines[-max_lines:]))
 
     async def pump(self, stream: ByteReceiveStream) -> None:
         """Read `stream` to its end into the buffer, then set `eof`."""
@@ -67,11 +82,33 @@ class StderrBuffer:
             self.eof.set()
 
 
-async def spawn(cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None) -> Process:
-    """Start `cmd` in `cwd` with piped stdio, in a new session (own process group)."""
-    return await anyio.open_process(
-        list(cmd), cwd=str(cwd), env=dict(env) if env is not None else None, start_new_session=True
-    )
+async def spawn(
+    cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None, redactor: Redactor | None = None
+) -> Process:
+    """Start `cmd` in `cwd` with piped stdio, in a new session (own process group).
+
+    Raises:
+        OSError: The command could not be executed; the same `OSError` subclass and errno, with the message and
+            file names redacted (the original is not chained: its text is not).
+    """
+    try:
+        return await anyio.open_process(
+            list(cmd), cwd=str(cwd), env=dict(env) if env is not None else None, start_new_session=True
+        )
+    except OSError as exc:
+        raise _redacted_os_error(exc, redactor or Redactor()) from None
+
+
+def _redacted_os_error(exc: OSError, redactor: Redactor) -> OSError:
+    def scrub(value: object) -> object:
+        return redactor.redact(os.fsdecode(value)) if isinstance(value, (str, bytes)) else value
+
+    if exc.errno is None:
+        return type(exc)(redactor.redact(str(exc)))
+    args = [exc.errno, redactor.redact(exc.strerror or "")]
+    if exc.filename is not None or exc.filename2 is not None:
+        args += [scrub(exc.filename), None, scrub(exc.filename2)]
+    return type(exc)(*args)
 
 
 def descendants(pid: int) -> list[int]:
@@ -144,6 +181,11 @@ class ServerProcess:
         """The last lines the server wrote to stderr, redacted."""
         return self.stderr.tail(self._redactor, max_lines)
 
+    def error(self, reason: str, returncode: int | None = None, *, tail: bool = True) -> ServerExited:
+        """A `ServerExited` with a redacted `reason`, the exit status and (with `tail`) the stderr tail."""
+        stderr_tail = self.stderr_tail() if tail else ""
+        return ServerExited(self._redactor.redact(reason), returncode=returncode, stderr_tail=stderr_tail)
+
     def mark_exited(self, error: ServerExited) -> ServerExited:
         """Record why the server is gone (the first account wins), tell `on_exit`, and return the account."""
         if self.exited is None:
@@ -181,7 +223,7 @@ class ServerProcess:
             returncode = await self.process.wait()
         with anyio.move_on_after(STDERR_GRACE):
             await self.stderr.eof.wait()
-        self.mark_exited(ServerExited(reason, returncode=returncode, stderr_tail=self.stderr_tail()))
+        self.mark_exited(self.error(reason, returncode))
 
     async def input_broke(self, exc: BaseException) -> ServerExited:
         """A write to the server failed: prefer the reader's account of the exit, else kill and give our own."""
@@ -191,11 +233,9 @@ class ServerProcess:
             return self.exited
         self.kill()
         reason = f"the server stopped reading its input ({type(exc).__name__})"
-        return self.mark_exited(
-            ServerExited(reason, returncode=self.process.returncode, stderr_tail=self.stderr_tail())
-        )
+        return self.mark_exited(self.error(reason, self.process.returncode))
 
     async def reap(self, timeout: float) -> None:
         """Kill what is left of the server, collect it and account for the exit if nobody did before."""
         await reap(self.process, timeout)
-        self.mark_exited(ServerExited("the client shut the server down", returncode=self.process.returncode))
+        self.mark_exited(self.error("the client shut the server down", self.process.returncode, tail=False))

@@ -4,7 +4,9 @@ Owns the server's lifecycle (spawn, handshake, shutdown, kill), the document mir
 dispatch of Lean's notifications (to the diagnostics cache, the sync barrier and event subscribers) and the typed
 request API. The JSON-RPC peer (`jsonrpc.py`), the barrier and crash notices (`_barrier.py`), the diagnostics
 cache (`diagnostics.py`) and the process helpers (`_process.py`) do the work. Every public method raises
-`ServerExited` once the server is gone, never an anyio or OS stream error. It must not know about
+`ServerExited` once the server is gone, never an anyio or OS stream error. Events follow the cache: what it
+ignores (Lean's reports about a closed document, or about the closed lifetime of a reopened one) reaches no
+subscriber either. It must not know about
 workspaces-as-descriptors, tools or MCP: those live in beam-broker and beam-mcp.
 """
 
@@ -157,7 +159,7 @@ class LeanClient:
         assert process.stdin is not None and process.stdout is not None
         self.cache = cache
         self._server = ServerProcess(process, redactor, self._server_exited)
-        reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes)
+        reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes, redactor=redactor)
         notify, lost = self._on_notification, self._server.input_broke
         self._rpc = JsonRpcPeer(process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost)
         _install_handlers(self._rpc)
@@ -191,21 +193,21 @@ class LeanClient:
             cwd: The absolute project root (Lean uses its working directory as the root).
             env: The child's environment (default: inherit).
             cache: A diagnostics cache to fill; pass the same one across restarts (it is reset here).
-            redactor: Scrubs secrets from Lean text; defaults to one built from `env` and `cmd`.
+            redactor: Scrubs secrets from Lean text, errors and logs; defaults to one built from `env` and `cmd`.
             initialization_options: Lean's `initializationOptions` (e.g. `{"editDelay": 0}`).
             max_message_bytes: Largest message body accepted from the server.
             initialize_timeout: Seconds to wait for the `initialize` answer.
 
         Raises:
             ServerExited: The server could not be started or died during the handshake.
-            OSError: The command could not be executed (nothing was started).
+            OSError: The command could not be executed (nothing was started); its message is redacted.
         """
         if redactor is None:
             redactor = Redactor.from_sources(env if env is not None else os.environ, cmd)
         cache = cache if cache is not None else DiagnosticsCache(redactor)
         cache.server_restarted()
         root_uri = path_to_uri(cwd)
-        process = await spawn(cmd, cwd, env)
+        process = await spawn(cmd, cwd, env, redactor)
         assert process.stderr is not None
         client = cls(process, cache, redactor, max_message_bytes)
         try:
@@ -232,13 +234,14 @@ class LeanClient:
         except TimeoutError:
             reason = f"the server did not answer initialize within {timeout:g} s"
             # Declared gone, so leaving the context skips the shutdown handshake and kills it at once.
-            raise self._server.mark_exited(ServerExited(reason, stderr_tail=self.stderr_tail())) from None
+            raise self._server.mark_exited(self._server.error(reason)) from None
         if isinstance(result, dict):
             self.capabilities = result.get("capabilities") or {}
             self.server_info = result.get("serverInfo") or {}
         await self._rpc.notify("initialized", {})
 
     async def _shutdown(self) -> None:
+        self._barrier.stop()  # first: Lean's `shutdown` publishes [] for every open file, which is no clean bill
         if self.exited is None:
             with anyio.move_on_after(SHUTDOWN_TIMEOUT), contextlib.suppress(BeamLspError):
                 await self._rpc.request("shutdown")
@@ -285,15 +288,15 @@ class LeanClient:
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "textDocument/publishDiagnostics":
             pub = PublishDiagnosticsParams.model_validate(params)
-            self.cache.publish(pub.uri, pub.version, params.get("diagnostics", []))
-            self._barrier.published(pub.uri)
-            # The cache holds the redacted, bounded copy: hand that out, never the raw one.
-            self._events.send(DiagnosticsEvent(pub.uri, pub.version, self.cache.get(pub.uri).diagnostics))
+            if self.cache.publish(pub.uri, pub.version, params.get("diagnostics", [])):
+                self._barrier.published(pub.uri)
+                # The cache holds the redacted, bounded copy: hand that out, never the raw one.
+                self._events.send(DiagnosticsEvent(pub.uri, pub.version, self.cache.get(pub.uri).diagnostics))
         elif method == "$/lean/fileProgress":
             prog = LeanFileProgressParams.model_validate(params)
             doc = self._docs.get(prog.textDocument.uri)
-            self._barrier.progress(prog, doc.version if doc is not None else None)
-            self._events.send(ProgressEvent(prog))
+            if self._barrier.progress(prog, doc.version if doc is not None else None):
+                self._events.send(ProgressEvent(prog))
         elif method in ("window/logMessage", "window/showMessage") and isinstance(params, dict):
             kind = "log" if method == "window/logMessage" else "show"
             self.cache.log(kind, int(params.get("type", 4)), str(params.get("message", "")))
@@ -377,14 +380,15 @@ class LeanClient:
         return await self.change(uri, self.document(uri).text, save=False)
 
     async def close(self, uri: str) -> None:
-        """Close a document (`textDocument/didClose`).
+        """Close a document (`textDocument/didClose`); the cache keeps what Lean said while it was open.
 
         Closing an unknown document, or any once the server is gone, only forgets it: this never raises.
         """
         doc = self._docs.pop(uri, None)
         self._rpc_sessions.pop(uri, None)
-        lock = self._barrier.close(uri)
-        if doc is None or self.exited is not None:
+        sending = doc is not None and self.exited is None
+        lock = self._barrier.close(uri, server_clears=sending)
+        if not sending:
             return
         async with lock:
             with contextlib.suppress(ServerExited):

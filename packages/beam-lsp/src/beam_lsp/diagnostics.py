@@ -13,6 +13,13 @@ publish. A snapshot takes its elaboration state (`complete`, `processing` with r
 and the client's sync barrier reads the same record (`document_progress`). Files a client has open are pinned:
 they are never evicted, so a barrier never loses the progress it waits for. Text from Lean is redacted on the
 way in. It must not know about documents' text, workspaces or MCP, and it never talks to Lean.
+
+Closed documents (never a false clean): Lean clears a file's diagnostics when the client closes it (one empty
+publish, and one for every open file at `shutdown`). That says nothing about the file, so once a URI is closed
+the cache ignores Lean's reports for it and keeps what Lean said while it was open (diagnostics, version,
+elaboration state); the snapshot says `open: false`. Versions restart when a document is reopened, so reports
+of the old lifetime that arrive after the reopen (up to and including the clearing publish Lean owes) are
+ignored too; the reopened URI itself starts fresh (its kept publish and progress are dropped).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ MAX_MESSAGE_BYTES = 256 * 1024
 MAX_FILE_BYTES = 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_REMEMBERED_EVICTIONS = 1000
+MAX_REMEMBERED_CLOSED = 4096
 LOG_CAPACITY = 100
 SHOW_MESSAGE_CAPACITY = 50
 _CANONICAL_MEMO = 4096
@@ -73,6 +81,8 @@ class DiagnosticsSnapshot:
         progress_version: The version the elaboration state belongs to.
         processing: Ranges Lean is still elaborating (or failed on).
         truncated: How many diagnostics were dropped to respect the per-file bound.
+        open: Whether a client has the file open. When it is closed, everything above is what Lean said while
+            it was open (its last publish, version and elaboration state), frozen at the close.
     """
 
     path: str
@@ -85,14 +95,16 @@ class DiagnosticsSnapshot:
     progress_version: int | None = None
     processing: tuple[Range, ...] = ()
     truncated: int = 0
+    open: bool = False
 
     def wire(self) -> dict[str, Any]:
-        """JSON form (mcpls resource fields, LSP casing for diagnostics)."""
+        """JSON form (mcpls resource fields, LSP casing for diagnostics, plus `open`)."""
         out: dict[str, Any] = {
             "path": self.path,
             "tracked": self.tracked,
             "availability": self.availability.value,
             "diagnostics": [d.wire() for d in self.diagnostics],
+            "open": self.open,
         }
         if self.version is not None:
             out["version"] = self.version
@@ -189,6 +201,14 @@ class LogBuffer:
         return list(self._ring)
 
 
+def _remember(ring: collections.OrderedDict[str, Any], key: str, value: Any) -> None:
+    """Set `ring[key]` as its newest item, forgetting the oldest beyond `MAX_REMEMBERED_CLOSED`."""
+    ring.pop(key, None)
+    ring[key] = value
+    if len(ring) > MAX_REMEMBERED_CLOSED:
+        ring.popitem(last=False)
+
+
 def _truncate_message(text: str) -> str:
     raw = text.encode("utf-8")
     if len(raw) <= MAX_MESSAGE_BYTES:
@@ -237,6 +257,8 @@ class DiagnosticsCache:
         self._evicted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._canonical: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._open: dict[str, str] = {}  # URI of an open document -> its canonical path (pinned)
+        self._closed: collections.OrderedDict[str, None] = collections.OrderedDict()  # closed, not reopened
+        self._owed: collections.OrderedDict[str, int] = collections.OrderedDict()  # URI -> clearing publishes owed
         self._total = 0
         self._listeners: list[Callable[[str], None]] = []
         self.epoch = 0
@@ -270,18 +292,58 @@ class DiagnosticsCache:
     def document_opened(self, uri: str) -> None:
         """Start a new lifetime for `uri` (its versions restart) and pin its file until `document_closed`.
 
-        Forgets the progress and publish version Lean reported for `uri` before (the diagnostics themselves stay
-        until Lean publishes again).
+        The lifetime starts fresh: what Lean reported for `uri` before (its publish, version and progress) is
+        dropped, so the file reads `pending` until Lean publishes for the new lifetime (other URI spellings of
+        the file keep theirs). Reports of the previous lifetime still in flight are ignored (see
+        `document_closed`).
         """
         path = self.canonical(uri)
         self._open[uri] = path
+        self._closed.pop(uri, None)
         entry = self._entries.get(path)
-        if entry is not None and entry.reports.pop(uri, None) is not None:
+        if entry is None:
+            return
+        changed = entry.reports.pop(uri, None) is not None
+        slot = entry.slots.pop(uri, None)
+        if slot is not None:
+            self._total -= slot.size
+            changed = True
+        if changed:
             self._notify([path])
 
-    def document_closed(self, uri: str) -> None:
-        """Unpin `uri`'s file: it may be evicted again."""
-        self._open.pop(uri, None)
+    def document_closed(self, uri: str, *, server_clears: bool = False) -> None:
+        """End `uri`'s lifetime: keep what Lean said while it was open, ignore what it says from now on.
+
+        The file is unpinned (it may be evicted again) and its snapshot says `open: false`. Until `uri` is
+        reopened, every publish and progress for it is ignored: Lean's empty publish on `didClose` (or at
+        `shutdown`) clears an editor's view, it does not mean the file is clean.
+
+        Args:
+            uri: A document opened with `document_opened` (anything else is ignored).
+            server_clears: The server was sent `didClose` and will answer with one empty publish. Until that
+                publish arrives, reports for `uri` belong to the closed lifetime and are ignored even after a
+                reopen (whose versions start again at 1).
+        """
+        path = self._open.pop(uri, None)
+        if path is None:
+            return
+        _remember(self._closed, uri, None)
+        if server_clears:
+            _remember(self._owed, uri, self._owed.get(uri, 0) + 1)
+        if path in self._entries:
+            self._notify([path])
+
+    def _accepts(self, uri: str, *, clearing: bool) -> bool:
+        """Whether a report for `uri` belongs to its current lifetime (a clearing publish pays one owed)."""
+        owed = self._owed.get(uri)
+        if owed is not None:
+            if clearing:
+                if owed > 1:
+                    self._owed[uri] = owed - 1
+                else:
+                    del self._owed[uri]
+            return False
+        return uri not in self._closed
 
     def document_progress(self, uri: str) -> DocumentProgress:
         """What Lean reported about `uri` in the current lifetime (empty when nothing)."""
@@ -290,17 +352,23 @@ class DiagnosticsCache:
         return report or DocumentProgress()
 
     # ---- writes -------------------------------------------------------------------------------------
-    def publish(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
+    def publish(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> bool:
         """Store one `publishDiagnostics` (full set for that URI spelling), redacted and bounded.
 
-        A publish for an older version than the last one of the same URI in this lifetime is ignored.
+        A publish for an older version than the last one of the same URI in this lifetime is ignored, and so
+        is one for a closed URI (see `document_closed`).
+
+        Returns:
+            Whether the publish was stored.
         """
+        if not self._accepts(uri, clearing=not diagnostics):
+            return False
         path = self.canonical(uri)
         entry = self._entries.get(path)
         report = entry.reports.get(uri) if entry is not None else None
         last = report.diagnostics_version if report is not None else None
         if last is not None and version is not None and version < last:
-            return
+            return False
         items = [LeanDiagnostic.model_validate(redact_diagnostic(d, self._redactor)) for d in diagnostics]
         kept, size, truncated = self._bound(items)
         changed = [path]
@@ -327,6 +395,7 @@ class DiagnosticsCache:
                 break
             changed += evicted
         self._notify(changed)
+        return True
 
     def _bound(self, items: list[LeanDiagnostic]) -> tuple[tuple[LeanDiagnostic, ...], int, int]:
         sizes = [len(json.dumps(d.wire(), ensure_ascii=False)) for d in items]
@@ -369,9 +438,17 @@ class DiagnosticsCache:
             self._evicted.popitem(last=False)
         return [victim]
 
-    def progress(self, params: LeanFileProgressParams) -> None:
-        """Record a `$/lean/fileProgress` notification for its URI (an older version than the last is ignored)."""
+    def progress(self, params: LeanFileProgressParams) -> bool:
+        """Record a `$/lean/fileProgress` notification for its URI.
+
+        An older version than the last one of the URI is ignored, and so is progress for a closed URI.
+
+        Returns:
+            Whether the progress was recorded.
+        """
         uri = params.textDocument.uri
+        if not self._accepts(uri, clearing=False):
+            return False
         path = self.canonical(uri)
         entry = self._entries.get(path)
         if entry is None:
@@ -382,7 +459,7 @@ class DiagnosticsCache:
         version = params.textDocument.version
         last = report.progress_version
         if last is not None and version is not None and version < last:
-            return
+            return False
         entry.reports.pop(uri, None)  # re-inserted last: the newest progress of the file
         entry.reports[uri] = dataclasses.replace(
             report,
@@ -392,6 +469,7 @@ class DiagnosticsCache:
             fatal=params.fatal,
         )
         self._notify([path])
+        return True
 
     def server_restarted(self) -> list[str]:
         """Forget everything published by the previous server: every file returns to `pending`, none is open."""
@@ -399,6 +477,8 @@ class DiagnosticsCache:
         self._entries.clear()
         self._evicted.clear()
         self._open.clear()
+        self._closed.clear()
+        self._owed.clear()
         self._total = 0
         self.epoch += 1
         self._notify(cleared)
@@ -421,10 +501,13 @@ class DiagnosticsCache:
     def get(self, uri_or_path: str) -> DiagnosticsSnapshot:
         """Snapshot of one file (never triggers analysis)."""
         path = self.canonical(uri_or_path)
+        is_open = path in self._open.values()
         entry = self._entries.get(path)
         if entry is None:
             avail = Availability.EVICTED if path in self._evicted else Availability.PENDING
-            return DiagnosticsSnapshot(path=path, tracked=avail is Availability.EVICTED, availability=avail)
+            return DiagnosticsSnapshot(
+                path=path, tracked=avail is Availability.EVICTED, availability=avail, open=is_open
+            )
         progress = entry.progress
         if not entry.slots:
             return DiagnosticsSnapshot(
@@ -434,6 +517,7 @@ class DiagnosticsCache:
                 elaboration=progress.elaboration,
                 progress_version=progress.progress_version,
                 processing=progress.processing,
+                open=is_open,
             )
         newest = next(reversed(entry.slots.values()))
         seen: set[str] = set()
@@ -464,6 +548,7 @@ class DiagnosticsCache:
             progress_version=progress.progress_version,
             processing=progress.processing,
             truncated=sum(s.truncated for s in entry.slots.values()),
+            open=is_open,
         )
 
     def files(self) -> list[str]:

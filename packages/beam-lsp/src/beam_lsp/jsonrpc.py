@@ -15,6 +15,8 @@ Rules:
 - When the transport dies every pending request fails at once with the same error. A write to a broken or
   closed stream never leaks an anyio or OS error: the peer closes itself with the error its `on_lost`
   callback gives (by default a plain `ServerExited`) and raises that.
+- Text from the other side is redacted wherever it goes: error messages and data of its answers, and every log
+  record (a skipped message, or a handler's failure with its traceback, which may quote the message).
 
 It must not know about documents, Lean or processes (`client.py` does).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeGuard
 
@@ -99,10 +102,6 @@ def _key(rid: int | str) -> IdKey:
     return (type(rid), rid)
 
 
-async def _plain_lost(exc: BaseException) -> BeamLspError:
-    return ServerExited(f"the connection broke while writing ({type(exc).__name__}: {exc})")
-
-
 @dataclasses.dataclass
 class _Pending:
     method: str
@@ -141,7 +140,7 @@ class JsonRpcPeer:
         self._send = send
         self._reader = reader
         self._on_notification = on_notification
-        self._on_lost = on_lost or _plain_lost
+        self._on_lost = on_lost or self._plain_lost
         self._redactor = redactor
         self._handlers: dict[str, RequestHandler] = {}
         self._pending: dict[IdKey, _Pending] = {}
@@ -153,6 +152,13 @@ class JsonRpcPeer:
         self.cancellations_received = 0
         self.late_answers_dropped = 0
         self.protocol_errors = 0
+
+    async def _plain_lost(self, exc: BaseException) -> BeamLspError:
+        return ServerExited(self._redactor.redact(f"the connection broke while writing ({type(exc).__name__}: {exc})"))
+
+    def _failure(self, exc: BaseException) -> str:
+        """An exception with its traceback, redacted (for a log record)."""
+        return self._redactor.redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     def set_handler(self, method: str, handler: RequestHandler) -> None:
         """Answer the other side's requests for `method` with `handler(params)`."""
@@ -273,7 +279,7 @@ class JsonRpcPeer:
                 msg = decode_message(body)
             except TransportError as exc:
                 self.protocol_errors += 1
-                log.warning("dropping undecodable message: %s", exc)
+                log.warning("dropping undecodable message: %s", self._redactor.redact(str(exc)))
                 continue
             method = msg.get("method")
             if isinstance(method, str):
@@ -296,9 +302,9 @@ class JsonRpcPeer:
             return
         try:
             self._on_notification(method, params)
-        except Exception:  # a bad notification must not kill the reader
+        except Exception as exc:  # a bad notification must not kill the reader
             self.protocol_errors += 1
-            log.exception("error handling notification %s", method)
+            log.error("error handling notification %s: %s", self._redactor.redact(method), self._failure(exc))
 
     def _response(self, msg: dict[str, Any]) -> None:
         rid = msg.get("id")
@@ -336,8 +342,8 @@ class JsonRpcPeer:
                     reply["error"] = {"code": exc.code, "message": exc.message}
                 except BeamLspError as exc:
                     reply["error"] = {"code": INTERNAL_ERROR, "message": str(exc)}
-                except Exception:  # a bug in a handler must not stop the reader
-                    log.exception("error answering %s", method)
+                except Exception as exc:  # a bug in a handler must not stop the reader
+                    log.error("error answering %s: %s", self._redactor.redact(method), self._failure(exc))
                     reply["error"] = {"code": INTERNAL_ERROR, "message": f"internal error answering {method}"}
                 finally:
                     if self._answering.get(key) is scope:

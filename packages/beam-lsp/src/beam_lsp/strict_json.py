@@ -1,20 +1,32 @@
-"""Strict JSON decoding: the one parser every Beam package uses for input it did not write.
+r"""Strict JSON: the one parser for input Beam did not write, and the one rule for text that cannot go on.
 
 Python's `json` keeps the last of two equal object keys, accepts `NaN` and `Infinity`, and raises
 `RecursionError` on deep nesting. Here a repeated key is `DuplicateKeyError`, the non-finite constants and
 invalid UTF-8 are `ValueError`, and nesting deeper than `MAX_DEPTH` is a `ValueError` too, so a caller catches
-exactly one exception type. This module imports only the standard library (beam-feedback and the CLIs use it
-without the LSP stack).
+exactly one exception type.
+
+Valid JSON can still carry text that cannot go on: `"\ud800"` decodes to a lone UTF-16 surrogate, which UTF-8
+cannot encode, and `"\u0000"` to a NUL character, which no path, command line or Lean source may hold.
+`find_invalid_text` names the first such string (value or object key) by its path, so a caller can refuse the
+input naming the field; `dumps` encodes any JSON value, lone surrogates included, as text that always encodes
+to UTF-8 (for answers that must echo such input, e.g. a request id).
+
+This module imports only the standard library (beam-feedback and the CLIs use it without the LSP stack).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 MAX_DEPTH: Final = 512
 """Deepest accepted nesting of arrays and objects (Python's decoder would hit its recursion limit first)."""
+
+_INVALID_TEXT: Final = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class DuplicateKeyError(ValueError):
@@ -117,3 +129,89 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return "an array"
+
+
+# ---- text that cannot cross the wire ----------------------------------------------------------------------------
+class InvalidText(NamedTuple):
+    """Where a JSON value holds text that cannot go on, and why.
+
+    Attributes:
+        path: The string's location: object members as `.name` (a top-level member without the dot), array
+            items as `[index]`, and members whose name is not a plain identifier as `["name"]` (JSON-escaped,
+            ASCII), e.g. `evidence[2].name`, `path`, `_meta["io.example/key"]`; empty for the value itself.
+            For an object key, the path of the member it names.
+        reason: `contains a NUL character` or `contains a lone surrogate (U+D800)`, prefixed by `object key `
+            for a key.
+    """
+
+    path: str
+    reason: str
+
+
+def _problem(text: str) -> str | None:
+    match = _INVALID_TEXT.search(text)
+    if match is None:
+        return None
+    char = match.group()
+    return "contains a NUL character" if char == "\x00" else f"contains a lone surrogate (U+{ord(char):04X})"
+
+
+def _member(path: str, key: str) -> str:
+    if _PLAIN_KEY.match(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def find_invalid_text(value: Any) -> InvalidText | None:
+    """Find the first string in a decoded JSON value that holds a NUL character or a lone UTF-16 surrogate.
+
+    Strings are visited in document order (an object key before its value); nesting depth is not limited (no
+    recursion). Surrogate pairs written as two escapes decode to one character and are fine.
+
+    Args:
+        value: A value as `loads` returns it (dicts, lists, strings, numbers, booleans, None).
+
+    Returns:
+        The location and reason, or None when every string is fine.
+    """
+    stack: list[tuple[str, Any, bool]] = [("", value, False)]  # (path, item, whether item is an object key)
+    while stack:
+        path, item, is_key = stack.pop()
+        if isinstance(item, str):
+            reason = _problem(item)
+            if reason is not None:
+                return InvalidText(path, f"object key {reason}" if is_key else reason)
+        elif isinstance(item, dict):
+            members: list[tuple[str, Any, bool]] = []
+            for key, child in item.items():
+                where = _member(path, str(key))
+                members += [(where, key, True), (where, child, False)]
+            stack.extend(reversed(members))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((f"{path}[{index}]", child, False) for index, child in reversed(list(enumerate(item))))
+    return None
+
+
+def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, compact: bool = False) -> str:
+    r"""Encode a JSON value as text that always encodes to UTF-8.
+
+    Non-ASCII text stays as it is, except lone surrogates, which are written as `\udXXX` escapes (valid JSON
+    that decodes back to the same string): `json.dumps(..., ensure_ascii=False).encode()` would raise
+    `UnicodeEncodeError` instead.
+
+    Args:
+        value: The value (dicts, lists, strings, numbers, booleans, None).
+        indent: As for `json.dumps`.
+        sort_keys: As for `json.dumps`.
+        compact: No spaces after `,` and `:`.
+
+    Raises:
+        ValueError: The value holds `NaN` or an infinity (not JSON).
+        TypeError: The value holds something JSON cannot represent.
+    """
+    separators = (",", ":") if compact else None
+    text = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, indent=indent, sort_keys=sort_keys, separators=separators
+    )
+    # Outside string literals the encoder writes ASCII only, so every surrogate here is inside a string.
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
