@@ -15,6 +15,7 @@ import filelock
 import pytest
 
 from beam_feedback import BUNDLE_FAILED, BundleError, FeedbackResult, Redactor, build_report
+from beam_feedback import _bundle as bundle_module
 from beam_feedback._bundle import LOCK_NAME, write_bundle
 from tests.feedback.helpers import minimal_input
 
@@ -169,6 +170,84 @@ def test_an_output_path_that_is_a_file_fails_cleanly(project: Path, env: dict[st
     with pytest.raises(BundleError):
         build_report(minimal_input(workspace={"root": str(project)}, bundle="zip"), env=env, out_dir=blocker)
     assert blocker.read_text(encoding="utf-8") == ""
+
+
+# ---- bundles never leave <root>/.beam/feedback -----------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["dir", "zip"])
+@pytest.mark.parametrize("link", [".beam", ".beam/feedback"])
+def test_a_symlinked_bundle_directory_is_refused_and_nothing_is_written_outside(
+    project: Path, env: dict[str, str], tmp_path: Path, link: str, mode: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / link).parent.mkdir(parents=True, exist_ok=True)
+    (project / link).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(BundleError) as caught:
+        build_report(minimal_input(workspace={"root": str(project)}, bundle=mode), env=env)
+    assert caught.value.code == BUNDLE_FAILED
+    assert f"refusing to write a bundle: ~/proj/{link} is a symbolic link" in caught.value.message
+    assert list(outside.iterdir()) == []
+
+
+def test_a_bundle_directory_component_that_is_a_file_is_refused(project: Path, env: dict[str, str]) -> None:
+    (project / ".beam").write_text("", encoding="utf-8")
+    with pytest.raises(BundleError, match=r"~/proj/\.beam is not a directory"):
+        build_report(minimal_input(workspace={"root": str(project)}, bundle="dir"), env=env)
+
+
+@pytest.mark.parametrize("taken", ["b", "b.zip"])
+def test_an_existing_symlink_with_the_bundle_name_is_never_written_through(tmp_path: Path, taken: str) -> None:
+    root = tmp_path / "root"
+    out = root / ".beam" / "feedback"
+    out.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (out / taken).symlink_to(outside / "target")  # dangling: a plain exists() would say it is free
+    with pytest.raises(BundleError, match="already exists"):
+        write_bundle(out, "b", {"card.md": b"x"}, make_zip=True, base=root)
+    assert list(outside.iterdir()) == [] and _leftovers(out) == []
+
+
+def test_a_component_swapped_for_a_symlink_while_writing_does_not_redirect_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    manifest = bundle_module._manifest
+
+    def swap_then_manifest(name: str, written: dict[str, bytes]) -> bytes:
+        # The output directory is open by now: move it away and put a symlink to elsewhere in its place.
+        (root / ".beam").rename(root / ".beam-moved")
+        (root / ".beam").symlink_to(outside, target_is_directory=True)
+        return manifest(name, written)
+
+    monkeypatch.setattr(bundle_module, "_manifest", swap_then_manifest)
+    write_bundle(root / ".beam" / "feedback", "b", {"card.md": b"x"}, make_zip=True, base=root)
+    assert list(outside.iterdir()) == []
+    moved = root / ".beam-moved" / "feedback"
+    assert sorted(p.name for p in moved.iterdir()) == [LOCK_NAME, "b", "b.zip"]
+    assert (moved / "b" / "card.md").read_bytes() == b"x"
+
+
+def test_an_output_directory_outside_its_base_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="is not inside"):
+        write_bundle(tmp_path / "elsewhere", "b", {"card.md": b"x"}, make_zip=False, base=tmp_path / "root")
+    with pytest.raises(BundleError, match="not a plain path"):
+        write_bundle(tmp_path / "root" / ".." / "x", "b", {}, make_zip=False, base=tmp_path / "root")
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "x").exists()
+
+
+def test_an_explicit_output_directory_may_be_a_symlink_the_caller_chose(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    real = tmp_path / "real-out"
+    real.mkdir()
+    (tmp_path / "out-link").symlink_to(real, target_is_directory=True)
+    data = minimal_input(workspace={"root": str(project)}, bundle="dir")
+    result = build_report(data, env=env, out_dir=tmp_path / "out-link")
+    assert result.bundle_dir is not None and len([p for p in real.iterdir() if p.name != LOCK_NAME]) == 1
 
 
 def test_a_held_lock_times_out_and_leaves_nothing_behind(tmp_path: Path) -> None:

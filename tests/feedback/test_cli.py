@@ -208,6 +208,28 @@ def test_an_invalid_input_file_is_bad_input(capsys: pytest.CaptureFixture[str], 
     assert "feedback input accepts no undeclared fields: confidental" in err
 
 
+def test_an_input_file_with_a_nul_or_a_lone_surrogate_is_bad_input_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "bad.json"
+    source.write_text(json.dumps(minimal_input(tags=["ok", "a\ud800"])), encoding="utf-8")  # "\ud800" escaped
+    code, out, err = _run(capsys, "--input", str(source))
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "feedback input field 'tags[1]' contains a lone surrogate (U+D800)" in err
+
+
+def test_a_symlinked_bundle_directory_is_a_failure_and_nothing_is_written(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / ".beam").symlink_to(outside, target_is_directory=True)
+    code, out, err = _run(capsys, *FLAGS, "--bundle", "zip")
+    assert (code, out) == (EXIT_FAILURE, "")
+    assert "refusing to write a bundle: ~/proj/.beam is a symbolic link" in err
+    assert list(outside.iterdir()) == []
+
+
 def test_a_missing_input_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = _run(capsys, "--input", str(tmp_path / "missing.json"))
     assert code == EXIT_USAGE

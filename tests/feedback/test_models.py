@@ -116,6 +116,30 @@ def test_several_problems_are_reported_together() -> None:
     assert "kind:" in message
 
 
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"title": "hover\x00"}, "title"),
+        ({"tags": ["ok", "\ud800"]}, "tags[1]"),
+        ({"evidence": [{"name": "a", "content": "x"}, {"name": "b\x00", "content": "y"}]}, "evidence[1].name"),
+        ({"evidence": [{"name": "a", "content": {"k": ["\udfff"]}}]}, "evidence[0].content.k[0]"),
+        ({"evidence": [{"name": "a", "path": "logs/\x00.log"}]}, "evidence[0].path"),
+        ({"request": {"bad\x00key": 1}}, 'request["bad\\u0000key"]'),
+        ({"workspace": {"root": "/proj\x00"}}, "workspace.root"),
+    ],
+)
+def test_nul_characters_and_lone_surrogates_are_refused_naming_the_field(extra: dict[str, object], field: str) -> None:
+    message = _error(minimal_input(**extra)).message
+    assert message.startswith(f"feedback input field '{field}' ")
+    assert ("NUL character" in message) != ("lone surrogate" in message)
+    message.encode("utf-8")  # the message itself can always be sent
+
+
+def test_escaped_nul_and_surrogates_in_json_text_are_refused_too() -> None:
+    text = json.dumps(minimal_input(summary="\ud800", request={"a": "\x00"}))
+    assert _error(text).message == "feedback input field 'summary' contains a lone surrogate (U+D800)"
+
+
 def test_json_text_with_a_repeated_key_is_rejected() -> None:
     text = '{"title": "a", "title": "b", "summary": "s", "reproduction": "r", "expected": "e", "actual": "a"}'
     assert _error(text).message == "feedback input repeats the key 'title'"

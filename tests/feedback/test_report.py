@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from beam_feedback import INVALID_INPUT, REPORT_SCHEMA, InvalidReportError, Redactor, build_report
+from beam_feedback import report as report_module
 from tests.feedback.helpers import make_executable, minimal_input
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
@@ -184,6 +187,73 @@ def test_path_evidence_outside_the_workspace_is_rejected(project: Path, env: dic
     for path in (str(outside), "../../outside.txt", "link.txt"):
         data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": path}])
         with pytest.raises(InvalidReportError, match="path must be inside the workspace root"):
+            build_report(data, env=env)
+
+
+def test_path_evidence_may_be_a_symlink_that_stays_inside_the_workspace(project: Path, env: dict[str, str]) -> None:
+    (project / "real.log").write_text("inside\n", encoding="utf-8")
+    (project / "alias.log").symlink_to(project / "real.log")
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "alias.log"}])
+    assert "inside" in build_report(data, env=env).markdown
+
+
+def test_a_fifo_as_path_evidence_is_refused_at_once_without_blocking(project: Path, env: dict[str, str]) -> None:
+    fifo = project / "pipe"
+    os.mkfifo(fifo)
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "pipe"}])
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            build_report(data, env=env)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():  # blocked opening the FIFO: give it a writer so the thread can end, then fail
+        os.close(os.open(fifo, os.O_WRONLY))
+        worker.join(30)
+        pytest.fail("reading a FIFO as evidence blocked")
+    [error] = outcome
+    assert isinstance(error, InvalidReportError) and error.code == INVALID_INPUT
+    assert error.message == "evidence 'e.txt': pipe is a FIFO, not a regular file"
+
+
+def test_a_directory_as_path_evidence_is_refused_by_kind(project: Path, env: dict[str, str]) -> None:
+    (project / "logs").mkdir()
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "logs"}])
+    with pytest.raises(InvalidReportError, match=r"logs is a directory, not a regular file"):
+        build_report(data, env=env)
+
+
+def test_a_device_reached_through_a_symlink_in_the_workspace_is_refused(project: Path, env: dict[str, str]) -> None:
+    (project / "zero").symlink_to("/dev/zero")
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "zero"}])
+    with pytest.raises(InvalidReportError, match="path must be inside the workspace root"):
+        build_report(data, env=env)
+
+
+class _Unresolved(type(Path())):  # type: ignore[misc]
+    """A path whose `resolve` changes nothing: as if a component was swapped for a symlink after resolving."""
+
+    def resolve(self, strict: bool = False) -> _Unresolved:
+        return self
+
+
+def test_a_symlink_swapped_in_after_the_check_is_never_followed_out_of_the_workspace(
+    project: Path, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("outside the workspace\n", encoding="utf-8")
+    (project / "last.txt").symlink_to(outside / "secret.txt")  # the file itself became a symlink
+    (project / "dir").symlink_to(outside)  # a directory on the way became a symlink
+    monkeypatch.setattr(report_module, "Path", _Unresolved)
+    for path, problem in (("last.txt", "cannot read last.txt"), ("dir/secret.txt", "inside the workspace root")):
+        data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": path}])
+        with pytest.raises(InvalidReportError, match=problem):
             build_report(data, env=env)
 
 

@@ -1,7 +1,8 @@
 """The closed pydantic models at beam-feedback's boundary: the report input and the result.
 
 This module owns field names, types, defaults and the invariants a report must satisfy on its own
-(non-empty narrative, simple evidence names, one evidence source, confidential implies redaction).
+(non-empty narrative, simple evidence names, one evidence source, confidential implies redaction,
+no string that cannot cross the wire: a NUL character or a lone surrogate, in a value or a key).
 It must not touch the filesystem or the environment; :mod:`beam_feedback.report` does that.
 
 The input model mirrors the ``beam_feedback_report`` MCP tool input (including its ``workspace``
@@ -11,7 +12,7 @@ unchanged.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,6 +23,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from beam_lsp.strict_json import find_invalid_text
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -120,6 +123,15 @@ class FeedbackReport(BaseModel):
     confidential: bool = False
     include_collected: bool = False
     workspace: WorkspaceRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sendable_text(cls, data: Any) -> Any:
+        # Before any other check: NUL and lone surrogates can reach no path, process or encoder.
+        found = find_invalid_text(data)
+        if found is not None:
+            raise ValueError(f"feedback input field '{found.path}' {found.reason}")
+        return data
 
     @field_validator("title", "summary", "reproduction", "expected", "actual")
     @classmethod

@@ -2,8 +2,10 @@
 
 This module owns the order of operations and the confidential and redaction rules: what a
 confidential report drops, that everything returned or written passes through the redactor, and
-where bundles go. It must never upload anything, start Lean, or write anywhere except the bundle
-output directory.
+where bundles go. It also owns what path evidence may be: a regular file inside the workspace
+root (no FIFO, device or directory; never reached through a symlink that leaves the root), read up
+to a size cap. It must never upload anything, start Lean, or write anywhere except the bundle
+output directory (by default ``<root>/.beam/feedback``, never through a symlink).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -39,6 +42,17 @@ DEFAULT_BUNDLE_SUBDIR: Final = Path(".beam") / "feedback"
 """Where bundles go, relative to the workspace root, when no output directory is given."""
 
 _MAX_EVIDENCE_BYTES: Final = 1024 * 1024
+_EVIDENCE_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_PROC_FD: Final = Path("/proc/self/fd")
+_FILE_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 _SLUG_UNSAFE: Final = re.compile(r"[^a-z0-9]+")
 _MAX_SLUG: Final = 60
 
@@ -217,7 +231,17 @@ def _workspace_root(report: FeedbackReport) -> Path | None:
     return root
 
 
+def _opened_path(fd: int, candidate: Path) -> Path:
+    """Where the open file really is (Linux knows; elsewhere the path it was opened by, if unchanged)."""
+    if _PROC_FD.is_dir():
+        return Path(os.readlink(_PROC_FD / str(fd)))
+    opened, now = os.fstat(fd), os.stat(candidate)  # pragma: no cover - systems without /proc/self/fd
+    same = (opened.st_dev, opened.st_ino) == (now.st_dev, now.st_ino)  # pragma: no cover
+    return candidate.resolve() if same else Path("/")  # pragma: no cover
+
+
 def _read_evidence(name: str, raw_path: str, root: Path | None) -> tuple[str, str, bool]:
+    """Read path evidence: a regular file inside ``root``, at most ``_MAX_EVIDENCE_BYTES`` (+1 to tell)."""
     if root is None:
         raise InvalidReportError(f"evidence {name!r}: path evidence needs a workspace root")
     candidate = Path(raw_path).expanduser()
@@ -225,10 +249,30 @@ def _read_evidence(name: str, raw_path: str, root: Path | None) -> tuple[str, st
     if not candidate.is_relative_to(root):
         raise InvalidReportError(f"evidence {name!r}: path must be inside the workspace root: {raw_path}")
     try:
-        with candidate.open("rb") as handle:
-            data = handle.read(_MAX_EVIDENCE_BYTES + 1)
+        # Never blocks (a FIFO opens at once) and never follows a symlink put in place since the resolve.
+        fd = os.open(candidate, _EVIDENCE_FLAGS)
     except OSError as exc:
         raise InvalidReportError(f"evidence {name!r}: cannot read {raw_path}: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((label for test, label in _FILE_KINDS if test(mode)), "not a regular file")
+            raise InvalidReportError(f"evidence {name!r}: {raw_path} is {kind}, not a regular file")
+        if not _opened_path(fd, candidate).is_relative_to(root):
+            raise InvalidReportError(f"evidence {name!r}: path must be inside the workspace root: {raw_path}")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= _MAX_EVIDENCE_BYTES:
+            chunk = os.read(fd, _MAX_EVIDENCE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InvalidReportError(f"evidence {name!r}: cannot read {raw_path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     truncated = len(data) > _MAX_EVIDENCE_BYTES
     return str(candidate), data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace"), truncated
 
@@ -354,11 +398,12 @@ def _build(
             update={"request": None, "response": None, "evidence": [], "client_request_id": None}
         )
     bundle_parent: Path | None = None
+    bundle_base: Path | None = None  # the default parent stays inside the root, never through a symlink
     if report.bundle != "none":
         if out_dir is not None:
             bundle_parent = Path(out_dir).absolute()
         elif root is not None:
-            bundle_parent = root / DEFAULT_BUNDLE_SUBDIR
+            bundle_parent, bundle_base = root / DEFAULT_BUNDLE_SUBDIR, root
         else:
             raise InvalidReportError("a bundle needs an output directory or a workspace root")
 
@@ -435,5 +480,5 @@ def _build(
     }
     for entry in evidence:
         files[f"evidence/{entry.name}"] = entry.text.encode("utf-8")
-    write_bundle(bundle_parent, name, files, make_zip=zip_path is not None, lock_timeout=lock_timeout)
+    write_bundle(bundle_parent, name, files, make_zip=zip_path is not None, lock_timeout=lock_timeout, base=bundle_base)
     return result
