@@ -49,8 +49,9 @@ Default behaviour (a faithful mini Lean server)
   open -> -32801 ``Cannot process request to closed file '<uri>'``.
 * ``$/cancelRequest`` for a pending request -> -32800 with message ``""``, except for ``ignore_cancel``
   methods (default: ``textDocument/waitForDiagnostics``, as in real Lean: no answer at all).
-* ``shutdown`` -> ``null``; later requests -> -32600 ``Request received after 'shutdown' request.``;
-  ``exit`` or stdin EOF -> exit code 0.
+* ``shutdown`` -> ``publishDiagnostics`` with ``[]`` for every open document (as Lean 4.35 does), then
+  ``null``; later requests -> -32600 ``Request received after 'shutdown' request.``; ``exit`` or stdin EOF ->
+  exit code 0.
 
 Config keys (a JSON object; every key is optional)
 --------------------------------------------------
@@ -103,8 +104,9 @@ Config keys (a JSON object; every key is optional)
     ``bad_json`` (valid header, invalid JSON body), ``no_content_length`` (``Content-Type`` header only,
     then a JSON body), ``garbage_header`` (a header line without a colon and binary junk),
     ``oversized`` (``Content-Length: L`` with L default 209715200 = 200 MiB, followed by only B bytes,
-    default 65536). Then W: ``continue`` (keep serving; default for ``bad_json``), ``hang`` (write nothing
-    more but keep reading until EOF; default otherwise) or ``close`` (exit with ``exit_code``, default 1).
+    default 65536), ``raw`` (the text of ``data``, UTF-8, written as it is). Then W: ``continue`` (keep
+    serving; default for ``bad_json``), ``hang`` (write nothing more but keep reading until EOF; default
+    otherwise) or ``close`` (exit with ``exit_code``, default 1).
 ``log_env`` ({"vars": [NAME...], "diagnostic_var": NAME?} or [NAME...])
     On ``initialize`` write ``NAME=value`` for each variable to stderr and send a ``window/logMessage``
     (``{"type": 3, "message": ...}``) with the same text (after the initialize result); every elaborated
@@ -112,6 +114,14 @@ Config keys (a JSON object; every key is optional)
     ``diagnostic_var``.
 ``server_version`` (str, "0.3.0")
     ``serverInfo.version``.
+``stderr_on_start`` (str)
+    Written to stderr (plus a newline) as soon as the server starts.
+``errors`` ({M: {"code": C, "message": S, "data": D?}})
+    Requests with method M (known or not) are answered with this error object.
+``inject`` ({"on": M, "send": [item...], "times": N = 1})
+    When a message with method M arrives (the first N times, -1 = always), first send each item: an object as
+    a JSON message, a string as a raw message body (framed with its Content-Length but otherwise as it is, so
+    it may be invalid JSON); then handle the message as usual.
 """
 
 from __future__ import annotations
@@ -341,6 +351,9 @@ class FakeLean:
         self.session_ids = itertools.count(1)
         mal = config.get("malformed")
         self.malformed_left = int(mal.get("times", 1)) if isinstance(mal, dict) else 0
+        inject = config.get("inject")
+        self.inject_left = int(inject.get("times", 1)) if isinstance(inject, dict) else 0
+        self.errors: dict[str, JSON] = dict(config.get("errors", {}))
 
     # ----------------------------------------------------------------- output
     def send(self, msg: JSON) -> None:
@@ -425,6 +438,15 @@ class FakeLean:
         if isinstance(crash, dict) and crash.get("method") == method:
             self.later(float(crash.get("after_ms", 0)), lambda: self.crash(crash, method))
             return
+        inject = self.cfg.get("inject")
+        if isinstance(inject, dict) and inject.get("on") == method and self.inject_left != 0:
+            self.inject_left -= 1
+            for item in inject.get("send", []):
+                if isinstance(item, str):
+                    body = item.encode("utf-8")
+                    self.write_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                else:
+                    self.send(item)
         mal = self.cfg.get("malformed")
         if isinstance(mal, dict) and mal.get("on") == method and self.malformed_left != 0 and not self.muted:
             self.malformed_left -= 1
@@ -456,6 +478,8 @@ class FakeLean:
             declared = int(mal.get("declared_length", 200 * 1024 * 1024))
             chunk = int(mal.get("send_bytes", 65536))
             self.write_raw(b"Content-Length: %d\r\n\r\n" % declared + b'{"jsonrpc":"2.0","x":"' + b"A" * chunk)
+        elif kind == "raw":
+            self.write_raw(str(mal.get("data", "")).encode("utf-8"))
         else:
             log(f"fake_lean: unknown malformed kind {kind!r}")
         then = mal.get("then", "continue" if kind == "bad_json" else "hang")
@@ -641,8 +665,17 @@ class FakeLean:
         if self.shutdown:
             self.error(rid, ERR_INVALID_REQUEST, "Request received after 'shutdown' request.")
             return
+        if method in self.errors:
+            err = self.errors[method]
+            error: JSON = {"code": int(err.get("code", -32603)), "message": str(err.get("message", ""))}
+            if "data" in err:
+                error["data"] = err["data"]
+            self.send({"error": error, "id": rid, "jsonrpc": "2.0"})
+            return
         if method == "shutdown":
             self.shutdown = True
+            for open_doc in self.docs.values():
+                self.publish(open_doc, [])
             self.result(rid, None)
             return
         if method not in KNOWN_REQUESTS or (method.startswith("$/lean/rpc/") and not self.cfg.get("rpc", False)):
@@ -847,6 +880,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
     parser.add_argument("--config", help="JSON object, or @FILE holding one")
     args, _unknown = parser.parse_known_args(argv)
     fake = FakeLean(load_config(args.config), sys.stdout.buffer)
+    if "stderr_on_start" in fake.cfg:
+        log(str(fake.cfg["stderr_on_start"]))
     threading.Thread(target=reader, args=(fake, sys.stdin.buffer), daemon=True).start()
     fake.run()
 
