@@ -213,5 +213,13 @@ def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, com
     text = json.dumps(
         value, ensure_ascii=False, allow_nan=False, indent=indent, sort_keys=sort_keys, separators=separators
     )
-    # Outside string literals the encoder writes ASCII only, so every surrogate here is inside a string.
+    return escape_surrogates(text)
+
+
+def escape_surrogates(text: str) -> str:
+    r"""JSON text (as `json.dumps(..., ensure_ascii=False)` writes it) with lone surrogates as `\udXXX` escapes.
+
+    Outside string literals the encoder writes ASCII only, so every surrogate is inside a string, where the
+    escape is valid JSON and decodes back to the same string.
+    """
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -25,12 +25,13 @@ from ._notify import CallNotifier, Kinds
 from ._params import MRTR_REJECTED, CallParams
 from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
 from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOLS, Tool, ToolSet
-from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_result
+from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_error, tool_result
 
 if TYPE_CHECKING:
     from ._broker_host import BrokerHost
 
 INVALID_INPUT = "invalidInput"
+REQUEST_CANCELLED = "requestCancelled"
 
 
 @dataclasses.dataclass
@@ -100,14 +101,18 @@ class Calls:
     ) -> dict[str, Any]:
         notifier = self._notifier(call, tool, arguments, token, modern)
         run = CallRun(call, tool, arguments, notifier, modern)
+        result: dict[str, Any] | None = None
         try:
-            try:
-                result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
-            except Exception as exc:
-                wire = to_wire(exc)
-                if isinstance(wire, JsonRpcError):
-                    raise wire from None
-                result = wire
+            with call.interruption:
+                try:
+                    result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
+                except Exception as exc:
+                    wire = to_wire(exc)
+                    if isinstance(wire, JsonRpcError):
+                        raise wire from None
+                    result = wire
+            if result is None:  # the server interrupted the call
+                result = tool_error(REQUEST_CANCELLED, f"{tool.name} was {call.interrupted}")
             return modern_envelope(result) if modern is not None else result
         finally:
             notifier.close()

@@ -178,21 +178,49 @@ class Channel:
 # ---- admitted calls -----------------------------------------------------------------------------------------------
 @dataclasses.dataclass(eq=False)
 class InFlight:
-    """One admitted call: its cancel scope, where its output goes, and the fence it waits behind."""
+    """One admitted call: its cancel scopes, where its output goes, and the calls it waits behind.
+
+    Attributes:
+        scope: Cancelled by the client (`notifications/cancelled`) or at shutdown: the call ends without a response.
+        interruption: Cancelled when the server interrupts the call (a fence gave up waiting for it): the call's
+            body answers with an error saying why (`interrupted`).
+        before: The calls this one waits for (`wait_turn`): every earlier call for a fence, the last fence
+            otherwise.
+        fence_grace: How long a fence waits for the calls before it, before interrupting them.
+    """
 
     channel: Channel
     rid: RequestId
     outlet: Outlet
     cancellable: bool
-    waits: list[anyio.Event]
+    before: list[InFlight]
+    fence_grace: float = math.inf
     scope: anyio.CancelScope = dataclasses.field(default_factory=anyio.CancelScope)
+    interruption: anyio.CancelScope = dataclasses.field(default_factory=anyio.CancelScope)
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     cancelled: bool = False
+    interrupted: str | None = None
+
+    def interrupt(self, reason: str) -> None:
+        """Stop the call's work; its body answers with an error naming `reason`."""
+        if self.interrupted is None:
+            self.interrupted = reason
+            self.interruption.cancel()
 
     async def wait_turn(self) -> None:
-        """Wait until every call this one is fenced behind has finished."""
-        for event in self.waits:
-            await event.wait()
+        """Wait until every call this one is fenced behind has finished.
+
+        A fence waits at most `fence_grace` seconds, then interrupts the calls still running (a hung Lean request
+        must not block every later call forever) and waits for them to stop.
+        """
+        with anyio.move_on_after(self.fence_grace):
+            for call in self.before:
+                await call.done.wait()
+        for call in self.before:
+            if not call.done.is_set():
+                call.interrupt(f"interrupted after {self.fence_grace:g} s so that a stream-order fence could run")
+        for call in self.before:
+            await call.done.wait()
 
 
 Work = Callable[[InFlight], Awaitable[dict[str, Any]]]
@@ -202,11 +230,12 @@ Work = Callable[[InFlight], Awaitable[dict[str, Any]]]
 class Dispatcher:
     """Admission, answers and the lifetime of requests, for every channel of one server (see the module doc)."""
 
-    def __init__(self, tg: anyio.abc.TaskGroup) -> None:
-        """Run admitted calls in `tg`."""
+    def __init__(self, tg: anyio.abc.TaskGroup, *, fence_grace: float = math.inf) -> None:
+        """Run admitted calls in `tg`; a fence interrupts the calls before it after `fence_grace` seconds."""
         self._tg = tg
+        self._fence_grace = fence_grace
         self._inflight: dict[InFlight, None] = {}
-        self._last_fence: anyio.Event | None = None
+        self._last_fence: InFlight | None = None
         self._idle = anyio.Event()
         self._idle.set()
         self.closing = False
@@ -286,14 +315,14 @@ class Dispatcher:
         fence to finish (a full stream-order fence, in admission order, across every channel). The work decides
         when to wait (`InFlight.wait_turn`), so it can validate input and report preparation first.
         """
-        waits: list[anyio.Event] = []
+        before: list[InFlight] = []
         if fence:
-            waits = [call.done for call in self._inflight]
-        elif self._last_fence is not None and not self._last_fence.is_set():
-            waits = [self._last_fence]
-        call = InFlight(channel, rid, outlet, cancellable, waits)
+            before = list(self._inflight)
+        elif self._last_fence is not None and not self._last_fence.done.is_set():
+            before = [self._last_fence]
+        call = InFlight(channel, rid, outlet, cancellable, before, self._fence_grace if fence else math.inf)
         if fence:
-            self._last_fence = call.done
+            self._last_fence = call
         self._inflight[call] = None
         channel.calls[rid.key] = call
         if self._idle.is_set():

@@ -187,16 +187,29 @@ def dumps(value: Any) -> str:
     return _RAW_PATTERN.sub(lambda m: m.group(1), text)
 
 
+def encode(value: Any) -> bytes:
+    r"""One message as UTF-8 JSON, whatever strings it holds.
+
+    A string with a lone surrogate (an id or a name a client sent as `\ud800`) is written as a `\udXXX` escape,
+    so no message a client can provoke fails to encode.
+    """
+    text = dumps(value)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return strict_json.escape_surrogates(text).encode()
+
+
 def response(rid: RequestId | None, result: Any) -> bytes:
     """A success response line (without the newline)."""
-    return dumps({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "result": result}).encode()
+    return encode({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "result": result})
 
 
 def error_response(rid: RequestId | None, error: JsonRpcError) -> bytes:
     """An error response line (without the newline)."""
-    return dumps({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "error": error.wire()}).encode()
+    return encode({"jsonrpc": "2.0", "id": None if rid is None else rid.value, "error": error.wire()})
 
 
 def notification(method: str, params: Any) -> bytes:
     """A notification line (without the newline)."""
-    return dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode()
+    return encode({"jsonrpc": "2.0", "method": method, "params": params})

@@ -136,6 +136,7 @@ def payload(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "version": snapshot.get("version"),
         "diagnostics": list(snapshot.get("diagnostics") or []) if tracked else [],
         "availability": snapshot.get("availability", "pending"),
+        "open": bool(snapshot.get("open")),
         "elaboration": elaboration,
         "processing": list(snapshot.get("processing") or []),
         "indexing_in_progress": elaboration == "processing",

@@ -2,18 +2,22 @@
 
 One permanent reader waits for stdin to become readable on the event loop (no thread) and hands each line
 to the server in order; the server's single writer task is the only code that touches stdout. Logs never go
-to stdout. EOF on stdin is shutdown.
+to stdout. EOF on stdin is shutdown, and so are SIGTERM and SIGINT when `serve` handles signals.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Final
 
 import anyio
 
 from .server import McpServer, ServerConfig
+
+log = logging.getLogger("beam_mcp")
 
 MAX_LINE: Final = 64 * 1024 * 1024
 """Longest accepted input line (bytes); a longer one is discarded and answered with a parse error."""
@@ -65,16 +69,31 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-async def serve(config: ServerConfig, *, stdin: int = 0, stdout: int = 1) -> None:
-    """Serve MCP on stdio until EOF on stdin, then shut down (in-flight calls cancelled, Lean stopped)."""
+async def serve(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, signals: bool = False) -> None:
+    """Serve MCP on stdio until EOF on stdin, then shut down (in-flight calls cancelled, Lean stopped).
+
+    With `signals`, SIGTERM and SIGINT are EOF too (only in the main thread): the process stops within the
+    shutdown grace whatever is pending, and no Lean process outlives it.
+    """
 
     async def write(data: bytes) -> None:
         # A blocking pipe write must not stall the event loop when the client is slow to read.
         await anyio.to_thread.run_sync(_write_all, stdout, data)
 
-    async with McpServer.open(config, write) as server:
+    async with McpServer.open(config, write) as server, anyio.create_task_group() as tg:
+        if signals:
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
         async for line in read_lines(stdin):
             if line is None:
                 server.receive_oversized()
             else:
                 await server.receive(line)
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        async for signum in received:
+            log.info("received %s: shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return

@@ -146,6 +146,8 @@ class _Projector:
                 out["required"] = list(node.get("required", []))
                 if not self.output:
                     out["additionalProperties"] = False
+            elif "required" in node:
+                out["required"] = list(node["required"])
         if "const" in out:
             out["enum"] = [out.pop("const")]
         if not self.output and out.get("default", 0) is None:

@@ -36,7 +36,7 @@ There is no default workspace. The Lean server command is, in order: --lean-cmd,
 then `lake serve` found on PATH (elan installs it).
 
 MCP revisions: {MODERN_VERSION} (per-request metadata, preferred) and {LEGACY_VERSION} (initialize).
-Close stdin to stop the stdio server; SIGINT or SIGTERM stops the HTTP server.
+Close stdin (or send SIGTERM or SIGINT) to stop the stdio server; SIGINT or SIGTERM stops the HTTP server.
 
 The HTTP endpoint has no authentication: keep it on loopback (the default) or behind an authenticating proxy.
 
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             from ._stdio import serve
 
-            anyio.run(serve, config)
+            anyio.run(lambda: serve(config, signals=True))
     except KeyboardInterrupt:
         return 130
     return 0

@@ -56,6 +56,8 @@ STATUS_DELAY_ENV: Final = "LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS"
 DEFAULT_STATUS_DELAY: Final = 2.0
 SHUTDOWN_GRACE: Final = 30.0
 """Seconds EOF waits for admitted drops before cancelling them too."""
+FENCE_GRACE: Final = 120.0
+"""Seconds a fence (`lean_drop_workspace`) waits for the calls admitted before it before interrupting them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,9 @@ class ServerConfig:
             (None: 2 s, or `LEAN_BEAM_MCP_TEST_STATUS_DELAY_MS`).
         server_binary: Reported by `beam_version`.
         shutdown_grace: Seconds EOF waits for admitted drops before cancelling them too.
+        fence_grace: Seconds a fence waits for the calls admitted before it; calls still running then are
+            interrupted (answered with a `requestCancelled` tool error) so that a hung call cannot block the
+            fence, and every call after it, forever.
         update_interval: Seconds between two `resources/updated` of one file for one subscriber while Lean is
             still elaborating it (updates on completion, failure or other changes are not delayed).
         broker: More `beam_broker.BrokerConfig` settings (e.g. `mirrors_per_document`).
@@ -79,6 +84,7 @@ class ServerConfig:
     status_delay: float | None = None
     server_binary: str | None = None
     shutdown_grace: float = SHUTDOWN_GRACE
+    fence_grace: float = FENCE_GRACE
     update_interval: float = _subscriptions.UPDATE_INTERVAL
     broker: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -115,7 +121,7 @@ class McpServer:
         self.config = config
         self._writer = writer
         self._stdio = Channel(writer.notify, "undecided") if writer is not None else None
-        self._dispatcher = Dispatcher(tg)
+        self._dispatcher = Dispatcher(tg, fence_grace=config.fence_grace)
         self._hub = UpdateHub(self._document, config.update_interval)
         self._host = BrokerHost(
             lean_cmd=config.lean_cmd,
