@@ -23,7 +23,7 @@ from mcp_types import ResourceUpdatedNotification, TextResourceContents
 from mcp import Client, StdioServerParameters
 from tests.support.toolchain import Toolchain
 
-from .test_sdk_real import server_binary
+from .support import server_binary
 
 pytestmark = [pytest.mark.anyio, pytest.mark.lean]
 

@@ -1,10 +1,14 @@
-"""The real stdio transport: `python -m beam_mcp` as a child process (fake Lean server where Lean is needed)."""
+"""The stdio transport (`_stdio`): the reader and `serve` in-process over pipes, and `python -m beam_mcp` as a child.
+
+The child runs the real broker; where Lean is needed it is the scripted fake Lean server.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +20,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 
+from beam_mcp import ServerConfig
+from beam_mcp._stdio import read_lines, serve
 from tests.support.fixtures import fake_cmd
 
 from .support import make_project, modern_meta
@@ -180,6 +186,25 @@ async def test_eof_with_a_call_in_flight_exits_zero_without_answering_it(tmp_pat
         assert b'"id":1' not in c.buf
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_sigterm_and_sigint_are_eof_with_a_call_in_flight(tmp_path: Path, signum: signal.Signals) -> None:
+    root = make_project(tmp_path / "proj", {"A.lean": "theorem t : True := trivial\n"})
+    lean = shlex.join(fake_cmd({"stall": ["textDocument/waitForDiagnostics"]}))
+    async with child("--lean-cmd", lean) as c:
+        args = {"workspace": {"root": str(root)}, "path": "A.lean"}
+        call = {"name": "lean_sync", "arguments": args, "_meta": modern_meta(progressToken=1)}
+        await c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        while "processing" not in (await c.recv())["params"]["message"]:
+            pass  # until Lean works on the file
+        c.proc.send_signal(signum)
+        with anyio.fail_after(30):
+            code = await c.proc.wait()
+        assert code == 0
+        assert c.proc.stdout is not None
+        rest = c.buf + b"".join([chunk async for chunk in c.proc.stdout])
+        assert b'"id":1' not in rest
+
+
 async def test_a_closed_stdout_is_survived_silently() -> None:
     proc = await anyio.open_process(SERVER)
     async with proc:
@@ -203,62 +228,51 @@ def test_stdin_can_be_a_regular_file(tmp_path: Path) -> None:
     assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 2]
 
 
-def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
-    heavy = "('beam_broker', 'beam_lsp', 'pydantic', 'lsprotocol')"
-    code = f"import sys, beam_mcp.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "[]"
+# ---- in-process: the reader and serve over pipes -------------------------------------------------------------------
+async def lines_of(chunks: list[bytes], *, max_line: int = 1 << 20) -> list[bytes | None]:
+    read_fd, write_fd = os.pipe()
+    out: list[bytes | None] = []
+    async with anyio.create_task_group() as tg:
+
+        async def writer() -> None:
+            for chunk in chunks:
+                await anyio.to_thread.run_sync(os.write, write_fd, chunk)
+            os.close(write_fd)
+
+        tg.start_soon(writer)
+        with anyio.fail_after(10):
+            out += [line async for line in read_lines(read_fd, max_line=max_line)]
+    os.close(read_fd)
+    return out
 
 
-def test_version_and_help() -> None:
-    env = {**os.environ}
-    version = subprocess.run([*SERVER, "--version"], capture_output=True, text=True, timeout=60, env=env, check=True)
-    assert version.stdout.startswith("lean-beam-mcp ") and "mcp protocol: 2026-07-28" in version.stdout
-    helped = subprocess.run([*SERVER, "--help"], capture_output=True, text=True, timeout=60, check=True)
-    for flag in ("--version", "--lean-cmd", "--self-check", "workspace"):
-        assert flag in helped.stdout
-    bad = subprocess.run([*SERVER, "--nope"], capture_output=True, text=True, timeout=60, check=False)
-    assert bad.returncode == 2
+async def test_lines_keep_their_newline_and_the_last_one_may_lack_it() -> None:
+    assert await lines_of([b"a\nb", b"c\r\n", b"\n", b"tail"]) == [b"a\n", b"bc\r\n", b"\n", b"tail"]
 
 
-def test_self_check_passes_with_a_working_server(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "proj")
-    (root / "A.lean").write_text("theorem t : True := trivial\n", encoding="utf-8")
-    done = subprocess.run(
-        [*SERVER, "--lean-cmd", shlex.join(fake_cmd()), "--self-check", str(root / "A.lean")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "self-check: ok" in done.stdout and "A.lean version 1: 0 error(s)" in done.stdout
+async def test_an_oversized_line_is_reported_once_and_skipped_up_to_its_newline() -> None:
+    chunks = [b"ok\n", b"x" * 40, b"y" * 40, b"z\nnext\n", b"w" * 100]
+    assert await lines_of(chunks, max_line=32) == [b"ok\n", None, b"next\n", None]
 
 
-@pytest.mark.parametrize(
-    ("setup", "code", "fragment"),
-    [
-        ("missing", 2, "not a file"),
-        ("outside", 2, "not inside a Lean/Lake project"),
-        ("badcmd", 1, "could not set up Lean Beam MCP runtime"),
-    ],
-)
-def test_self_check_failures_are_clear(tmp_path: Path, setup: str, code: int, fragment: str) -> None:
-    args = [*SERVER]
-    if setup == "missing":
-        target = tmp_path / "nope.lean"
-    elif setup == "outside":
-        target = tmp_path / "loose" / "A.lean"
-        target.parent.mkdir()
-        target.write_text("", encoding="utf-8")
-    else:
-        root = make_project(tmp_path / "proj")
-        target = root / "A.lean"
-        target.write_text("", encoding="utf-8")
-        args += ["--lean-cmd", str(tmp_path / "no-such-lean")]
-    env = {**os.environ, "LEAN_BEAM_MCP_SELF_CHECK_TIMEOUT_MS": "60000"}
-    done = subprocess.run(
-        [*args, "--self-check", str(target)], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
-    assert done.returncode == code
-    assert fragment in done.stderr
+async def test_a_regular_file_is_read_without_polling(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"one\ntwo")
+    with source.open("rb") as f:
+        lines = [line async for line in read_lines(f.fileno())]
+    assert lines == [b"one\n", b"two"]
+
+
+async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.write(in_write, json.dumps(discover(1)).encode() + b"\n" + b"{bad\n" + json.dumps(discover(2)).encode())
+    os.close(in_write)
+    with anyio.fail_after(30):
+        await serve(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+    os.close(in_read)
+    os.close(out_write)
+    with os.fdopen(out_read, "rb") as out:
+        answers = [json.loads(line) for line in out.read().splitlines()]
+    assert [a["id"] for a in answers] == [1, None, 2]
+    assert "result" in answers[0] and answers[1]["error"]["code"] == -32700

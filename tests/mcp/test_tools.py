@@ -1,16 +1,23 @@
-"""The tool surface: order, annotation matrix, closed schemas and description contract sentences."""
+"""The tool surface (`_tools`): order, annotations, closed input schemas, output schemas, description sentences.
+
+The surface is read from `tools/list` of a server over the real broker (which implements every registry
+operation), and every tool is called once over the fake Lean server to check its result against its outputSchema.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
-from beam_broker import OPERATIONS
-from beam_mcp._tools import JSON_SCHEMA_DIALECT, ToolSet
+from tests.support.fixtures import fake_lake
 
-from .support import FakeBroker, harness, modern_meta
+from .support import Harness, harness, modern_meta, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -87,13 +94,22 @@ def _keywords(node: Any) -> set[str]:
     return found
 
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
 @pytest.fixture(scope="module")
 def full() -> dict[str, dict[str, Any]]:
-    """Every tool, as if the broker implemented the whole registry."""
-    return {t.name: t.descriptor for t in ToolSet.build(OPERATIONS).tools}
+    """Every listed tool's descriptor, by name."""
+
+    async def listed() -> dict[str, Any]:
+        async with harness() as h:
+            return await h.side("tools/list")
+
+    response = anyio.run(listed, backend="asyncio")
+    return {tool["name"]: tool for tool in response["result"]["tools"]}
 
 
-def test_the_full_registry_projects_to_upstreams_24_tools_in_order(full: dict[str, dict[str, Any]]) -> None:
+def test_tools_list_has_upstreams_24_tools_in_order(full: dict[str, dict[str, Any]]) -> None:
     assert list(full) == UPSTREAM_ORDER
 
 
@@ -107,7 +123,7 @@ def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None
             assert tool["annotations"] == {"idempotentHint": True}, name
         else:
             assert "annotations" not in tool, name
-        assert set(tool) <= {"name", "description", "inputSchema", "annotations"}
+        assert set(tool) <= {"name", "description", "inputSchema", "outputSchema", "annotations"}
 
 
 def test_every_input_schema_is_closed_and_self_contained(full: dict[str, dict[str, Any]]) -> None:
@@ -123,20 +139,26 @@ def test_every_input_schema_is_closed_and_self_contained(full: dict[str, dict[st
 
 
 def test_workspace_is_required_last_exactly_on_workspace_bound_tools(full: dict[str, dict[str, Any]]) -> None:
+    descriptors = set()
     for name, tool in full.items():
         schema = tool["inputSchema"]
         bound = name == "beam_feedback_report" or name.startswith("lean_")
         assert ("workspace" in schema["required"]) == bound, name
         if bound:
             assert schema["required"][-1] == "workspace"
-            assert schema["properties"]["workspace"] == {
+            workspace = schema["properties"]["workspace"]
+            descriptors.add(json.dumps(workspace, sort_keys=True))
+            root = workspace["properties"]["root"]
+            assert {k: v for k, v in workspace.items() if k != "properties"} == {
                 "type": "object",
                 "description": 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.',
-                "properties": {"root": {"type": "string", "description": "Absolute Lean/Lake project root path."}},
                 "required": ["root"],
                 "additionalProperties": False,
             }
+            assert set(workspace["properties"]) == {"root"}
+            assert (root["type"], root["description"]) == ("string", "Absolute Lean/Lake project root path.")
         assert ("handle" in schema["properties"]) == (name in ("lean_run_with", "lean_run_with_linear", "lean_release"))
+    assert len(descriptors) == 1, "every tool advertises the one workspace descriptor"
 
 
 @pytest.mark.parametrize(
@@ -241,33 +263,96 @@ def test_descriptions_carry_the_contract_sentences(full: dict[str, dict[str, Any
     assert "review it before posting" in feedback and "retain caller-authored narrative" in feedback
 
 
-async def test_tools_list_lists_only_what_the_broker_implements() -> None:
-    broker = FakeBroker()
-    async with harness(broker) as h:
+def _no_refs(schema: Any) -> bool:
+    text = json.dumps(schema)
+    return "$ref" not in text and "$defs" not in text
+
+
+def test_every_tool_has_a_self_contained_output_schema(full: dict[str, dict[str, Any]]) -> None:
+    for name, tool in full.items():
+        schema = tool["outputSchema"]
+        assert schema["$schema"] == JSON_SCHEMA_DIALECT and schema["type"] == "object", name
+        assert _no_refs(schema) and "title" not in _keywords(schema), name
+        jsonschema.Draft202012Validator.check_schema(schema)
+    assert set(full["lean_sync"]["outputSchema"]["required"]) >= {"workspace", "path", "version", "diagnostics"}
+    assert "workspace" in full["lean_drop_workspace"]["outputSchema"]["properties"]
+    assert set(full["beam_version"]["outputSchema"]["properties"]) >= {"name", "version", "mcp_protocol"}
+
+
+async def test_the_listing_is_the_same_in_both_families(full: dict[str, dict[str, Any]]) -> None:
+    async with harness() as h:
+        await h.initialize()
+        legacy = await h.request("tools/list")
+        modern = await h.side("tools/list")
+        assert legacy["result"]["tools"] == modern["result"]["tools"] == list(full.values())
+
+
+SOURCE = "theorem t : True := by\n  trivial\n\ndef d : Nat := 1\n"
+
+
+async def _every_tool(h: Harness, root: Path) -> dict[str, dict[str, Any]]:
+    """Call every tool once, successfully; returns each tool's structuredContent."""
+    results: dict[str, dict[str, Any]] = {}
+    ws = {"workspace": {"root": str(root)}}
+
+    async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+        response, _ = await h.call(
+            tool, {**ws, **arguments} if tool != "beam_version" and tool != "beam_stats" else arguments
+        )
+        out: dict[str, Any] = structured(response)
+        assert response["result"]["isError"] is False, (tool, out)
+        results[tool] = out
+        return out
+
+    synced = await call("lean_sync", path="Main.lean", diagnostics_in_result=True, diagnostic_scope="all")
+    version = synced["version"]
+    at = {"path": "Main.lean", "version": version}
+    await call("beam_version")
+    await call("beam_stats")
+    await call("beam_feedback_report", title="t", summary="s", reproduction="r", expected="e", actual="a",
+               include_collected=True)  # fmt: skip
+    await call("lean_update", path="Main.lean")
+    await call("lean_refresh", path="Main.lean")
+    version = results["lean_refresh"]["version"]
+    at = {"path": "Main.lean", "version": version}
+    await call("lean_hover", **at, line=0, character=9)
+    await call("lean_signature_help", **at, line=0, character=9)
+    await call("lean_definition", **at, line=0, character=9)
+    await call("lean_references", **at, line=0, character=9, include_declaration=True)
+    await call("lean_document_symbols", **at)
+    await call("lean_workspace_symbols", query="t")
+    await call("lean_goals", **at, line=0, character=21, mode="before")
+    await call("lean_todo", **at, start_line=0, start_character=0, end_line=3, end_character=0)
+    action = {"title": "fix", "data": {"params": {"textDocument": {"uri": (root / "Main.lean").as_uri()}}}}
+    await call("lean_code_action_resolve", **at, code_action=action)
+    await call("lean_run_at", **at, line=1, character=9, text="skip")
+    handle = (await call("lean_run_at_handle", **at, line=1, character=9, text="skip"))["next_handle"]
+    assert handle is not None
+    continued = await call("lean_run_with", path="Main.lean", handle=handle, text="skip")
+    await call("lean_run_with_linear", path="Main.lean", handle=continued["next_handle"] or handle, text="skip")
+    await call("lean_release", path="Main.lean", handle=handle)
+    await call("lean_save", path="Main.lean")
+    await call("lean_close_save", path="Main.lean")
+    await call("lean_close", path="Main.lean")
+    await call("lean_drop_workspace")
+    return results
+
+
+async def test_every_tool_answers_with_results_its_output_schema_describes(
+    fake_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    root = fake_project("proj", {"Main.lean": SOURCE})
+    async with harness(env=fake_lake(tmp_path / "bin")) as h:
+        schemas = await h.schemas()
+        assert set(schemas) == set(UPSTREAM_ORDER)
+        results = await _every_tool(h, root)
+        assert set(results) == set(UPSTREAM_ORDER)
+        for tool, out in results.items():
+            jsonschema.validate(out, schemas[tool])
+        assert h.checked == len(results)  # the harness checked each one as it arrived too
+
+
+async def test_modern_tools_list_is_a_public_cacheable_result() -> None:
+    async with harness() as h:
         listed = await h.request("tools/list", {"_meta": modern_meta()})
-        names = [tool["name"] for tool in listed["result"]["tools"]]
-        implemented = {spec.tool for spec in broker.ops}
-        assert names == [n for n in UPSTREAM_ORDER if n in implemented or n.startswith("beam_")]
-        assert "lean_run_at" not in names and "lean_release" not in names
-
-
-async def test_tools_list_with_a_full_registry_has_24_tools() -> None:
-    async with harness(FakeBroker(OPERATIONS)) as h:
-        listed = await h.request("tools/list", {"_meta": modern_meta()})
-        assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
-
-
-async def test_drop_workspace_is_listed_even_when_the_broker_leaves_it_out() -> None:
-    ops = tuple(spec for spec in FakeBroker().ops if spec.name != "drop_workspace")
-    async with harness(FakeBroker(ops)) as h:
-        listed = await h.request("tools/list", {"_meta": modern_meta()})
-        assert [tool["name"] for tool in listed["result"]["tools"]][3] == "lean_drop_workspace"
-
-
-def test_the_tool_reference_page_is_generated_from_the_registry() -> None:
-    from pathlib import Path
-
-    from beam_mcp._reference import render
-
-    page = Path(__file__).resolve().parents[2] / "docs" / "mcp-tools.md"
-    assert page.read_text(encoding="utf-8") == render(), "regenerate: python -m beam_mcp._reference > docs/mcp-tools.md"
+        assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (3600000, "public")

@@ -1,0 +1,122 @@
+"""The `lean-beam-mcp` command (`cli`): arguments, exit codes, `--version`, and what it imports.
+
+`main` runs in-process where it returns (version, usage errors, self-check dispatch); `python -m beam_mcp` runs as
+a child for what only a real process shows (the console entry point, `--help`, a cheap import).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beam_mcp import cli
+from tests.support.fixtures import fake_cmd
+from tests.support.projects import fake_project
+
+SERVER = [sys.executable, "-m", "beam_mcp"]
+
+
+def test_version_names_the_server_the_protocols_and_the_interpreter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("lean-beam-mcp ")
+    assert out[1] == "mcp protocol: 2026-07-28 (also 2025-11-25)"
+    assert out[-1] == f"python: {sys.executable}"
+
+
+def test_version_lines_name_the_server_binary_when_known() -> None:
+    assert "server binary: /opt/bin/lean-beam-mcp" in cli.version_lines("/opt/bin/lean-beam-mcp")
+    assert not any(line.startswith("server binary") for line in cli.version_lines(None))
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--nope"], "unrecognized arguments"),
+        (["--lean-cmd", ""], "--lean-cmd must not be empty"),
+        (["--lean-cmd", "'unclosed"], "--lean-cmd"),
+        (["--http", "127.0.0.1:1", "--self-check", "A.lean"], "cannot be combined"),
+        (["--allowed-host", "example.org"], "need --http"),
+        (["--allowed-origin", "http://x:1"], "need --http"),
+        (["--http", "127.0.0.1:99999"], "--http"),
+        (["--http", "::1:80"], "brackets"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_why(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        (":0", ("127.0.0.1", 0)),
+        ("8765", ("127.0.0.1", 8765)),
+        ("[::1]:80", ("::1", 80)),
+        ("example.org:65535", ("example.org", 65535)),
+    ],
+)
+def test_addresses_default_to_loopback(value: str, address: tuple[str, int]) -> None:
+    assert cli.parse_address(value) == address
+
+
+@pytest.mark.parametrize("value", ["host:", "host:http", "host:65536", "::1:80", ""])
+def test_bad_addresses_are_value_errors(value: str) -> None:
+    with pytest.raises(ValueError, match=r"port|brackets"):
+        cli.parse_address(value)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("localhost", True), ("LOCALHOST", True), ("127.0.0.1", True), ("127.9.9.9", True), ("::1", True),
+     ("0.0.0.0", False), ("example.org", False), ("10.0.0.1", False)],
+)  # fmt: skip
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert cli.is_loopback(host) is loopback
+
+
+def test_the_self_check_is_dispatched_with_the_lean_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "theorem t : True := trivial\n"})
+    lean = shlex.join(fake_cmd())
+    assert cli.main(["--lean-cmd", lean, "--self-check", str(root / "A.lean")]) == 0
+    assert "self-check: ok" in capsys.readouterr().out
+
+
+def test_a_self_check_of_a_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--self-check", str(tmp_path / "nope.lean")]) == 2
+    assert "not a file" in capsys.readouterr().err
+
+
+def test_an_interrupted_server_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(anyio, "run", interrupted)
+    assert cli.main([]) == 130
+
+
+# ---- as a process -----------------------------------------------------------------------------------------------
+def test_version_and_help_as_a_process() -> None:
+    version = subprocess.run([*SERVER, "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert version.stdout.startswith("lean-beam-mcp ") and "mcp protocol: 2026-07-28" in version.stdout
+    helped = subprocess.run([*SERVER, "--help"], capture_output=True, text=True, timeout=60, check=True)
+    for flag in ("--version", "--lean-cmd", "--self-check", "--http", "workspace"):
+        assert flag in helped.stdout
+    bad = subprocess.run([*SERVER, "--nope"], capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "usage: lean-beam-mcp" in bad.stderr
+
+
+def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
+    heavy = "('beam_broker', 'beam_lsp', 'beam_feedback', 'pydantic', 'lsprotocol')"
+    code = f"import sys, beam_mcp.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
