@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._protocol import LOG_LEVELS
 from .errors import invalid_params, params_error
@@ -60,9 +60,16 @@ class SetLevelParams(Params):
 
 
 class ListParams(Params):
-    """`tools/list`, `resources/list`, `resources/templates/list`."""
+    """`tools/list`, `resources/list`, `resources/templates/list` (an explicit `null` cursor is invalid)."""
 
     cursor: str | None = None
+
+    @field_validator("cursor", mode="before")
+    @classmethod
+    def _given_means_string(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("Input should be a valid string")
+        return value
 
 
 def _token(value: Any) -> Any:
@@ -79,7 +86,7 @@ class CallMeta(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    progressToken: ProgressToken | None = None
+    progressToken: ProgressToken = None  # an explicit null is invalid (the validator runs on given values only)
 
 
 class _Continuable(Params):

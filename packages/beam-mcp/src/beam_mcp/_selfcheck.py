@@ -8,9 +8,11 @@ closes stdin and waits for a clean exit. Each phase is bounded (120 s, or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -79,7 +81,12 @@ class _Child:
 
     async def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        await self.proc.stdin.send(json.dumps(message).encode() + b"\n")
+        try:
+            await self.proc.stdin.send(json.dumps(message).encode() + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise SelfCheckError(
+                "the server closed its input before the request was sent" + self.stderr_tail()
+            ) from None
 
     async def response(self, rid: int) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -101,6 +108,59 @@ class _Child:
                 return dict(message)
 
 
+async def _phases(child: _Child, file: Path, root: Path, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Discover, sync, shut down; returns the server identity and the sync result."""
+    proc = child.proc
+    try:
+        with anyio.fail_after(timeout):
+            await child.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": _meta()}})
+            discovered = await child.response(1)
+    except TimeoutError:
+        raise SelfCheckError(f"server/discover: no answer within {timeout:g} s" + child.stderr_tail()) from None
+    result = discovered.get("result")
+    if not isinstance(result, dict) or MODERN_VERSION not in result.get("supportedVersions", []):
+        raise SelfCheckError(f"server/discover: unexpected answer {json.dumps(discovered)[:500]}")
+    server = result.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
+    call = {
+        "name": "lean_sync",
+        "arguments": {"workspace": {"root": str(root)}, "path": str(file)},
+        "_meta": {**_meta(), "progressToken": "self-check"},
+    }
+    try:
+        with anyio.fail_after(timeout):
+            await child.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+            synced = await child.response(2)
+    except TimeoutError:
+        raise SelfCheckError(f"lean_sync: no answer within {timeout:g} s" + child.stderr_tail()) from None
+    if "error" in synced:
+        error = synced["error"]
+        raise SelfCheckError(f"lean_sync: JSON-RPC error {error.get('code')}: {error.get('message')}")
+    out = synced.get("result", {})
+    structured = out.get("structuredContent", {})
+    if out.get("resultType") != "complete":
+        raise SelfCheckError(f"lean_sync: result has no resultType 'complete': {json.dumps(out)[:500]}")
+    if out.get("isError"):
+        raise SelfCheckError(f"lean_sync: tool error {structured.get('code')}: {structured.get('message')}")
+    if "document_progress" not in structured:
+        raise SelfCheckError(f"lean_sync: result has no document_progress: {json.dumps(structured)[:500]}")
+    assert proc.stdin is not None
+    await proc.stdin.aclose()
+    try:
+        with anyio.fail_after(timeout):
+            code = await proc.wait()
+    except TimeoutError:
+        raise SelfCheckError(f"shutdown: the server did not exit within {timeout:g} s of EOF") from None
+    if code != 0:
+        raise SelfCheckError(f"shutdown: the server exited with status {code}" + child.stderr_tail())
+    return server, structured
+
+
+def _kill(proc: Process) -> None:
+    """Kill the child's whole process group (it runs in a session of its own, Lean servers included)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 async def check(file: Path, root: Path, lean_cmd: list[str] | None, timeout: float) -> str:
     """Run the check; returns the success summary.
 
@@ -115,53 +175,22 @@ async def check(file: Path, root: Path, lean_cmd: list[str] | None, timeout: flo
         proc = await anyio.open_process(cmd, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise SelfCheckError(f"could not start the server {cmd!r}: {exc}") from exc
-    async with proc, anyio.create_task_group() as tg:
-        child = _Child(proc)
-        assert proc.stderr is not None
-        tg.start_soon(child.drain_stderr, proc.stderr)
-        try:
-            with anyio.fail_after(timeout):
-                await child.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": _meta()}})
-                discovered = await child.response(1)
-        except TimeoutError:
-            raise SelfCheckError(f"server/discover: no answer within {timeout:g} s" + child.stderr_tail()) from None
-        result = discovered.get("result")
-        if not isinstance(result, dict) or MODERN_VERSION not in result.get("supportedVersions", []):
-            raise SelfCheckError(f"server/discover: unexpected answer {json.dumps(discovered)[:500]}")
-        server = result.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
-        call = {
-            "name": "lean_sync",
-            "arguments": {"workspace": {"root": str(root)}, "path": str(file)},
-            "_meta": {**_meta(), "progressToken": "self-check"},
-        }
-        try:
-            with anyio.fail_after(timeout):
-                await child.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-                synced = await child.response(2)
-        except TimeoutError:
-            raise SelfCheckError(f"lean_sync: no answer within {timeout:g} s" + child.stderr_tail()) from None
-        if "error" in synced:
-            error = synced["error"]
-            raise SelfCheckError(f"lean_sync: JSON-RPC error {error.get('code')}: {error.get('message')}")
-        out = synced.get("result", {})
-        structured = out.get("structuredContent", {})
-        if out.get("resultType") != "complete":
-            raise SelfCheckError(f"lean_sync: result has no resultType 'complete': {json.dumps(out)[:500]}")
-        if out.get("isError"):
-            raise SelfCheckError(f"lean_sync: tool error {structured.get('code')}: {structured.get('message')}")
-        if "document_progress" not in structured:
-            raise SelfCheckError(f"lean_sync: result has no document_progress: {json.dumps(structured)[:500]}")
-        assert proc.stdin is not None
-        await proc.stdin.aclose()
-        try:
-            with anyio.fail_after(timeout):
-                code = await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            raise SelfCheckError(f"shutdown: the server did not exit within {timeout:g} s of EOF") from None
-        if code != 0:
-            raise SelfCheckError(f"shutdown: the server exited with status {code}" + child.stderr_tail())
-        tg.cancel_scope.cancel()
+    child = _Child(proc)
+    error: SelfCheckError | None = None
+    async with proc:
+        async with anyio.create_task_group() as tg:
+            assert proc.stderr is not None
+            tg.start_soon(child.drain_stderr, proc.stderr)
+            try:
+                server, structured = await _phases(child, file, root, timeout)
+            except SelfCheckError as exc:  # re-raised below, not wrapped in an exception group
+                error = exc
+            finally:
+                if proc.returncode is None:
+                    _kill(proc)  # a failed phase leaves the child running: it must not outlive the check
+                tg.cancel_scope.cancel()
+    if error is not None:
+        raise error
     counts = structured.get("diagnostics", {}).get("counts", {})
     readiness = structured.get("readiness", {})
     return "\n".join(

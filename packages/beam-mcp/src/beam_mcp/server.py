@@ -373,8 +373,10 @@ def _cached(result: dict[str, Any], modern: ModernContext | None, ttl_ms: int, s
 
 
 # ---- lifecycle gates and method tables --------------------------------------------------------------------------
-def _any_time(channel: Channel) -> None:
-    """Pings are allowed at any point of the legacy lifecycle (before `initialized`, too)."""
+def _initialized(channel: Channel) -> None:
+    """Pings: allowed once `initialize` completed (the lifecycle allows them before `initialized`, too)."""
+    if channel.family == "undecided":
+        raise invalid_request("initialize must complete before MCP operation requests")
 
 
 def _initialized_session(channel: Channel) -> None:
@@ -399,7 +401,7 @@ def _modern_unknown(method: str) -> JsonRpcError:
 
 
 LEGACY: Final[Mapping[str, tuple[Callable[[Channel], None], Handler]]] = {
-    "ping": (_any_time, McpServer._ping),
+    "ping": (_initialized, McpServer._ping),
     "logging/setLevel": (_initialized_session, McpServer._set_level),
     "tools/list": (_operation, McpServer._tools_list),
     "tools/call": (_operation, McpServer._tools_call),
