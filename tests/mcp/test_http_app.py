@@ -45,6 +45,7 @@ from .http_support import (
     final,
     in_process,
     modern_headers,
+    modern_meta,
     project,
     request,
     served,
@@ -76,6 +77,12 @@ def jsonrpc(rid: Any, method: str, params: Any = None) -> dict[str, Any]:
     if params is not None:
         message["params"] = params
     return message
+
+
+def _modern_body(rid: str, method: str) -> bytes:
+    """A modern request's body with `rid` and `method` spliced in as JSON text (so they may hold escapes)."""
+    meta = json.dumps({"_meta": modern_meta()})
+    return f'{{"jsonrpc":"2.0","id":{rid},"method":"{method}","params":{meta}}}'.encode()
 
 
 def in_session(sid: str, **extra: str) -> dict[str, str]:
@@ -216,6 +223,72 @@ async def test_errors_from_the_head_read_the_body_so_the_connection_stays_usable
         assert response.status_code == 415 and "connection" not in response.headers
         response = await send(client, {"target": "/elsewhere"})
         assert response.status_code == 404 and "connection" not in response.headers
+
+
+# ---- text that cannot be encoded as it is ------------------------------------------------------------------------
+LONE = "\ud800"
+"""A lone UTF-16 surrogate: valid in JSON as the escape `\\ud800`, but not encodable as UTF-8."""
+BAD_UTF8 = b'{"jsonrpc":"2.0","id":"a\xed\xa0\x80","method":"tools/list"}'
+"""A surrogate's code point encoded as UTF-8 bytes (ED A0 80) inside a string: not UTF-8."""
+LONE_ID = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}'
+LONE_VERSION = b'{"jsonrpc":"\\ud800","id":"\\ud800","method":"tools/list"}'
+LONE_METHOD = b'{"jsonrpc":"2.0","id":"\\ud800","method":"\\ud800"}'
+LONE_TOOL = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"\\ud800","arguments":{}}}'
+# (id, body, where it goes, status, JSON-RPC code or None for a result, the id answered)
+UNENCODABLE: list[tuple[str, bytes, str, int, int | None, Any]] = [
+    ("invalid UTF-8 in a session", BAD_UTF8, "session", 400, PARSE_ERROR, None),
+    ("invalid UTF-8 without a session", BAD_UTF8, "bare", 400, PARSE_ERROR, None),
+    ("a lone surrogate id without a session", LONE_ID, "bare", 400, INVALID_REQUEST, LONE),
+    ("a lone surrogate id in an unknown session", LONE_ID, "unknown session", 404, INVALID_REQUEST, LONE),
+    ("a lone surrogate id and version", LONE_VERSION, "bare", 400, INVALID_REQUEST, LONE),
+    ("a lone surrogate id in a session", LONE_ID, "session", 200, None, LONE),
+    ("a lone surrogate method in a session", LONE_METHOD, "session", 200, METHOD_NOT_FOUND, LONE),
+    ("a lone surrogate tool name in a session", LONE_TOOL, "session", 200, INVALID_PARAMS, LONE),
+    ("a lone surrogate id of a modern request", _modern_body(r'"\ud800"', "tools/list"), "modern", 200, None, LONE),
+    ("a lone surrogate method of a modern request", _modern_body(r'"\ud800"', r"\ud800"), "modern", 400,
+     HEADER_MISMATCH, LONE),
+]  # fmt: skip
+
+
+def route(where: str, sid: str) -> dict[str, str]:
+    """The headers that send a body `where` (a column of `UNENCODABLE`)."""
+    return {
+        "bare": {},
+        "modern": {"mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
+        "session": {"mcp-session-id": sid},
+        "unknown session": {"mcp-session-id": "gone"},
+    }[where]
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "status", "code", "rid"), [c[1:] for c in UNENCODABLE], ids=[c[0] for c in UNENCODABLE]
+)
+async def test_text_that_cannot_be_encoded_is_answered_and_the_session_goes_on(
+    body: bytes, where: str, status: int, code: int | None, rid: Any
+) -> None:
+    async with in_process() as client:
+        sid = await client.open_session()
+        response = await client.post(body, route(where, sid))
+        assert response.status_code == status and response.headers["content-type"] == "application/json"
+        answer = json.loads(response.content)  # strict UTF-8 JSON, the surrogate written as an escape
+        assert answer["id"] == rid
+        if code is None:
+            assert "result" in answer, answer
+        else:
+            assert answer["error"]["code"] == code
+        listing = await client.post(jsonrpc(2, "tools/list"), {"mcp-session-id": sid})
+        assert listing.status_code == 200 and listing.json()["result"]["tools"]
+
+
+async def test_text_that_cannot_be_encoded_costs_no_other_client_anything() -> None:
+    async with served(server_config()) as client:
+        bystander, sender = await client.open_session(), await client.open_session()
+        for _, body, where, status, _, _ in UNENCODABLE:
+            response = await client.post(body, route(where, sender))
+            assert response.status_code == status and json.loads(response.content)
+        listing = await client.post(jsonrpc(2, "tools/list"), {"mcp-session-id": bystander})
+        assert listing.status_code == 200 and listing.json()["result"]["tools"]
+        assert (await client.call_modern("tools/list")).status_code == 200
 
 
 # ---- modern requests --------------------------------------------------------------------------------------------
@@ -598,21 +671,25 @@ class Driver:
     """Drives the ASGI app directly: `receive` and `send` are the test's, so deadlines, failures and departures can
     be provoked exactly.
 
-    `receive` hands out `body` (one message), then blocks until `leave()` (then: `http.disconnect`); `send`
-    records, sets `started` at the response head and `said` at the first body message, and on that message blocks
-    or fails when told to. `ended` is set when the app has returned.
+    `receive` hands out `body` (one message) and whatever `feed` adds, then blocks (setting `waiting`) until
+    `leave()` (then: `http.disconnect`); with `drip`, it sends one more byte of body every `drip` seconds instead
+    of blocking. `send` records, sets `started` at the response head and `said` at the first body message, and on
+    that message blocks or fails when told to. `ended` is set when the app has returned.
     """
 
-    def __init__(self, endpoint: Endpoint, body: Any = b"", *, on_body: str = "record") -> None:
+    def __init__(self, endpoint: Endpoint, body: Any = b"", *, on_body: str = "record", drip: float | None = None):
         self.app = build_app(endpoint)
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.received: list[dict[str, Any]] = [{"type": "http.request", "body": raw, "more_body": False}]
         self.sent: list[dict[str, Any]] = []
         self.on_body = on_body
+        self.drip = drip
         self.started = anyio.Event()
         self.said = anyio.Event()
         self.ended = anyio.Event()
-        self._gone = anyio.Event()
+        self.waiting = anyio.Event()
+        self._gone = False
+        self._wake = anyio.Event()
 
     @staticmethod
     def scope(method: str = "POST", headers: Any = ()) -> dict[str, Any]:
@@ -634,13 +711,26 @@ class Driver:
 
     def leave(self) -> None:
         """The client closes its connection."""
-        self._gone.set()
+        self._gone = True
+        self._wake.set()
+
+    def feed(self, body: bytes, *, more: bool = False) -> None:
+        """The client sends more of its body."""
+        self.received.append({"type": "http.request", "body": body, "more_body": more})
+        self._wake.set()
 
     async def receive(self) -> dict[str, Any]:
-        if self.received:
-            return self.received.pop(0)
-        await self._gone.wait()
-        return {"type": "http.disconnect"}
+        while True:
+            if self.received:
+                return self.received.pop(0)
+            if self._gone:
+                return {"type": "http.disconnect"}
+            if self.drip is not None:
+                await anyio.sleep(self.drip)  # pacing a trickling client, not synchronization
+                return {"type": "http.request", "body": b" ", "more_body": True}
+            self.waiting.set()
+            await self._wake.wait()
+            self._wake = anyio.Event()
 
     async def send(self, message: MutableMapping[str, Any]) -> None:
         self.sent.append(dict(message))
@@ -732,6 +822,86 @@ async def test_a_client_that_leaves_while_sending_its_body_gets_no_answer(server
     driver.received = [{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}]
     await driver.run(driver.scope())
     assert driver.sent == []
+
+
+async def test_a_body_that_outlives_its_deadline_is_408_however_steadily_it_trickles(server: McpServer) -> None:
+    endpoint = Endpoint(server, HttpConfig(body_deadline=0.2, body_timeout=TIMEOUT), 8765)
+    driver = Driver(endpoint, drip=0.01)  # a byte every 10 ms: never a stall
+    driver.received = [{"type": "http.request", "body": b"{", "more_body": True}]
+    await driver.run(driver.scope())
+    status, headers, body = driver.answer()
+    assert status == 408 and headers["connection"] == "close"
+    error = json.loads(body)["error"]
+    assert error["code"] == INVALID_REQUEST and error["message"] == "the request body took longer than 0.2 s"
+    assert endpoint.intake.receiving == 0
+
+
+def stalled_body(endpoint: Endpoint) -> Driver:
+    """A request whose body started and then stopped (until it is fed or leaves)."""
+    driver = Driver(endpoint)
+    driver.received = [{"type": "http.request", "body": b"{", "more_body": True}]
+    return driver
+
+
+async def test_a_new_request_evicts_the_body_that_has_been_arriving_longest(server: McpServer) -> None:
+    endpoint = Endpoint(server, HttpConfig(max_receiving=2), 8765)
+    async with anyio.create_task_group() as tg:
+        oldest, younger = stalled_body(endpoint), stalled_body(endpoint)
+        for driver in (oldest, younger):
+            tg.start_soon(driver.run, driver.scope())
+            with anyio.fail_after(TIMEOUT):
+                await driver.waiting.wait()
+        assert endpoint.intake.receiving == 2
+        listing = request(1, "tools/list")
+        fresh = Driver(endpoint, listing)
+        await fresh.run(fresh.scope(headers=modern_headers(listing)))
+        assert fresh.status == 200 and json.loads(fresh.answer()[2])["result"]["tools"]
+        with anyio.fail_after(TIMEOUT):
+            await oldest.ended.wait()
+        status, headers, body = oldest.answer()
+        assert status == 408 and headers["connection"] == "close"
+        error = json.loads(body)["error"]
+        assert error["code"] == INVALID_REQUEST and error["message"].startswith("the request body was too slow")
+        assert not younger.ended.is_set() and endpoint.intake.receiving == 1 and endpoint.intake.evictions == 1
+        younger.leave()
+    assert younger.sent == [] and endpoint.intake.receiving == 0
+
+
+async def test_slow_bodies_do_not_count_against_the_request_cap(server: McpServer) -> None:
+    endpoint = Endpoint(server, HttpConfig(max_requests=1), 8765)
+    async with anyio.create_task_group() as tg:
+        slow = [stalled_body(endpoint) for _ in range(3)]
+        for driver in slow:
+            tg.start_soon(driver.run, driver.scope())
+            with anyio.fail_after(TIMEOUT):
+                await driver.waiting.wait()
+        listing = request(1, "tools/list")
+        fresh = Driver(endpoint, listing)
+        await fresh.run(fresh.scope(headers=modern_headers(listing)))
+        assert fresh.status == 200 and endpoint.active == 0
+        for driver in slow:
+            driver.leave()
+
+
+async def test_a_body_that_ends_when_the_cap_is_reached_is_503(server: McpServer, root: str) -> None:
+    endpoint = Endpoint(server, HttpConfig(max_requests=1), 8765)
+    async with app_client(endpoint) as client, anyio.create_task_group() as tg:
+        await warm(client, root)
+        listing = request(2, "tools/list")
+        late = Driver(endpoint)
+        late.received = [{"type": "http.request", "body": json.dumps(listing).encode()[:5], "more_body": True}]
+        tg.start_soon(late.run, late.scope(headers=modern_headers(listing)))
+        with anyio.fail_after(TIMEOUT):
+            await late.waiting.wait()  # admitted on its head, its body not complete
+        held = call(1, "lean_workspace_symbols", {"workspace": {"root": root}, "query": "a"}, progressToken="t")
+        holder = await Driver(endpoint, held).start(tg, Driver.scope(headers=modern_headers(held)))
+        late.feed(json.dumps(listing).encode()[5:])
+        with anyio.fail_after(TIMEOUT):
+            await late.ended.wait()
+        status, headers, body = late.answer()
+        assert status == 503 and headers["connection"] == "close"
+        assert json.loads(body)["error"]["code"] == INVALID_REQUEST
+        holder.leave()
 
 
 async def test_a_failed_write_ends_the_answer(server: McpServer) -> None:

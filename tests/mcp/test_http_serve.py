@@ -6,6 +6,7 @@ HTTP/2) come from hypercorn; they are checked over raw loopback sockets where ht
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ import httpx
 import pytest
 
 from beam_mcp import HttpConfig, serve_http
-from beam_mcp._http import require_extra
+from beam_mcp._http import MAX_RECEIVING, MAX_REQUESTS, require_extra
 from beam_mcp._http.serve import _serve_function
 from beam_mcp.errors import INVALID_REQUEST
 
@@ -172,6 +173,94 @@ async def test_http2_is_refused_with_505() -> None:
         response = await h2.post(client.url, content=json.dumps(message).encode(), headers=headers)
         assert response.http_version == "HTTP/2" and response.status_code == 505
         assert response.json()["error"]["code"] == INVALID_REQUEST
+
+
+# ---- slow clients -------------------------------------------------------------------------------------------------
+SLOW_HEAD = f"{DISCOVER_HEAD}content-length: {len(DISCOVER)}\r\n\r\n".encode() + DISCOVER[:1]
+"""A discover request whose body stops after its first byte (the rest trickles in as spaces, then stops)."""
+
+
+class Answers:
+    """What trickling clients were answered; `enough` is set once `expected` answers arrived."""
+
+    def __init__(self, expected: int) -> None:
+        self.items: list[bytes] = []
+        self.expected = expected
+        self.enough = anyio.Event()
+
+    def add(self, answer: bytes) -> None:
+        self.items.append(answer)
+        if len(self.items) >= self.expected:
+            self.enough.set()
+
+
+async def trickle(
+    port: int,
+    data: bytes,
+    interval: float,
+    answers: Answers | None = None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> bytes:
+    """Send `data`, then one more byte every `interval` s until the server closes; what it answered."""
+    answer = b""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream, anyio.create_task_group() as tg:
+        await stream.send(data)
+        task_status.started()
+
+        async def drip() -> None:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                while True:
+                    await anyio.sleep(interval)  # the client's pace, not synchronization
+                    await stream.send(b" ")
+
+        tg.start_soon(drip)
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            while True:
+                answer += await stream.receive()
+        tg.cancel_scope.cancel()
+    if answers is not None:
+        answers.add(answer)
+    return answer
+
+
+async def test_slow_bodies_from_one_peer_cannot_lock_out_a_client_that_sends_its_body_at_once() -> None:
+    slow = MAX_REQUESTS + 8  # more trickling bodies than requests may be answered, all from 127.0.0.1
+    async with served(server_config()) as client, anyio.create_task_group() as tg:
+        answers = Answers(slow - MAX_RECEIVING)
+        for _ in range(slow):
+            await tg.start(trickle, client.port, SLOW_HEAD, 1.0, answers)
+        with anyio.fail_after(TIMEOUT):
+            await answers.enough.wait()  # every body beyond the intake's slots was evicted
+        for _ in range(20):
+            with anyio.fail_after(5):
+                response = await client.post(DISCOVER, modern_headers(request(1, "server/discover")))
+            assert response.status_code == 200 and response.json()["result"]["supportedVersions"]
+        tg.cancel_scope.cancel()
+    assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers.items)
+    assert all(b"the request body was too slow" in answer for answer in answers.items)
+
+
+async def test_a_body_trickled_past_its_deadline_is_408_and_closes_the_connection() -> None:
+    async with served(server_config(), body_deadline=0.5) as client:
+        with anyio.fail_after(TIMEOUT):
+            answer = await trickle(client.port, SLOW_HEAD, 0.02)  # a byte every 20 ms: never a stall
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"connection: close" in answer.lower()
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error == {"code": INVALID_REQUEST, "message": "the request body took longer than 0.5 s"}
+
+
+async def test_a_head_that_trickles_in_is_closed_quietly_at_the_header_timeout() -> None:
+    async with served(server_config(), header_timeout=0.5) as client:
+        with anyio.fail_after(TIMEOUT):  # a byte every 20 ms for ever: hypercorn's timer does not restart
+            assert await trickle(client.port, b"POST /mcp HTTP/1.1\r\nx-slow: ", 0.02) == b""
+
+
+async def test_an_idle_kept_alive_connection_is_closed_at_the_header_timeout() -> None:
+    async with served(server_config(), header_timeout=0.5) as client:
+        one = f"{DISCOVER_HEAD}content-length: {len(DISCOVER)}\r\n\r\n".encode() + DISCOVER
+        answer = await exchange(client.port, one)  # to EOF: the server closes the idle connection
+        assert answer.startswith(b"HTTP/1.1 200 ") and b"connection: close" not in answer.lower()
 
 
 # ---- the extra, the event loop ----------------------------------------------------------------------------------

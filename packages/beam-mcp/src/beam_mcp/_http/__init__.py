@@ -1,22 +1,25 @@
 """The Streamable HTTP transport: one MCP endpoint, `/mcp`, served by an ASGI application under hypercorn.
 
 Modules: `config` (`HttpConfig` and the documented limits; stdlib only), `rules` (admission and header rules as
-pure functions), `outlet` (the queues between `McpServer` and an answer), `wire` (one ASGI exchange: body, JSON
-or event-stream answer, deadlines), `sessions` (legacy `2025-11-25` sessions), `app` (the starlette application:
-admission, routing to channels, answers, GET and DELETE) and `serve` (`serve_http`: sockets, hypercorn inside our
-task group, shutdown). starlette and hypercorn are the `beam-mcp[http]` extra: importing this package does not
-import them; `serve_http` does, and says what to install when they are missing.
+pure functions), `outlet` (the queues between `McpServer` and an answer), `intake` (the bounded pool of request
+bodies in flight), `wire` (one ASGI exchange: body, JSON or event-stream answer, deadlines), `sessions` (legacy
+`2025-11-25` sessions), `app` (the starlette application: admission, routing to channels, answers, GET and
+DELETE) and `serve` (`serve_http`: sockets, hypercorn inside our task group, shutdown). starlette and hypercorn
+are the `beam-mcp[http]` extra: importing this package does not import them; `serve_http` does, and says what to
+install when they are missing.
 """
 
 from __future__ import annotations
 
 from .config import (
+    BODY_DEADLINE,
     BODY_TIMEOUT,
     ENDPOINT,
     HEADER_TIMEOUT,
     KEEPALIVE,
     MAX_BODY,
     MAX_HEAD,
+    MAX_RECEIVING,
     MAX_REQUESTS,
     MAX_SESSIONS,
     SESSION_IDLE,
@@ -27,12 +30,14 @@ from .config import (
 from .serve import require_extra, serve_http
 
 __all__ = [
+    "BODY_DEADLINE",
     "BODY_TIMEOUT",
     "ENDPOINT",
     "HEADER_TIMEOUT",
     "KEEPALIVE",
     "MAX_BODY",
     "MAX_HEAD",
+    "MAX_RECEIVING",
     "MAX_REQUESTS",
     "MAX_SESSIONS",
     "SESSION_IDLE",

@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -33,6 +33,7 @@ from beam_mcp.errors import PARSE_ERROR
 from beam_mcp.server import Channel, McpServer
 
 from .config import ENDPOINT, HttpConfig
+from .intake import Intake
 from .outlet import Discard, Item, Reply
 from .rules import Admission, Rejected, head_size, modern_header_error, not_found, status_of, url_host
 from .sessions import Session, Sessions
@@ -45,7 +46,8 @@ class Endpoint:
     Attributes:
         url: The endpoint URL (with the bound port).
         sessions: The open legacy sessions.
-        active: Requests being answered.
+        intake: The request bodies being received.
+        active: Requests being answered (their body read).
     """
 
     def __init__(self, server: McpServer, config: HttpConfig, port: int) -> None:
@@ -54,6 +56,7 @@ class Endpoint:
         self.url = f"http://{url_host(config.host)}:{port}{ENDPOINT}"
         self.admission = Admission(config.host, port, config.allowed_hosts, config.allowed_origins)
         self.sessions = Sessions(server, config)
+        self.intake = Intake(config.max_receiving, config.body_deadline)
         self.active = 0
         self._closing = False
         self._answers: set[anyio.CancelScope] = set()
@@ -70,12 +73,23 @@ class Endpoint:
             scope.cancel()
 
     # ---- admission ------------------------------------------------------------------------------------------
+    def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
+        """The exchange of one request, its body read in this endpoint's intake."""
+        return Wire(scope, receive, send, self.config, self.intake)
+
+    def busy(self) -> Rejected | None:
+        """Rule 0a: the 503 when the endpoint stops or `max_requests` requests are being answered, else None."""
+        if self._closing or self.active >= self.config.max_requests:
+            return Rejected(503, "too many requests in progress; retry later", close=True)
+        return None
+
     async def admit(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """The rules every request passes before routing: the request cap, the head size, HTTP/1, Host, Origin."""
-        wire = Wire(scope, receive, send, self.config)
+        wire = self.wire(scope, receive, send)
         try:
-            if self._closing or self.active >= self.config.max_requests:
-                await wire.reject(Rejected(503, "too many requests in progress; retry later", close=True))
+            busy = self.busy()
+            if busy is not None:
+                await wire.reject(busy)
                 return
             if head_size(scope["raw_path"], scope["query_string"], scope["headers"]) > self.config.max_head:
                 await wire.reject(Rejected(431, "the request head is too large", close=True))
@@ -91,15 +105,27 @@ class Endpoint:
                 return
         except Closed:
             return
+        await app(scope, receive, send)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """A request being answered: it counts against `max_requests` from the end of its body to its answer's.
+
+        Raises:
+            Rejected: 503 when the cap was reached while its body arrived.
+        """
+        busy = self.busy()
+        if busy is not None:
+            raise busy
         self.active += 1
         try:
-            await app(scope, receive, send)
+            yield
         finally:
             self.active -= 1
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request to the endpoint path."""
-        wire = Wire(scope, receive, send, self.config)
+        wire = self.wire(scope, receive, send)
         headers = Headers(scope=scope)
         method = scope["method"]
         try:
@@ -109,12 +135,13 @@ class Endpoint:
                 await wire.discard_body()
                 raise
             body = await wire.read_body()
-            if method == "POST":
-                await self.post(wire, headers, body)
-            elif method == "GET":
-                await self.get(wire, headers)
-            else:
-                await self.delete(wire, headers)
+            with self.serving():
+                if method == "POST":
+                    await self.post(wire, headers, body)
+                elif method == "GET":
+                    await self.get(wire, headers)
+                else:
+                    await self.delete(wire, headers)
         except Rejected as rejected:
             await wire.reject(rejected)
         except Closed:
@@ -369,11 +396,11 @@ def _session_id(headers: Headers, method: str) -> str:
 class _NotFound:
     """Rule 3: any path but the endpoint's is 404, answered once its body was read (ASGI app of a route)."""
 
-    def __init__(self, config: HttpConfig) -> None:
-        self.config = config
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        wire = Wire(scope, receive, send, self.config)
+        wire = self.endpoint.wire(scope, receive, send)
         with contextlib.suppress(Closed):
             await wire.discard_body()
             await wire.reject(not_found(scope["path"]))
@@ -396,6 +423,6 @@ class _Admit:
 def build_app(endpoint: Endpoint) -> Starlette:
     """The ASGI application of `endpoint`: admission middleware, the `/mcp` route, a JSON-RPC 404 elsewhere."""
     return Starlette(
-        routes=[Route(ENDPOINT, endpoint), Route("/{path:path}", _NotFound(endpoint.config))],
+        routes=[Route(ENDPOINT, endpoint), Route("/{path:path}", _NotFound(endpoint))],
         middleware=[Middleware(_Admit, endpoint=endpoint)],
     )

@@ -18,14 +18,18 @@ MAX_HEAD: Final = 64 * 1024
 """Largest accepted request line plus headers (bytes): 431 beyond it."""
 HEADER_TIMEOUT: Final = 30.0
 """Seconds a connection may stay without a complete request head (after it opens, or after the previous
-response): hypercorn then closes it quietly."""
+response), however its bytes trickle in: hypercorn then closes it quietly. This bounds idle connections too."""
 BODY_TIMEOUT: Final = 30.0
 """Seconds a request body may stall without a byte (408 after it)."""
+BODY_DEADLINE: Final = 60.0
+"""Seconds a request body may take in all, from its head to its last byte (408 after it)."""
+MAX_RECEIVING: Final = 64
+"""Requests whose body is still arriving; one more evicts the one that has been arriving longest (408)."""
 WRITE_TIMEOUT: Final = 30.0
 """Seconds one write may stall (the client stopped reading): the response is abandoned and its request
 cancelled."""
 MAX_REQUESTS: Final = 512
-"""HTTP requests being answered at once (open streams included); one more is answered 503."""
+"""HTTP requests being answered at once (their body read; open streams included); one more is answered 503."""
 MAX_SESSIONS: Final = 100
 """Legacy `2025-11-25` sessions; one more `initialize` is answered 429."""
 SESSION_IDLE: Final = 300.0
@@ -53,8 +57,10 @@ class HttpConfig:
         max_head: Largest request head in bytes (431).
         header_timeout: Seconds a connection may wait for a complete request head (then it is closed).
         body_timeout: Seconds a request body may stall (408).
+        body_deadline: Seconds a request body may take from its head to its end (408).
+        max_receiving: Requests whose body is still arriving; one more evicts the oldest of them (408).
         write_timeout: Seconds one response write may stall before the response is abandoned.
-        max_requests: Requests answered at once, streams included (503 beyond).
+        max_requests: Requests answered at once, once their body is read, streams included (503 beyond).
         max_sessions: Legacy sessions (429 beyond).
         session_idle: Seconds an idle legacy session lives.
         stream_lease: Bounds of the random lifetime of a listen or GET stream (seconds).
@@ -69,6 +75,8 @@ class HttpConfig:
     max_head: int = MAX_HEAD
     header_timeout: float = HEADER_TIMEOUT
     body_timeout: float = BODY_TIMEOUT
+    body_deadline: float = BODY_DEADLINE
+    max_receiving: int = MAX_RECEIVING
     write_timeout: float = WRITE_TIMEOUT
     max_requests: int = MAX_REQUESTS
     max_sessions: int = MAX_SESSIONS

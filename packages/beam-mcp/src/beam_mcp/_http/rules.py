@@ -75,8 +75,8 @@ class Rejected(Exception):
 
 
 def error_body(error: JsonRpcError, rid: Any = None) -> bytes:
-    """A JSON-RPC error response, encoded."""
-    return _jsonrpc.dumps({"jsonrpc": "2.0", "id": rid, "error": error.wire()}).encode()
+    r"""A JSON-RPC error response as UTF-8 JSON, whatever the id holds (a lone surrogate is written `\udXXX`)."""
+    return _jsonrpc.encode({"jsonrpc": "2.0", "id": rid, "error": error.wire()})
 
 
 def status_of(error_code: int) -> int:

@@ -1,10 +1,10 @@
 """One HTTP exchange over ASGI: the request body under its limits, the answer under a write deadline.
 
-This module owns the byte-level side of a request our app answers: reading the body (413 beyond the limit, 408
-when it stalls, the client leaving), writing a complete `application/json` answer or a `text/event-stream`
-(events, keepalive comments, a graceful end), bounding every write by the write timeout, and noticing the client
-close its connection. An answer that cannot be finished (the client left, a write stalled) raises `Closed`; the
-ASGI server then closes the connection. It must not know MCP.
+This module owns the byte-level side of a request our app answers: reading the body in a slot of the intake (413
+beyond the limit; 408 when it stalls, outlives its deadline or is evicted; the client leaving), writing a complete
+`application/json` answer or a `text/event-stream` (events, keepalive comments, a graceful end), bounding every
+write by the write timeout, and noticing the client close its connection. An answer that cannot be finished (the
+client left, a write stalled) raises `Closed`; the ASGI server then closes the connection. It must not know MCP.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from .config import HttpConfig
+from .intake import Intake
 from .rules import Rejected
 
 log = logging.getLogger("beam_mcp.http")
@@ -45,11 +46,12 @@ class Wire:
         broken: A write failed or stalled: the response is cut short.
     """
 
-    def __init__(self, scope: Scope, receive: Receive, send: Send, config: HttpConfig) -> None:
+    def __init__(self, scope: Scope, receive: Receive, send: Send, config: HttpConfig, intake: Intake) -> None:
         self.scope = scope
         self._receive = receive
         self._send = send
         self.config = config
+        self.intake = intake
         self.body_read = False
         self.started = False
         self.done = False
@@ -64,27 +66,38 @@ class Wire:
         return False
 
     async def read_body(self) -> bytes:
-        """The request body.
+        """The request body, received in a slot of the intake (see `intake.py`).
 
         Raises:
-            Rejected: 413 beyond the body limit (declared or sent), 408 when it stalls (the connection closes).
+            Rejected: 413 beyond the body limit (declared or sent); 408 when it stalls, outlives its deadline or
+                is evicted for a newer request (the connection closes).
             Closed: The client left.
         """
         if self.declared_too_large():
             raise Rejected(413, f"the request body is larger than {self.config.max_body} bytes", close=True)
         body = bytearray()
-        while not self.body_read:
-            message: Message | None = None
-            with anyio.move_on_after(self.config.body_timeout):
-                message = await self._receive()
-            if message is None:
-                raise Rejected(408, "the request body stalled", close=True)
-            if message["type"] == "http.disconnect":
-                raise Closed
-            body += message.get("body", b"")
-            if len(body) > self.config.max_body:
-                raise Rejected(413, f"the request body is larger than {self.config.max_body} bytes", close=True)
-            self.body_read = not message.get("more_body", False)
+        with self.intake.slot() as slot:
+            while not self.body_read:
+                message: Message | None = None
+                with anyio.move_on_after(self.config.body_timeout):
+                    message = await self._receive()
+                if message is None:
+                    raise Rejected(408, "the request body stalled", close=True)
+                if message["type"] == "http.disconnect":
+                    raise Closed
+                body += message.get("body", b"")
+                if len(body) > self.config.max_body:
+                    raise Rejected(413, f"the request body is larger than {self.config.max_body} bytes", close=True)
+                self.body_read = not message.get("more_body", False)
+        if slot.evicted:
+            raise Rejected(
+                408,
+                f"the request body was too slow: at most {self.intake.limit} bodies may arrive at once, and the "
+                "one arriving longest made way for a newer request",
+                close=True,
+            )
+        if not self.body_read:
+            raise Rejected(408, f"the request body took longer than {self.config.body_deadline:g} s", close=True)
         return bytes(body)
 
     async def discard_body(self) -> None:
