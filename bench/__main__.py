@@ -6,13 +6,14 @@ import sys
 
 import anyio
 
-from bench import broker_overhead, lsp_overhead, mcp_overhead, speculation
+from bench import broker_overhead, http_load, lsp_overhead, mcp_overhead, speculation
 
 BENCHES = {
     "lsp_overhead": lsp_overhead.main,
     "broker_overhead": broker_overhead.main,
     "mcp_overhead": mcp_overhead.main,
     "speculation": speculation.main,
+    "http_load": http_load.main,
 }
 
 
