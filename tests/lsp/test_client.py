@@ -7,6 +7,7 @@ each point of a session; the lean lane runs the same API against real Lean 4.35.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from beam_lsp import (
 )
 from beam_lsp import client as client_module
 from beam_lsp import errors as codes
+from beam_lsp.client import SHUTDOWN_TIMEOUT
 from tests.support import procs, projects
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
@@ -580,3 +582,13 @@ async def test_real_a_closed_and_reopened_file_with_errors_never_reads_clean(
     snap = client.cache.get(uri)
     assert snap.open is False and snap.availability is Availability.PUBLISHED
     assert snap.version == 1 and any(d.is_error for d in snap.diagnostics)
+
+
+async def test_cancelling_start_during_the_handshake_kills_the_server_at_once(tmp_path: Path) -> None:
+    # The reader is cancelled with the caller, so waiting for an answer to `shutdown` would only time out.
+    silent = [sys.executable, "-c", "import time; time.sleep(60)"]  # reads nothing, answers nothing
+    started = anyio.current_time()
+    with anyio.move_on_after(0.5):
+        async with LeanClient.start(silent, cwd=tmp_path):
+            pytest.fail("the handshake cannot complete")
+    assert anyio.current_time() - started < SHUTDOWN_TIMEOUT

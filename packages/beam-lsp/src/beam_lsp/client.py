@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -148,10 +149,9 @@ def _install_handlers(peer: JsonRpcPeer) -> None:
 class LeanClient:
     """An async client for one Lean language server process (`lake serve` or `lean --server`).
 
-    Create it with `LeanClient.start(...)` as an async context manager; leaving the context shuts the server
-    down (`shutdown`, `exit`, then the whole process tree is killed). Positions are LSP positions (0-based,
-    UTF-16 code units) and are validated against the client's own copy of the document before sending. Once the
-    server is gone every call raises `ServerExited` (except `close`, which has nothing left to do).
+    Use `LeanClient.start(...)` as an async context manager; leaving it shuts the server down (`shutdown`, `exit`, then
+    the process tree is killed; at once when cancelled). Positions are LSP positions (0-based, UTF-16), checked against
+    the client's copy of the document. Once the server is gone every call but `close` raises `ServerExited`.
     """
 
     def __init__(self, process: Process, cache: DiagnosticsCache, redactor: Redactor, max_message_bytes: int) -> None:
@@ -219,8 +219,9 @@ class LeanClient:
                         await client._initialize(root_uri, initialization_options, initialize_timeout)
                         yield client
                     finally:
+                        graceful = anyio.current_effective_deadline() != -math.inf  # cancelled: no reader left
                         with anyio.CancelScope(shield=True):
-                            await client._shutdown()
+                            await client._shutdown(graceful=graceful)
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -240,9 +241,9 @@ class LeanClient:
             self.server_info = result.get("serverInfo") or {}
         await self._rpc.notify("initialized", {})
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, *, graceful: bool) -> None:
         self._barrier.stop()  # first: Lean's `shutdown` publishes [] for every open file, which is no clean bill
-        if self.exited is None:
+        if graceful and self.exited is None:
             with anyio.move_on_after(SHUTDOWN_TIMEOUT), contextlib.suppress(BeamLspError):
                 await self._rpc.request("shutdown")
                 await self._rpc.notify("exit")
