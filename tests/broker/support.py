@@ -3,7 +3,8 @@
 The fake Lean server (`tests/support/fake_lean.py`) scripts faults by config; `first_start_cmd` gives the first
 server of a broker one config and every later (restarted) server another, so a test can crash Lean once and
 watch the next call recover. `fake_lake` installs a `lake` executable that builds nothing but writes the
-artifacts a real `lake build <Module>` would, as its config says. `Cli` runs `lean-beam` as a child process.
+artifacts a real `lake build <Module>` would, as its config says (it can also log its argument lists and hang
+with a child process, like a compiler running under Lake). `Cli` runs `lean-beam` as a child process.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ from pathlib import Path
 
 cfg = json.loads(os.environ.get("FAKE_LAKE") or "{{}}")
 args = sys.argv[1:]
+if cfg.get("argv_log"):
+    with open(cfg["argv_log"], "a") as f:
+        f.write(json.dumps(args) + "\\n")
 if args[:2] == ["build", "--no-build"]:
     print("checking", " ".join(args[2:]))
     for name in cfg.get("touch_when_checking", []):
@@ -112,6 +116,13 @@ if args[:1] != ["build"] or len(args) != 2:
     print("fake lake: unsupported", args, file=sys.stderr)
     sys.exit(2)
 module = args[1]
+if cfg.get("hang"):
+    # A compiler that runs until killed, in Lake's process group (as `lean` does under `lake build`).
+    import subprocess
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print("building", module, "pids", os.getpid(), child.pid, flush=True)
+    child.wait()
+    sys.exit(1)
 if cfg.get("build_exit"):
     print(cfg.get("build_output", "error: build failed"))
     sys.exit(int(cfg["build_exit"]))

@@ -5,13 +5,20 @@ Fake-lane tests drive the real broker over the scripted fake Lean; `lean`-marked
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 import beam_broker
@@ -21,6 +28,7 @@ from beam_broker import errors as codes
 from beam_broker import models as m
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.fixtures import fake_cmd
+from tests.support.toolchain import Toolchain
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -409,3 +417,233 @@ async def test_the_runtime_snapshot_reports_open_files_against_the_disk_on_real_
         "Demo/Proofs.lean": ("differsFromTracked", False),
         "Demo/Scratch.lean": ("missing", False),
     }
+
+
+# ---- hardening (issue 10) -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        pytest.param([shutil.which("false") or "/bin/false"], id="false"),
+        pytest.param([shutil.which("true") or "/bin/true"], id="true"),
+        pytest.param(["/bin/sh", "-c", "echo 'lean: cannot start' >&2; exit 3"], id="sh-exit-3"),
+        pytest.param(fake_cmd({"crash_on": {"method": "initialize"}}), id="exit-at-initialize"),
+        pytest.param(fake_cmd({"crash_on": {"method": "initialize", "after_ms": 400}}), id="exit-during-handshake"),
+    ],
+)
+async def test_a_lean_command_that_exits_at_once_is_a_runtime_setup_error_every_time(
+    tmp_path: Path, cmd: list[str]
+) -> None:
+    # Finding 13: `--lean-cmd /bin/false` gave internalError (sometimes an exception group), not runtimeSetup.
+    root = fake_project(tmp_path / "proj", {"A.lean": "x\n", "B.lean": "y\n"})
+    async with open_broker(cmd=cmd) as broker:
+        errors = [await error_of(broker, op, root, path="A.lean") for op in ("sync", "update")]
+        errors.append(await error_of(broker, "hover", root, path="A.lean", version=1, line=0, character=0))
+        concurrent: list[BrokerError] = []
+
+        async def cold(path: str) -> None:
+            concurrent.append(await error_of(broker, "sync", root, path=path))
+
+        async with anyio.create_task_group() as tg:
+            for path in ("A.lean", "B.lean", "A.lean"):
+                tg.start_soon(cold, path)
+        lean = broker.stats()["workspaces"][f"local:{root}"]["byBackend"]["lean"]
+    for err in errors + concurrent:
+        assert err.code == RUNTIME_SETUP, err.wire()
+        assert err.message.startswith("could not start the Lean server `")
+    assert (lean["sessionStarts"], lean["errorCount"]) == (0, 6)
+
+
+_STARTUP_GATE = """\
+import os, socket, sys
+gate = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+gate.connect(sys.argv[1])
+if gate.recv(1) != b"1":
+    sys.stderr.write("lean: startup refused by the test\\n")
+    sys.exit(7)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+class StartupGate:
+    """Every Lean server of a broker waits at start-up until the test lets it start (b"1") or exit (b"0")."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._send, self._arrivals = anyio.create_memory_object_stream[anyio.abc.SocketStream](10)
+
+    def cmd(self, inner: list[str]) -> list[str]:
+        return [sys.executable, "-c", _STARTUP_GATE, self.where, *inner]
+
+    async def serve(self, conn: anyio.abc.SocketStream) -> None:
+        await self._send.send(conn)
+
+    async def arrived(self) -> anyio.abc.SocketStream:
+        """The next server process that is up and waiting: its runtime is starting until it is answered."""
+        with anyio.fail_after(30):
+            return await self._arrivals.receive()
+
+    async def answer_next(self, answer: bytes) -> None:
+        async with await self.arrived() as conn:
+            await conn.send(answer)
+
+    def close(self) -> None:
+        self._send.close()
+        self._arrivals.close()
+
+
+@contextlib.asynccontextmanager
+async def startup_gate() -> AsyncIterator[StartupGate]:
+    directory = tempfile.mkdtemp(prefix="beam-start-", dir="/tmp")
+    gate = StartupGate(os.path.join(directory, "s"))
+    try:
+        listener = await anyio.create_unix_listener(gate.where)
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, gate.serve)
+            yield gate
+            tg.cancel_scope.cancel()
+    finally:
+        gate.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_diagnostics_of_a_workspace_whose_lean_is_starting_or_failed_to_start_are_errors(tmp_path: Path) -> None:
+    # Finding 14: a read during start-up said `tracked: false, pending`, and a failed start told nobody.
+    root = fake_project(tmp_path / "proj", {"A.lean": "ERROR_HERE\n", "B.lean": "x\n", "C.lean": "y\n"})
+    a, b, c = (str(root / name) for name in ("A.lean", "B.lean", "C.lean"))
+    outside = str(tmp_path / "Elsewhere.lean")
+    changed: list[str] = []
+    async with startup_gate() as gate, open_broker(cmd=gate.cmd(fake_cmd())) as broker:
+        broker.add_diagnostics_listener(changed.append)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(call, broker, "sync", root, path="A.lean"))
+            conn = await gate.arrived()
+            for path in (a, b):  # known or not: the file's workspace is starting
+                with pytest.raises(BrokerError) as starting:
+                    broker.diagnostics(path)
+                assert starting.value.code == codes.SERVER_STARTING and str(root) in starting.value.message
+            assert broker.diagnostics(outside)["tracked"] is False  # no workspace of this broker holds it
+            async with conn:
+                await conn.send(b"1")
+        assert broker.diagnostics(a)["availability"] == "published"
+        await call(broker, "sync", root, path="B.lean")
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        client = runtime.live_client()
+        assert client is not None
+        os.kill(client.pid, signal.SIGKILL)
+        with anyio.fail_after(20):
+            await client.wait_exited()
+        changed.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.answer_next, b"0")  # the restart fails
+            failed = await error_of(broker, "update", root, path="C.lean")
+        assert failed.code == RUNTIME_SETUP and "startup refused" in failed.message
+        # Subscribers of every file the workspace knew, and of the file the call named, hear about it ...
+        assert sorted(set(changed)) == [a, b, c]
+        for path in (a, b, c):  # ... and re-read into the start's error
+            with pytest.raises(BrokerError) as setup:
+                broker.diagnostics(path)
+            assert setup.value.wire() == failed.wire()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.answer_next, b"1")  # a later start succeeds: reads answer from the cache again
+            await call(broker, "update", root, path="C.lean")
+        assert broker.diagnostics(a)["tracked"] is False and broker.diagnostics(c)["tracked"] is True
+
+
+async def test_open_documents_beyond_the_bound_are_closed_least_recently_used_first(tmp_path: Path) -> None:
+    # Finding 9: open documents were unbounded (each keeps a Lean worker alive).
+    files = {"A.lean": "theorem a : True := ERROR_HERE\n", "B.lean": "x\n", "C.lean": "y\n"}
+    root = fake_project(tmp_path / "proj", files)
+    a, b, c = (str(root / name) for name in files)
+    changed: list[str] = []
+    async with open_broker(max_open_documents=2) as broker:
+        broker.add_diagnostics_listener(changed.append)
+        await call(broker, "sync", root, path="A.lean")
+        await call(broker, "run_at", root, path="A.lean", version=1, line=0, character=0, text="#check a")
+        await call(broker, "sync", root, path="B.lean")  # the probe mirror does not count: A stays open
+        assert broker.open_documents() == [a, b]
+        changed.clear()
+        await call(broker, "sync", root, path="C.lean")
+        assert broker.open_documents() == [b, c]
+        assert a in changed
+        closed = broker.diagnostics(a)  # what Lean said while A was open, marked closed: never a false clean
+        assert (closed["tracked"], closed["open"], closed["availability"], closed["version"]) == (
+            True,
+            False,
+            "published",
+            1,
+        )
+        assert [d["message"] for d in closed["diagnostics"]] == ["unknown identifier 'ERROR_HERE'"]
+        hover = await call(broker, "hover", root, path="A.lean", version=1, line=0, character=8)
+        assert hover["contents"]["value"] == "```lean\na\n```"  # the next call simply reopens it
+        assert broker.open_documents() == [a, c]
+        session = broker.stats()["workspaces"][f"local:{root}"]["sessions"]["lean"]
+    assert session["openDocCount"] == 2
+
+
+async def test_the_bound_never_closes_a_document_a_call_in_flight_holds(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "x\n", "B.lean": "y\n", "C.lean": "z\n"})
+    async with open_broker({"stall": ["textDocument/hover"]}, max_open_documents=1) as broker:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    functools.partial(call, broker, "hover", root, path="A.lean", version=1, line=0, character=0)
+                )
+                await anyio.wait_all_tasks_blocked()  # the hover waits for Lean, holding A
+                await call(broker, "update", root, path="B.lean")
+                await call(broker, "update", root, path="C.lean")
+                assert broker.open_documents() == [str(root / "A.lean"), str(root / "C.lean")]
+                scope.cancel()
+        await call(broker, "update", root, path="B.lean")  # A is free now: the least recently used goes
+        assert broker.open_documents() == [str(root / "B.lean")]
+
+
+async def test_nul_or_surrogates_in_arguments_are_refused_before_any_runtime_exists(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "x\n"})
+    async with open_broker() as broker:
+        for spec in beam_broker.OPERATIONS:
+            arguments: dict[str, Any] = {"workspace": {"root": str(root)}}
+            field = "path" if "path" in spec.input_model.model_fields else "workspace.root"
+            if field == "path":
+                arguments["path"] = "A\x00.lean"
+            else:
+                arguments["workspace"] = {"root": f"{root}\ud800"}
+            with pytest.raises(BrokerError) as info:
+                await broker.call(spec.name, arguments)
+            assert info.value.code == codes.INVALID_INPUT and info.value.data is not None
+            assert info.value.data["field"] == field, spec.name
+        by_hand = m.FileInput(path="A\x00.lean", workspace=WorkspaceDescriptor(root=str(root)))
+        with pytest.raises(BrokerError) as model:
+            await broker.call("update", by_hand)
+        assert model.value.data == {"field": "path", "reason": "contains a NUL character"}
+        assert not broker.active
+
+
+async def test_the_runtime_snapshot_does_not_hang_on_an_open_file_replaced_by_a_fifo(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "x\n"})
+    async with open_broker() as broker:
+        await call(broker, "update", root, path="A.lean")
+        (root / "A.lean").unlink()
+        os.mkfifo(root / "A.lean")
+        with anyio.fail_after(10):
+            snap = await broker.runtime_snapshot(str(root))
+    assert snap is not None and snap["open_files"][0]["diskStatus"] == "unknown"
+
+
+@pytest.mark.lean
+async def test_a_document_closed_by_the_bound_keeps_its_errors_on_real_lean(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    # Real Lean answers the didClose with an empty publish: the closed file must still read as not clean.
+    config = BrokerConfig(lean_cmd=lean_toolchain.server_cmd(), env=lean_toolchain.env(), max_open_documents=1)
+    broken = str(demo_root / "Demo/Broken.lean")
+    async with Broker.open(config) as broker:
+        first = await call(broker, "sync", demo_root, path="Demo/Broken.lean")
+        await call(broker, "sync", demo_root, path="Demo/Proofs.lean")
+        assert broker.open_documents() == [str(demo_root / "Demo/Proofs.lean")]
+        closed = broker.diagnostics(broken)
+        assert (closed["open"], closed["availability"], closed["version"]) == (False, "published", 1)
+        assert len(closed["diagnostics"]) == first["diagnostics"]["counts"]["error"] == 1
+        again = await call(broker, "sync", demo_root, path="Demo/Broken.lean")
+        assert again["version"] == 1 and again["diagnostics"]["counts"]["error"] == 1
+        assert broker.open_documents() == [broken]

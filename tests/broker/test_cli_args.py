@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pytest
 
 from beam_broker import OPERATIONS, BrokerError
+from beam_broker import _cli_args as cli_args
 from beam_broker import cli as beam_cli
 from beam_broker import errors as codes
 from beam_broker._cli_args import (
@@ -25,6 +26,7 @@ from beam_broker._cli_args import (
     synopsis,
 )
 from beam_broker._cli_args import _kind_of as kind_of
+from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
 from beam_broker.operations import BY_NAME
 from tests.support.projects import fake_project
 
@@ -132,6 +134,16 @@ def test_a_file_that_is_not_utf8_is_invalid_input(tmp_path: Path) -> None:
     at = ("run-at", "A.lean", "--version", "1", "--line", "0", "--character", "0")
     with pytest.raises(BrokerError, match="not UTF-8 text"):
         parse(*at, "--text", f"@{tmp_path / 'bad.lean'}")
+
+
+def test_an_at_file_value_is_read_up_to_the_source_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `@/dev/zero` was read until memory ran out; a pipe (`@/dev/stdin`, `@<(cmd)`) is still fine.
+    assert cli_args.MAX_VALUE_CHARS == DEFAULT_MAX_SOURCE_BYTES
+    monkeypatch.setattr(cli_args, "MAX_VALUE_CHARS", 1000)
+    at = ("run-at", "A.lean", "--version", "1", "--line", "0", "--character", "0")
+    with pytest.raises(BrokerError) as info:
+        parse(*at, "--text", "@/dev/zero")
+    assert info.value.code == codes.INVALID_INPUT and "longer than 1000 characters" in info.value.message
 
 
 def test_relative_paths_follow_the_current_directory_inside_the_project(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_saves_use_the_lake_the_server_runs_under_else_lake_on_path(tmp_path: Pa
     assert lake_command(BrokerConfig(), path) == str(on_path)
     with pytest.raises(BrokerError) as info:
         lake_command(BrokerConfig(lean_cmd=["lean", "--server"]), {"PATH": str(tmp_path / "empty")})
-    assert info.value.code == codes.INTERNAL_ERROR and "lake" in info.value.message
+    assert info.value.code == codes.RUNTIME_SETUP and "lake" in info.value.message
 
 
 def test_the_environment_is_the_configured_one_or_a_copy_of_this_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from beam_broker import errors
 from beam_broker.errors import BrokerError, lean_errors, translate
+from beam_lsp import Redactor
 from beam_lsp import errors as lsp
 
 if sys.version_info < (3, 11):
@@ -66,11 +67,27 @@ def test_the_boundary_raises_broker_errors_unchanged_and_logs_unexpected_ones(
     with pytest.raises(BrokerError) as same, lean_errors():
         raise original
     assert same.value is original
-    with caplog.at_level(logging.ERROR, logger="beam_broker"), pytest.raises(BrokerError) as bug, lean_errors():
-        raise KeyError("missing")
+    redactor = Redactor({"API_TOKEN": "tok-0123456789"})
+    with caplog.at_level(logging.ERROR, logger="beam_broker"), pytest.raises(BrokerError) as bug, lean_errors(redactor):
+        raise KeyError("missing tok-0123456789")
     assert bug.value.code == errors.INTERNAL_ERROR and "KeyError" in bug.value.message
     assert isinstance(bug.value.__cause__, KeyError)
-    assert any(record.exc_info for record in caplog.records)
+    # The traceback is logged as redacted text (the standard exc_info path would format the secret).
+    assert "Traceback" in caplog.text and "KeyError: 'missing [redacted:API_TOKEN]'" in caplog.text
+    assert "tok-0123456789" not in caplog.text and not any(record.exc_info for record in caplog.records)
+
+
+def test_a_redacted_error_is_a_new_error_only_when_something_changed() -> None:
+    redactor = Redactor({"API_TOKEN": "tok-0123456789"})
+    clean = errors.invalid_params("bad position", {"line": 3})
+    assert clean.redacted(redactor) is clean
+    leaky = errors.invalid_params("token tok-0123456789", {"argv": ["--token", "tok-0123456789"]})
+    redacted = leaky.redacted(redactor)
+    assert redacted.wire() == {
+        "code": errors.INVALID_PARAMS,
+        "message": "token [redacted:API_TOKEN]",
+        "data": {"argv": ["--token", "[redacted:API_TOKEN]"]},
+    }
 
 
 @pytest.mark.anyio

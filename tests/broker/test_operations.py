@@ -6,7 +6,10 @@ import inspect
 import json
 import subprocess
 import sys
+import types
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -14,7 +17,8 @@ from pydantic import BaseModel
 from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker.operations import Scope, implemented
+from beam_broker.operations import OperationSpec, Scope, implemented
+from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project
 
 
@@ -141,3 +145,114 @@ def test_parse_errors_list_every_problem(tmp_path: Path) -> None:
         )
     assert info.value.data is not None
     assert [p.split(":")[0] for p in info.value.data["errors"]] == ["version", "line"]
+
+
+# ---- tables over every operation's fields -------------------------------------------------------------
+def _valid(annotation: Any, root: str) -> Any:
+    """A valid value of an input field's type (so that only the field under test is wrong)."""
+    if annotation is WorkspaceDescriptor:
+        return {"root": root}
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return args[0]
+    if origin in (typing.Union, types.UnionType):
+        return _valid(next(a for a in args if a is not type(None)), root)
+    if origin is list:
+        return [_valid(args[0], root)]
+    if annotation is dict or origin is dict:
+        return {"k": "v"}
+    return {str: "A.lean", int: 0, bool: True}[annotation]
+
+
+def _arguments(spec: OperationSpec, root: str) -> dict[str, Any]:
+    return {name: _valid(field.annotation, root) for name, field in spec.input_model.model_fields.items()}
+
+
+def _text_slots(spec: OperationSpec, bad: str) -> list[tuple[str, str, Any]]:
+    """(field, path of the bad string, the field's value holding it) for every place a string can go."""
+    slots: list[tuple[str, str, Any]] = []
+    for name, field in spec.input_model.model_fields.items():
+        value = _valid(field.annotation, "/r")
+        if isinstance(value, str):
+            slots.append((name, name, bad))
+        elif isinstance(value, list):
+            slots.append((name, f"{name}[0]", [bad]))
+        elif name == "workspace":
+            slots.append((name, "workspace.root", {"root": bad}))
+        elif isinstance(value, dict):
+            slots.append((name, f"{name}.k", {"k": bad}))
+            slots.append((name, f"{name}.nested[1]", {"nested": ["ok", bad]}))
+    return slots
+
+
+TEXT_CASES = [
+    pytest.param(spec, field, where, value, reason, id=f"{spec.name}-{where}-{label}")
+    for bad, reason, label in [
+        ("a\x00b", "contains a NUL character", "nul"),
+        ("a\ud800b", "contains a lone surrogate (U+D800)", "surrogate"),
+    ]
+    for spec in OPERATIONS
+    for field, where, value in _text_slots(spec, bad)
+]
+
+
+@pytest.mark.parametrize(("spec", "field", "where", "value", "reason"), TEXT_CASES)
+def test_nul_or_a_lone_surrogate_in_any_string_argument_is_invalid_input_naming_the_field(
+    tmp_path: Path, spec: OperationSpec, field: str, where: str, value: Any, reason: str
+) -> None:
+    # Finding 3: such text gave -32603 and a traceback for most tools. The check comes before any filesystem
+    # work: the workspace root here does not exist, and it is not what the error is about.
+    arguments = {**_arguments(spec, str(tmp_path / "no-such-root")), field: value}
+    with pytest.raises(BrokerError) as info:
+        spec.parse(arguments)
+    assert info.value.code == codes.INVALID_INPUT
+    assert info.value.data == {"field": where, "reason": reason}
+    assert info.value.message == f"{spec.tool}: {where} {reason}"
+    info.value.message.encode("utf-8")  # the answer itself can always be sent
+
+
+def test_an_object_key_that_cannot_go_on_is_named_before_undeclared_fields_are(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError) as info:
+        BY_NAME["sync"].parse({"path": "A.lean", "\ud800": 1, "workspace": {"root": str(tmp_path)}})
+    assert info.value.data == {"field": '["\\ud800"]', "reason": "object key contains a lone surrogate (U+D800)"}
+    info.value.message.encode("utf-8")
+
+
+def _typed_fields(kind: type) -> list[tuple[OperationSpec, str]]:
+    return [
+        (spec, name)
+        for spec in OPERATIONS
+        for name, field in spec.input_model.model_fields.items()
+        if field.annotation is kind
+    ]
+
+
+STRICT_CASES = [
+    pytest.param(spec, name, value, id=f"{spec.name}-{name}-{value!r}")
+    for kind, values in [(int, ["3", 3.0, True, None]), (bool, ["true", 1, "false", 0, None])]
+    for spec, name in _typed_fields(kind)
+    for value in values
+]
+
+
+def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
+    ints = {name for _, name in _typed_fields(int)}
+    bools = {name for _, name in _typed_fields(bool)}
+    assert ints == {"version", "line", "character", "start_line", "start_character", "end_line", "end_character"}
+    assert bools == {"diagnostics_in_result", "include_declaration"}
+    assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) + 5 * len(_typed_fields(bool))
+
+
+@pytest.mark.parametrize(("spec", "field", "value"), STRICT_CASES)
+def test_integer_and_boolean_fields_refuse_strings_and_other_types(
+    tmp_path: Path, spec: OperationSpec, field: str, value: Any
+) -> None:
+    # Finding 10: "line": "3" and "diagnostics_in_result": "true" were accepted although the schema says
+    # integer/boolean. Every such field of every operation refuses them (and floats, bools as ints, 0/1 as bools).
+    root = fake_project(tmp_path / "p")
+    arguments = _arguments(spec, str(root))
+    spec.parse(arguments)  # the base arguments are valid
+    with pytest.raises(BrokerError) as info:
+        spec.parse({**arguments, field: value})
+    assert info.value.code == codes.INVALID_INPUT and info.value.data is not None
+    assert [problem.split(":")[0] for problem in info.value.data["errors"]] == [field]

@@ -137,3 +137,33 @@ async def test_the_idle_reaper_outlives_a_failing_close(
             with anyio.fail_after(10):
                 await attempts.wait()
     assert calls[:2] == [0.01, 0.01] and "closing idle probe mirrors" in caplog.text
+
+
+async def test_the_bound_leaves_a_document_open_that_a_call_started_to_hold_meanwhile(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
+    async with runtime_for(root) as (runtime, _):
+        client = await runtime.client()
+        held: list[Any] = []
+        doc, _ = await runtime.update(client, "A.lean", hold=held)
+        assert doc.users == 1 and held == [doc]
+        await runtime.close_doc(client, "A.lean", idle_only=True)
+        assert client.is_open(doc.uri) and runtime.documents.is_current(doc)
+        runtime.release(held)
+        assert doc.users == 0 and held == []
+        await runtime.close_doc(client, "A.lean", idle_only=True)
+        assert not client.is_open(doc.uri) and runtime.open_paths() == []
+
+
+async def test_a_close_waits_for_the_messages_of_an_update_and_closes_once(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
+    async with runtime_for(root) as (runtime, _):
+        client = await runtime.client()
+        doc, _ = await runtime.update(client, "A.lean")
+        async with anyio.create_task_group() as tg:
+            await doc.lock.acquire()  # an update is sending its messages
+            tg.start_soon(runtime.close_doc, client, "A.lean")
+            tg.start_soon(runtime.close_doc, client, "A.lean")
+            await anyio.wait_all_tasks_blocked()
+            assert runtime.documents.is_current(doc) and client.is_open(doc.uri)
+            doc.lock.release()
+        assert runtime.documents.docs == {} and not client.is_open(doc.uri)

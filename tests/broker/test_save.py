@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from beam_broker import Broker, CallContext, SetupEvent
 from beam_broker import errors as codes
 
-from .support import call, error_of, fake_lake, fake_project, open_broker
+from .support import alive, call, error_of, fake_lake, fake_project, open_broker, wait_dead
 
 pytestmark = pytest.mark.anyio
 FILES = {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\ntheorem t : True := trivial\n"}
@@ -99,11 +104,12 @@ async def test_lake_output_is_redacted(tmp_path: Path) -> None:
     assert err.data is not None and "hunter2-secret" not in "\n".join(err.data["lakeOutput"])
 
 
-async def test_without_lake_a_save_is_an_internal_error(tmp_path: Path) -> None:
+async def test_without_lake_a_save_is_a_runtime_setup_error(tmp_path: Path) -> None:
+    # A missing Lake is a setup problem like a missing Lean (it was internalError, which no input may cause).
     root = fake_project(tmp_path / "p", FILES)
     async with open_broker(path="/usr/bin:/bin") as broker:
         err = await error_of(broker, "save", root, path="Demo/Basic.lean")
-    assert err.code == codes.INTERNAL_ERROR and "no `lake` executable" in err.message
+    assert err.code == codes.RUNTIME_SETUP and "no `lake` executable" in err.message
 
 
 async def test_close_save_then_close_is_idempotent(tmp_path: Path) -> None:
@@ -115,6 +121,53 @@ async def test_close_save_then_close_is_idempotent(tmp_path: Path) -> None:
     assert result["closed"] is True and result["saved"]["module"] == "Demo.Basic"
     assert result["document_progress"]["done"] is True and "workspace" not in result["saved"]
     assert closed["closed"] is True and (reopened["version"], reopened["changed"]) == (1, True)
+
+
+async def test_cancelling_a_save_kills_lake_and_every_process_it_started(tmp_path: Path) -> None:
+    # Finding 9: a cancelled lean_save left the compiler running (5.5 s after the cancel on a real project).
+    root = fake_project(tmp_path / "p", FILES)
+    started = anyio.Event()
+    pids: list[int] = []
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, SetupEvent) and event.message.startswith("building Demo.Basic pids"):
+            pids.extend(int(word) for word in event.message.split()[-2:])
+            started.set()
+
+    async with open_broker(env=fake_lake(tmp_path / "bin", {"hang": True})) as broker:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+
+                async def save() -> None:
+                    await call(broker, "save", root, ctx=CallContext(emit=on_event), path="Demo/Basic.lean")
+
+                tg.start_soon(save)
+                await started.wait()  # Lake runs and its compiler child too
+                tg.cancel_scope.cancel()
+        lake, compiler = pids
+        try:
+            # Killed at once, as a group: Lake is gone when the cancelled call returns, its compiler a moment
+            # later (the kill went to both; without it the compiler would run for another 600 s).
+            assert not alive(lake)
+            wait_dead(compiler, timeout=5)
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(compiler, signal.SIGKILL)
+        assert (await call(broker, "update", root, path="Demo/Basic.lean"))["changed"] is False
+
+
+async def test_a_file_whose_name_is_not_a_module_never_reaches_lakes_command_line(tmp_path: Path) -> None:
+    # Finding 7: lean_save on a file named `--help.lean` ran `lake build --help`.
+    root = fake_project(tmp_path / "p", {"--help.lean": "def x := 1\n", "A.lean": "import --help\ndef y := 2\n"})
+    argv_log = tmp_path / "lake-argv.jsonl"
+    async with open_broker(env=fake_lake(tmp_path / "bin", {"argv_log": str(argv_log)})) as broker:
+        err = await error_of(broker, "save", root, path="--help.lean")
+        # An import that is no module name is not passed to `lake build --no-build` either.
+        saved = await call(broker, "save", root, path="A.lean")
+    assert err.code == codes.SAVE_TARGET_NOT_MODULE and err.data == {"module": "--help"}
+    assert "'--help' is not a dot-separated sequence of Lean identifiers" in err.message
+    assert saved["module"] == "A"
+    assert [json.loads(line) for line in argv_log.read_text().splitlines()] == [["build", "A"]]
 
 
 # ---- real Lean lane -----------------------------------------------------------------------------------

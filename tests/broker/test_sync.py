@@ -42,7 +42,7 @@ async def test_update_follows_the_disk_and_reports_whether_it_sent_anything(tmp_
     ("files", "path", "needle", "code"),
     [
         ({}, "Missing.lean", "file not found", codes.INVALID_PARAMS),
-        ({"Dir/X.lean": ""}, "Dir", "not a file", codes.INVALID_PARAMS),
+        ({"Dir/X.lean": ""}, "Dir", "not a regular file", codes.INVALID_PARAMS),
     ],
 )
 async def test_unreadable_sources_are_invalid_params(
@@ -60,6 +60,30 @@ async def test_a_source_that_is_not_utf8_is_invalid_params(tmp_path: Path) -> No
     async with open_broker() as broker:
         err = await error_of(broker, "update", root, path="A.lean")
     assert err.code == codes.INVALID_PARAMS and "not UTF-8" in err.message
+
+
+async def test_a_fifo_or_a_device_path_is_refused_at_once_and_a_fence_after_it_does_not_wait(tmp_path: Path) -> None:
+    # Finding 2: a FIFO blocked a thread forever (and every later drop_workspace with it); /dev/zero was read
+    # until memory ran out.
+    root = fake_project(tmp_path / "p", {"A.lean": CLEAN})
+    os.mkfifo(root / "Pipe.lean")
+    async with open_broker() as broker:
+        with anyio.fail_after(10):
+            for path in ("Pipe.lean", "/dev/zero"):
+                err = await error_of(broker, "sync", root, path=path)
+                assert err.code == codes.INVALID_PARAMS and err.data is not None
+                assert err.data["reason"] == "notRegularFile" and path.split("/")[-1] in err.message
+            dropped = await call(broker, "drop_workspace", root)
+    assert dropped["dropped"] is True
+
+
+async def test_the_source_size_limit_is_a_setting(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": CLEAN, "Big.lean": CLEAN * 10})
+    async with open_broker(max_source_bytes=len(CLEAN) * 5) as broker:
+        assert (await call(broker, "sync", root, path="A.lean"))["version"] == 1
+        err = await error_of(broker, "sync", root, path="Big.lean")
+    assert err.code == codes.INVALID_PARAMS and err.data is not None
+    assert (err.data["reason"], err.data["limitBytes"]) == ("sourceTooLarge", len(CLEAN) * 5)
 
 
 async def test_sync_of_a_clean_file_is_save_ready_with_complete_counts(tmp_path: Path) -> None:

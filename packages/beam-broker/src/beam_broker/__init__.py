@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
 from .config import BrokerConfig
-from .errors import RUNTIME_SETUP, BrokerError
+from .errors import RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .events import (
     BrokerEvent,
     CallContext,
@@ -42,6 +42,7 @@ __all__ = [
     "BrokerConfig",
     "BrokerError",
     "RUNTIME_SETUP",
+    "SERVER_STARTING",
     "CallContext",
     "BrokerEvent",
     "PreparationEvent",

@@ -65,13 +65,17 @@ class Call:
     """The context of one workspace-scoped call: the runtime it runs on, where its events go, what it echoes.
 
     A call holds on to the Lean session it first used: if that server dies during the call, the call fails with
-    `workerExited` (the next call restarts the server) instead of silently continuing on a new one.
+    `workerExited` (the next call restarts the server) instead of silently continuing on a new one. It also
+    holds every document it reads until `release` (the open-document bound never closes a document a call is
+    using); `path` is the file it names, reported to diagnostics readers if the Lean server fails to start.
     """
 
     runtime: WorkspaceRuntime
     ctx: CallContext
     workspace: WorkspaceDescriptor
+    path: str | None = None
     _client: LeanClient | None = None
+    _held: list[DocState] = dataclasses.field(default_factory=list)
 
     def emit(self, event: BrokerEvent) -> None:
         """Send one event to the caller."""
@@ -85,7 +89,7 @@ class Call:
             BrokerError: `runtimeSetup` when no server can be started.
         """
         if self._client is None:
-            self._client = await self.runtime.client()
+            self._client = await self.runtime.client(wanted=self.path)
         elif self._client.exited is not None:
             raise self._client.exited
         return self._client
@@ -93,13 +97,17 @@ class Call:
     async def update(self, rel: str) -> tuple[LeanClient, DocState, bool]:
         """Read the file from disk into Lean (see `WorkspaceRuntime.update`)."""
         client = await self.client()
-        doc, changed = await self.runtime.update(client, rel)
+        doc, changed = await self.runtime.update(client, rel, hold=self._held)
         return client, doc, changed
 
     async def checked(self, rel: str, version: int) -> tuple[LeanClient, DocState]:
         """`update`, insisting on the caller's document version (see `WorkspaceRuntime.checked`)."""
         client = await self.client()
-        return client, await self.runtime.checked(client, rel, version)
+        return client, await self.runtime.checked(client, rel, version, hold=self._held)
+
+    def release(self) -> None:
+        """The call is over: let go of the documents it held."""
+        self.runtime.release(self._held)
 
     async def close(self, rel: str) -> None:
         """Close the document in the call's server, or the running one; starts no server."""

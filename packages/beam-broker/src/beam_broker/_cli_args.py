@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from pydantic.fields import FieldInfo
 
 from beam_lsp.strict_json import loads_object
 
+from .config import DEFAULT_MAX_SOURCE_BYTES
 from .errors import invalid_input
 from .operations import BY_NAME, OPERATIONS, PROGRESS, OperationSpec
 
@@ -33,6 +35,8 @@ _SKIPPED = frozenset({"workspace"})
 _POSITIONAL = "path"
 _TEXT_FIELDS = frozenset({"text"})
 _DEST_PREFIX = "field_"
+MAX_VALUE_CHARS = DEFAULT_MAX_SOURCE_BYTES
+"""Longest `@FILE` value read (characters): a text or JSON argument is never bigger than a source file."""
 
 
 def command_name(spec: OperationSpec) -> str:
@@ -245,8 +249,12 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 
 
 def _read_file(path: str) -> str:
+    # A pipe is fine here (`@/dev/stdin`, `@<(cmd)`): this is the user's own process. Only the size is bounded.
     with open(path, encoding="utf-8") as f:
-        return f.read()
+        text = f.read(MAX_VALUE_CHARS + 1)
+    if len(text) > MAX_VALUE_CHARS:
+        raise OSError(errno.EFBIG, f"longer than {MAX_VALUE_CHARS} characters")
+    return text
 
 
 def _object(text: str, flag: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Owns: serving the protocol (`_daemon_client` defines it), one task per connection, cancelling a call when its
 client hangs up, status/stats/shutdown, and stopping when the root or the socket file disappears or a signal
 arrives (`serve`, `run_foreground`). Errors reach clients as the broker raised them (`Broker.call` is the one
-error boundary). It never parses command lines or prints results.
+error boundary, and redacts them); the status (which shows the Lean command) and the log lines it writes are
+redacted with the broker's redactor too. It never parses command lines or prints results.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ._daemon_client import (
     ensure_private_dir,
     event_wire,
 )
+from ._logging import log_failure
 from .errors import BrokerError, invalid_input
 from .events import CallContext
 from .operations import BY_NAME
@@ -72,7 +74,7 @@ class _Server:
             self.stop.set()
 
     def status(self) -> dict[str, Any]:
-        return {
+        status = {
             "running": True,
             "pid": os.getpid(),
             "root": self.paths.root,
@@ -84,6 +86,8 @@ class _Server:
             "uptimeMs": int((time.monotonic() - self.started) * 1000),
             "stats": self.broker.stats(),
         }
+        redacted: dict[str, Any] = self.broker.redactor.redact_json(status)
+        return redacted
 
     async def handle(self, conn: SocketStream) -> None:
         """Serve one connection: one request, its events, one final answer."""
@@ -113,8 +117,8 @@ class _Server:
                 await _send_quietly(conn, {"result": self.broker.stats()})
             else:
                 await self._call(conn, reader, op, arguments)
-        except Exception:  # one broken connection must not take the daemon (and its Lean servers) down
-            log.exception("connection failed")
+        except Exception as exc:  # one broken connection must not take the daemon (and its Lean servers) down
+            log_failure(log, self.broker.redactor, exc, "connection failed")
         finally:
             if not keep_open:
                 with anyio.CancelScope(shield=True):
@@ -163,8 +167,12 @@ class _Server:
                         except anyio.get_cancelled_exc_class():
                             log.info("%s: cancelled after %.0f ms", op, (time.perf_counter() - started) * 1000)
                             raise
-                        outcome = final["error"]["code"] if "error" in final else "ok"
-                        log.info("%s: %s in %.0f ms", op, outcome, (time.perf_counter() - started) * 1000)
+                        elapsed = (time.perf_counter() - started) * 1000
+                        if "error" in final:  # already redacted by the broker
+                            error = final["error"]
+                            log.info("%s: %s in %.0f ms: %s", op, error["code"], elapsed, error["message"])
+                        else:
+                            log.info("%s: ok in %.0f ms", op, elapsed)
                         put(final)
             finished.set()
             # A client closes once it has the final line. Waiting for that EOF, rather than cancelling the

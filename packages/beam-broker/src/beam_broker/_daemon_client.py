@@ -30,7 +30,7 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from beam_lsp.strict_json import loads_object
+from beam_lsp.strict_json import dumps, loads_object
 
 from .errors import INTERNAL_ERROR, BrokerError
 from .events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
@@ -113,8 +113,15 @@ def event_from_wire(data: Mapping[str, Any]) -> BrokerEvent | None:
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One protocol line."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One protocol line (always encodable: a lone surrogate in a string is written as its escape)."""
+    return dumps(dict(message), compact=True).encode("utf-8") + b"\n"
+
+
+def command_digest(cmd: Sequence[str] | None) -> str | None:
+    """A digest identifying a Lean command (`__status__` shows the command redacted; clients compare this)."""
+    if cmd is None:
+        return None
+    return hashlib.sha256(json.dumps(list(cmd), ensure_ascii=True).encode("ascii")).hexdigest()
 
 
 def decode(line: bytes) -> dict[str, Any]:

@@ -1,24 +1,30 @@
 """What Beam tracks about a workspace's documents beside beam-lsp's mirror, for one Lean session.
 
-Owns: per-document state (version, text hash, imports, progress, checkpoint), per-module event history for
-stale-dependency detection (spec §3.7), reading sources from disk, and the open-files report. It never talks to
+Owns: per-document state (version, text hash, imports, progress, checkpoint, recency and users), per-module
+event history for stale-dependency detection (spec §3.7), which documents exceed the open-document bound,
+reading sources from disk (regular files only, bounded in size), and the open-files report. It never talks to
 Lean: the runtime sends the messages and updates this state.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from beam_lsp import path_to_uri
 from beam_lsp.project import module_name
 
 from ._verdict import ProgressTracker
+from .config import DEFAULT_MAX_SOURCE_BYTES
 from .errors import INTERNAL_ERROR, BrokerError, invalid_params
 
 
@@ -56,24 +62,98 @@ def header_imports(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-async def read_source(path: Path) -> str:
-    """Read a Lean source from disk (UTF-8).
+_CHUNK = 64 * 1024
+"""Bytes per read: a source is read on the event loop in chunks of this size, with a checkpoint between them."""
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""O_NONBLOCK: opening a FIFO does not wait for a writer (nor a device for its carrier)."""
+_KINDS = (
+    (stat.S_ISDIR, "directory", "a directory"),
+    (stat.S_ISFIFO, "fifo", "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "characterDevice", "a character device"),
+    (stat.S_ISBLK, "blockDevice", "a block device"),
+    (stat.S_ISSOCK, "socket", "a socket"),
+)
+
+
+def _not_regular(path: Path, mode: int | None) -> BrokerError:
+    kind, what = "other", "not a regular file"
+    for test, name, text in _KINDS:
+        if mode is not None and test(mode):
+            kind, what = name, text
+            break
+    return invalid_params(
+        f"not a regular file: {path} is {what}; Beam reads only regular Lean source files",
+        {"reason": "notRegularFile", "kind": kind, "path": str(path)},
+    )
+
+
+def _too_large(path: Path, limit: int) -> BrokerError:
+    if limit >= 2**20 and limit % 2**20 == 0:
+        shown = f"{limit // 2**20} MiB ({limit} bytes; setting max_source_bytes)"
+    else:
+        shown = f"{limit} bytes (setting max_source_bytes)"
+    return invalid_params(
+        f"source file too large: {path} is over Beam's source size limit of {shown}",
+        {"reason": "sourceTooLarge", "limitBytes": limit, "path": str(path)},
+    )
+
+
+async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> str:
+    """Read a Lean source file from disk (UTF-8): a regular file of at most `limit` bytes.
+
+    The file is opened without blocking (a FIFO's open does not wait for a writer) and checked with `fstat`
+    before anything is read, so a FIFO, device, socket or directory is refused unread. A regular file is read
+    on the event loop in chunks of 64 KiB with a checkpoint before each: the read is cancellable, needs no
+    worker thread that could hang, and takes at most `limit / 64 KiB + 1` reads; a file that grows past
+    `limit` while it is read is refused as well. (A worker thread cannot be interrupted once it is blocked;
+    these reads never block on a pipe or device because nothing but a regular file is ever read.)
 
     Raises:
-        BrokerError: `invalidParams` when the file cannot be read as text, `internalError` on other I/O errors.
+        BrokerError: `invalidParams` with `data.reason`: `fileNotFound`, `notRegularFile` (`data.kind`),
+            `sourceTooLarge` (`data.limitBytes`) or `notUtf8`; `internalError` on other I/O errors.
     """
     try:
-        data = await anyio.Path(path).read_bytes()
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        raise invalid_params(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise invalid_params(f"not a file: {path}") from None
+        raise invalid_params(f"file not found: {path}", {"reason": "fileNotFound", "path": str(path)}) from None
     except OSError as exc:
-        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from exc
+        if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, or a device without a driver
+            raise _not_regular(path, _mode(path)) from None
+        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
     try:
-        return data.decode("utf-8")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(path, info.st_mode)
+        if info.st_size > limit:
+            raise _too_large(path, limit)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            await anyio.lowlevel.checkpoint()
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(path, limit)
+    except BlockingIOError:  # a "regular" file that would block (some /proc files): nothing to wait for here
+        raise _not_regular(path, None) from None
+    except OSError as exc:
+        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError:
-        raise invalid_params(f"file is not UTF-8 text: {path}") from None
+        raise invalid_params(f"file is not UTF-8 text: {path}", {"reason": "notUtf8", "path": str(path)}) from None
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return None
 
 
 @dataclasses.dataclass
@@ -91,6 +171,10 @@ class DocState:
     synced_version: int | None = None
     imports: tuple[str, ...] = ()
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
+    last_used: int = 0
+    """When a call last read the document (a sequence number): the open-document bound closes the oldest."""
+    users: int = 0
+    """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
 
     def opened(self, version: int, text: str) -> None:
         """The text was sent with didOpen at `version`."""
@@ -119,13 +203,17 @@ class ModuleHistory:
 class Documents:
     """The documents and module history of one workspace session (cleared when the session restarts)."""
 
-    def __init__(self, root: str, display: Callable[[Path], str]) -> None:
+    def __init__(
+        self, root: str, display: Callable[[Path], str], *, max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+    ) -> None:
         """Empty state for the workspace at `root`; `display` renders paths in results."""
         self.root = root
         self.display = display
+        self.max_source_bytes = max_source_bytes
         self.docs: dict[str, DocState] = {}
         self.modules: dict[str, ModuleHistory] = {}
         self._event_seq = 0
+        self._use_seq = 0
 
     def clear(self) -> None:
         """Forget every document and module (new session, or drop)."""
@@ -133,12 +221,26 @@ class Documents:
         self.modules.clear()
 
     def track(self, path: Path, text: str) -> DocState:
-        """The state of `path`, created (not yet opened in Lean) on first use."""
+        """The state of `path`, created (not yet opened in Lean) on first use, and marked as used now."""
         doc = self.docs.get(str(path))
         if doc is None:
             doc = DocState(path, path_to_uri(path), module_name(self.root, path), text_hash(text), 0)
             self.docs[str(path)] = doc
+        self._use_seq += 1
+        doc.last_used = self._use_seq
         return doc
+
+    def beyond(self, limit: int, keep: DocState) -> list[DocState]:
+        """Documents to close so that at most `limit` stay open: the least recently used first.
+
+        Never `keep`, a document a call in flight holds (`users`), or one whose messages are being sent (its
+        lock is held); when those alone exceed `limit`, fewer are returned (the bound yields to calls in flight).
+        """
+        excess = len(self.docs) - limit
+        if excess <= 0:
+            return []
+        idle = [d for d in self.docs.values() if d is not keep and d.users == 0 and not d.lock.locked()]
+        return sorted(idle, key=lambda d: d.last_used)[:excess]
 
     def is_current(self, doc: DocState) -> bool:
         """Whether `doc` is still the tracked state of its path (it was not closed meanwhile)."""
@@ -201,12 +303,11 @@ class Documents:
         out = []
         for doc in list(self.docs.values()):
             try:
-                disk = text_hash(await anyio.Path(doc.path).read_text(encoding="utf-8"))
+                disk = text_hash(await read_source(doc.path, limit=self.max_source_bytes))
                 status = "matchesTracked" if disk == doc.text_hash else "differsFromTracked"
-            except FileNotFoundError:
-                status = "missing"
-            except (OSError, UnicodeDecodeError):
-                status = "unknown"
+            except BrokerError as exc:  # gone, or no longer a readable regular source file
+                missing = exc.data is not None and exc.data.get("reason") == "fileNotFound"
+                status = "missing" if missing else "unknown"
             out.append(
                 {
                     "uri": doc.uri,

@@ -7,14 +7,25 @@ upstream modules the target imports must be up to date (`lake build --no-build`)
 
 Owns the `save` and `close_save` handlers and running Lake; Lake's output is redacted and its lines stream as
 setup events. It never writes sources.
+
+Lake runs in a process group of its own, and that whole group (Lake and the compilers it started) is killed when
+the save is cancelled or fails while Lake runs. Module names reach Lake's command line only after
+`beam_lsp.project.is_module_name` accepted them: Lake has no end-of-options marker for `lake build` (its `--`
+hands every later word to the subcommand as extra arguments and builds the default targets instead), so a file
+named `--help.lean` is refused (`saveTargetNotModule`) and an import that is not a module name is not checked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+
+from beam_lsp.project import is_module_name
 
 from . import _verdict as verdict
 from . import models as m
@@ -63,10 +74,11 @@ async def _save(call: Call, inp: m.SaveInput) -> tuple[m.SaveResult, Synced]:
 
 
 async def _run(rt: WorkspaceRuntime, args: list[str], call: Call | None, path: str) -> tuple[int, list[str]]:
+    """Run Lake in a new process group; unless it exits by itself, the whole group is killed (a cancel too)."""
     lines: list[str] = []
     redactor = rt.redactor
     proc = await anyio.open_process(args, cwd=rt.root, env=dict(rt.env), stdin=None, start_new_session=True)
-    async with proc:
+    try:
         assert proc.stdout is not None and proc.stderr is not None
         buf = b""
 
@@ -88,11 +100,18 @@ async def _run(rt: WorkspaceRuntime, args: list[str], call: Call | None, path: s
             if buf:
                 lines.append(redactor.redact(buf.decode("utf-8", "replace")))
         code = await proc.wait()
+    finally:
+        if proc.returncode is None:  # cancelled or failed while Lake runs; not yet reaped, so the group is ours
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await proc.aclose()
     return code, lines[-OUTPUT_TAIL_LINES:]
 
 
 def _local_modules(rt: WorkspaceRuntime, names: tuple[str, ...]) -> list[str]:
-    return [n for n in names if Path(rt.root, *n.split(".")).with_suffix(".lean").is_file()]
+    """The imports that are modules of this workspace (never a word Lake could read as an option)."""
+    return [n for n in names if is_module_name(n) and Path(rt.root, *n.split(".")).with_suffix(".lean").is_file()]
 
 
 def artifact_paths(root: str, module: str) -> dict[str, str]:
@@ -133,6 +152,14 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
             f"could not resolve a Lake module for {path}. lean-beam save only works for synced files that belong "
             "to the current Lake workspace package graph.",
         )
+    if not is_module_name(doc.module):
+        raise BrokerError(
+            SAVE_TARGET_NOT_MODULE,
+            f"{path} does not name a Lean module: {doc.module!r} is not a dot-separated sequence of Lean "
+            "identifiers, so Lake cannot build it (and would read a name starting with '-' as an option). "
+            "Rename the file to a valid module name to save it.",
+            {"module": doc.module},
+        )
     if not sync.readiness.save_ready:
         raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
     lake = lake_command(rt.config, rt.env)
@@ -149,7 +176,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
             )
 
     async def on_disk() -> str:
-        return text_hash(await read_source(doc.path))
+        return text_hash(await read_source(doc.path, limit=rt.config.max_source_bytes))
 
     if await on_disk() != doc.text_hash:
         raise BrokerError(

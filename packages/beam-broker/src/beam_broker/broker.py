@@ -1,9 +1,14 @@
 """The broker: workspace runtimes keyed by canonical root, and `call()`, the one entry point for operations.
 
 `call()` = validate (the registry entry's `parse`) -> the preparation event -> the error boundary
-(`errors.lean_errors`) around the entry's handler -> metrics. The broker hosts each runtime in a task of its own
-task group (the runtime owns its inner task group); it never reaches into a runtime's session, and it never
-dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
+(`errors.lean_errors`) around the entry's handler -> metrics; every error leaving it is redacted. The broker hosts
+each runtime in a task of its own task group (the runtime owns its inner task group); it never reaches into a
+runtime's session, and it never dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
+
+Diagnostics resources (`diagnostics(path)`) follow mcpls's cached-diagnostics rules: a file belongs to the
+runtime that knows it, else to the workspace whose root contains it; while that workspace's Lean server starts
+the read is `serverStarting`, after a failed start it is the start's `runtimeSetup` error, otherwise it is what
+the cache holds (never triggering analysis).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
-from beam_lsp import Redactor
+from beam_lsp.strict_json import find_invalid_text
 
 from ._call import Call
 from ._metrics import SUCCESS
@@ -29,7 +34,7 @@ from .config import BrokerConfig
 from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
 from .events import CallContext, PreparationEvent
 from .models import HasWorkspace, PathInput
-from .operations import BY_NAME, OperationSpec, Scope, implemented
+from .operations import BY_NAME, OperationSpec, Scope, implemented, invalid_text
 from .runtime import WorkspaceRuntime
 from .workspace import WorkspaceDescriptor, cache_key, resolve
 
@@ -53,7 +58,7 @@ class Broker:
         """Internal: use `Broker.open`."""
         self.config = config
         self.env: Mapping[str, str] = config.environment()
-        self.redactor = Redactor.from_sources(self.env, list(config.lean_cmd or ()))
+        self.redactor = config.redactor(self.env)
         self._tg = task_group
         self._runtimes: dict[str, _Hosted] = {}
         self._diagnostic_listeners: list[Callable[[str], None]] = []
@@ -160,23 +165,31 @@ class Broker:
             ctx: Where the call's events go.
 
         Raises:
-            BrokerError: Every failure (`invalidInput` before any Lean work; see `errors`). Cancellation of the
-                caller's scope propagates as such.
+            BrokerError: Every failure (`invalidInput` before any Lean work; see `errors`), redacted. Cancellation
+                of the caller's scope propagates as such.
         """
+        try:
+            return await self._call(name, arguments, ctx or CallContext())
+        except BrokerError as exc:
+            redacted = exc.redacted(self.redactor)
+            if redacted is exc:
+                raise
+            raise redacted from None
+
+    async def _call(self, name: str, arguments: Mapping[str, Any] | BaseModel, ctx: CallContext) -> dict[str, Any]:
         spec = BY_NAME.get(name)
         if spec is None:
             raise invalid_input(f"unknown operation {name!r}")
-        ctx = ctx or CallContext()
         inp = self._input(spec, arguments)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
         workspace = cast(HasWorkspace, inp).workspace
         runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
-        target: Any = Call(runtime, ctx, workspace) if runtime is not None else self
+        target: Any = Call(runtime, ctx, workspace, path) if runtime is not None else self
         started = time.perf_counter()
         outcome = SUCCESS
         try:
-            with lean_errors():
+            with lean_errors(self.redactor):
                 result = await spec.handler(target, inp)
                 if not isinstance(result, spec.output_model):
                     raise TypeError(f"{spec.name} returned {type(result).__name__}, not {spec.output_model.__name__}")
@@ -188,6 +201,7 @@ class Broker:
             raise
         finally:
             if runtime is not None:
+                target.release()
                 runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
         out: dict[str, Any] = result.model_dump(mode="json")
         return out
@@ -198,6 +212,9 @@ class Broker:
             return spec.parse(arguments)
         if not isinstance(arguments, spec.input_model):
             raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
+        bad = find_invalid_text(arguments.model_dump(mode="python"))
+        if bad is not None:  # a model built by hand skipped `parse`
+            raise invalid_text(spec, bad)
         # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
         raw = cast(HasWorkspace, arguments).workspace
         descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)
@@ -212,10 +229,12 @@ class Broker:
         runtimes = sorted(self._open(), key=lambda rt: rt.key)
         if not runtimes:
             return {"uptimeMs": 0, "workspaces": {}}
-        return {
+        stats = {
             "uptimeMs": int((time.monotonic() - self._started) * 1000),
             "workspaces": {rt.key: rt.stats() for rt in runtimes},
         }
+        redacted: dict[str, Any] = self.redactor.redact_json(stats)
+        return redacted
 
     async def runtime_snapshot(self, root: str) -> dict[str, Any] | None:
         """Stats and open files of a cached workspace (for feedback reports), or None.
@@ -235,12 +254,24 @@ class Broker:
     def diagnostics(self, path: str) -> dict[str, Any]:
         """What Beam knows about one file's diagnostics (mcpls resource fields; never triggers analysis).
 
-        Returns `{tracked, availability, diagnostics, version?, elaboration?, processing?}` from the cache of the
-        workspace that has the file open or cached; `tracked: false` with an empty list when none does.
+        Returns `{path, tracked, availability, diagnostics, open?, version?, elaboration?, processing?}` from the
+        cache of the workspace that has the file open or cached; `tracked: false` with an empty list when none
+        does. The file's workspace is the runtime that knows it, else the one whose root contains it (the
+        deepest).
+
+        Raises:
+            BrokerError: `serverStarting` while the workspace's Lean server starts; the `runtimeSetup` error of
+                its last start when that failed (until a start succeeds).
         """
         canonical = os.path.realpath(path)
-        for rt in self._open():
-            snap = rt.diagnostics(canonical)
+        runtimes = self._open()
+        owner = next((rt for rt in runtimes if rt.knows(canonical)), None)
+        if owner is None:
+            containing = [rt for rt in runtimes if rt.contains(canonical)]
+            owner = max(containing, key=lambda rt: len(rt.root), default=None)
+        if owner is not None:
+            owner.check_started()
+            snap = owner.diagnostics(canonical)
             if snap is not None:
                 return snap
         return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}

@@ -8,6 +8,9 @@ operation does.
 Exit codes: 0 success (Lean errors inside a result are a success); 1 a broker error; 2 usage error or
 invalid input (`invalidInput`); 3 runtime setup failure (`runtimeSetup`: no Lean, a daemon that cannot
 start); 130 interrupted. The Lean stack is imported only when a command runs.
+
+Secrets (the secret flags of the Lean command, secret-named environment variables) never reach the output: the
+errors it prints and the log lines it (or the daemon it runs as) writes go through the configuration's redactor.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from beam_lsp.project import PROJECT_MARKERS, find_project_root
+from beam_lsp.redaction import Redactor
 
 from . import _cli_args as cli_args
 from . import _daemon_client as client
 from .__about__ import __version__
+from ._logging import RedactingFormatter
 from ._render import EventPrinter, print_json
 from .config import BrokerConfig, server_command
 from .errors import INTERNAL_ERROR, INVALID_INPUT, RUNTIME_SETUP, BrokerError, invalid_input
@@ -200,6 +205,10 @@ class Options:
             no_daemon=getattr(args, "no_daemon", False),
         )
 
+    def redactor(self) -> Redactor:
+        """The redactor of this invocation: its environment and Lean command (`--lean-cmd` or the variable)."""
+        return BrokerConfig(lean_cmd=self.lean_cmd).redactor(os.environ)
+
     def note(self, message: str) -> None:
         """A `--verbose` line on stderr."""
         if self.verbose:
@@ -241,7 +250,7 @@ def finish(answer: dict[str, Any], options: Options) -> int:
     error = answer.get("error")
     if not isinstance(error, dict):
         error = {"code": INTERNAL_ERROR, "message": f"unexpected answer: {answer!r}"}
-    print_json(error, compact=options.compact, stream=sys.stderr)
+    print_json(options.redactor().redact_json(error), compact=options.compact, stream=sys.stderr)
     return exit_code(str(error.get("code")))
 
 
@@ -290,7 +299,7 @@ async def call(op: str, arguments: dict[str, Any], options: Options, root: str, 
         try:
             if options.lean_cmd is not None:
                 current = await client.status(paths)
-                if current is not None and current.get("leanCmd") != options.lean_cmd:
+                if current is not None and current.get("leanCmdDigest") != client.command_digest(options.lean_cmd):
                     if not options.quiet:
                         print(
                             f"beam: the daemon for {paths.root} runs another Lean command; running --lean-cmd in "
@@ -374,7 +383,7 @@ def _daemon_start(args: argparse.Namespace, options: Options) -> int:
         raise BrokerError(
             RUNTIME_SETUP,
             f"the daemon for {paths.root} did not start ({outcome}); see {paths.log}",
-            {"pid": pid, "log": str(paths.log), "logTail": client.log_tail(paths)},
+            {"pid": pid, "log": str(paths.log), "logTail": options.redactor().redact(client.log_tail(paths))},
         )
     print_json(_summary(current, started=current.get("pid") == pid), compact=options.compact)
     return EXIT_OK
@@ -431,10 +440,26 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
         resolved: list[str] | None = server_command(config, os.environ)
     except BrokerError:
         resolved = None  # every call will report runtimeSetup
-    info = {"leanCmd": options.lean_cmd, "serverCmd": resolved}
+    # `__status__` shows the commands redacted; a client compares the digest (`call`).
+    info = {
+        "leanCmd": options.lean_cmd,
+        "leanCmdDigest": client.command_digest(options.lean_cmd),
+        "serverCmd": resolved,
+    }
     interval = args.watch_interval if args.watch_interval is not None else _daemon.ROOT_CHECK_SECONDS
     served = _daemon.run_foreground(paths, config, info=info, ready_fd=args.ready_fd, watch_interval=interval)
     return EXIT_OK if served else EXIT_ERROR
+
+
+def _log_to_stderr(redactor: Redactor) -> None:
+    """Log warnings (the daemon: information) to stderr, redacted, unless the embedding program set logging up."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter(redactor, "%(asctime)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 def _exit_status(code: object) -> int:
@@ -454,16 +479,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: a command is required (see {PROG} --help)", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     compact = bool(getattr(args, "compact", False))
+    redactor = Redactor()
     try:
         options = Options.of(args)
+        redactor = options.redactor()
+        _log_to_stderr(redactor)
         if getattr(args, "operation", None) is not None:
             return _operation(args, options)
         handler: Callable[[argparse.Namespace, Options], int] = args.handler
         return handler(args, options)
     except BrokerError as exc:
-        print_json(exc.wire(), compact=compact, stream=sys.stderr)
+        print_json(exc.redacted(redactor).wire(), compact=compact, stream=sys.stderr)
         return exit_code(exc.code)
     except (Interrupted, KeyboardInterrupt):
         print("beam: interrupted", file=sys.stderr, flush=True)

@@ -12,13 +12,19 @@ import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 
-from .errors import INTERNAL_ERROR, RUNTIME_SETUP, BrokerError
+from beam_lsp.redaction import Redactor
+
+from .errors import RUNTIME_SETUP, BrokerError
 
 REPORT_DELAY_ARG = "-Dserver.reportDelayMs=0"
 """Lean waits 200 ms before publishing diagnostics by default; that delay would dominate every sync."""
 SERVER_CMD_ENV = "BEAM_LEAN_SERVER_CMD"
 DEFAULT_MIRRORS_PER_DOCUMENT = 2
 DEFAULT_MIRROR_IDLE_SECONDS = 120.0
+DEFAULT_MAX_SOURCE_BYTES = 16 * 1024 * 1024
+"""Largest Lean source Beam reads (16 MiB): a bigger file, or one that grows past it while read, is refused."""
+DEFAULT_MAX_OPEN_DOCUMENTS = 64
+"""Open source documents per workspace (each is a Lean file worker, ~21 MiB); the least recently used close."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,16 +36,30 @@ class BrokerConfig:
         env: Environment for Lean and Lake processes (default: this process's).
         mirrors_per_document: Probe mirrors per source document (each is a Lean worker process).
         mirror_idle_seconds: Close a probe mirror unused for this long.
+        max_source_bytes: Largest source file read from disk (`invalidParams` beyond it).
+        max_open_documents: Open source documents per workspace; beyond it the least recently used ones that
+            no call is using are closed in Lean (probe mirrors are bounded by `mirrors_per_document` instead).
     """
 
     lean_cmd: Sequence[str] | None = None
     env: Mapping[str, str] | None = None
     mirrors_per_document: int = DEFAULT_MIRRORS_PER_DOCUMENT
     mirror_idle_seconds: float = DEFAULT_MIRROR_IDLE_SECONDS
+    max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+    max_open_documents: int = DEFAULT_MAX_OPEN_DOCUMENTS
 
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""
         return dict(self.env if self.env is not None else os.environ)
+
+    def redactor(self, env: Mapping[str, str]) -> Redactor:
+        """The redactor of a broker with this configuration and environment `env`.
+
+        Secrets are the values of secret-named variables of `env` and the secret flags of the server command,
+        wherever that comes from (`lean_cmd` or `$BEAM_LEAN_SERVER_CMD`): `--auth-token=...` in either is hidden
+        in every error, log line and status the broker produces.
+        """
+        return Redactor.from_sources(env, command_words(self, env))
 
 
 def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
@@ -52,7 +72,10 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
         return list(config.lean_cmd)
     from_env = env.get(SERVER_CMD_ENV)
     if from_env:
-        return shlex.split(from_env)
+        try:
+            return shlex.split(from_env)
+        except ValueError as exc:  # the message names the problem, never the value (it may hold a secret)
+            raise BrokerError(RUNTIME_SETUP, f"{SERVER_CMD_ENV} does not split like a shell command: {exc}") from None
     lake = shutil.which("lake", path=env.get("PATH"))
     if lake is None:
         raise BrokerError(
@@ -63,11 +86,26 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
     return [lake, "serve", "--", REPORT_DELAY_ARG]
 
 
+def command_words(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
+    """The words of the configured server command, whatever its source (for finding the secrets it carries).
+
+    Unlike `server_command` this never fails: a `$BEAM_LEAN_SERVER_CMD` that does not split like a shell command
+    is split at whitespace (quotes dropped), and without an explicit command there are no words.
+    """
+    if config.lean_cmd:
+        return list(config.lean_cmd)
+    from_env = env.get(SERVER_CMD_ENV) or ""
+    try:
+        return shlex.split(from_env)
+    except ValueError:
+        return [word.replace("'", "").replace('"', "") for word in from_env.split()]
+
+
 def lake_command(config: BrokerConfig, env: Mapping[str, str]) -> str:
     """The `lake` executable for builds: the one the server runs under, else `lake` on PATH.
 
     Raises:
-        BrokerError: `internalError` when there is no Lake.
+        BrokerError: `runtimeSetup` when there is no Lake (a setup problem, as a missing Lean is).
     """
     try:
         cmd = server_command(config, env)
@@ -77,5 +115,5 @@ def lake_command(config: BrokerConfig, env: Mapping[str, str]) -> str:
         return cmd[0]
     found = shutil.which("lake", path=env.get("PATH"))
     if found is None:
-        raise BrokerError(INTERNAL_ERROR, "saving needs Lake: no `lake` executable on PATH")
+        raise BrokerError(RUNTIME_SETUP, "saving needs Lake: no `lake` executable on PATH")
     return found

@@ -11,7 +11,9 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
       syncBarrierIncomplete   the diagnostics barrier could not complete (stale imports, fatal progress)
       saveTargetNotModule, saveTraceStale, saveUnsupportedSetup   save preflight failures
       internalError           unexpected I/O or Lean failure, or a bug (logged with its traceback)
-      runtimeSetup            no Lean server could be started for the workspace
+      runtimeSetup            no Lean server could be started for the workspace (or no Lake for a save)
+      serverStarting          the workspace's Lean server is still starting (reading cached diagnostics only;
+                              MCP answers -32051 "server starting", as mcpls does)
       plus LSP names mapped from Lean's numeric error codes (methodNotFound, rpcNeedsReconnect, ...)
 
 Where a `BrokerError` comes from: handlers raise them for the rules they check; every failure of the Lean stack
@@ -20,6 +22,9 @@ httpx's `map_httpcore_exceptions`). The one translation elsewhere is deliberate:
 reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`).
 
 Lean semantic failures (a probe that does not type-check, a file with errors) are *results*, not errors.
+
+Secrets: `Broker.call` passes every error through the broker's redactor (`BrokerError.redacted`) before it
+leaves, and `lean_errors(redactor)` logs an unexpected exception with its traceback redacted.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from typing import Any
 import anyio
 
 from beam_lsp import errors as lsp
+from beam_lsp.redaction import Redactor
+
+from ._logging import log_failure
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -51,6 +59,7 @@ SAVE_TRACE_STALE = "saveTraceStale"
 SAVE_UNSUPPORTED_SETUP = "saveUnsupportedSetup"
 INTERNAL_ERROR = "internalError"
 RUNTIME_SETUP = "runtimeSetup"
+SERVER_STARTING = "serverStarting"
 METHOD_NOT_FOUND = "methodNotFound"
 RPC_NEEDS_RECONNECT = "rpcNeedsReconnect"
 
@@ -83,6 +92,14 @@ class BrokerError(Exception):
         self.message = message
         self.data = data
 
+    def redacted(self, redactor: Redactor) -> BrokerError:
+        """This error with its message and data redacted (itself when nothing changes)."""
+        message = redactor.redact(self.message)
+        data = redactor.redact_json(self.data) if self.data is not None else None
+        if message == self.message and data == self.data:
+            return self
+        return BrokerError(self.code, message, data)
+
     def wire(self) -> dict[str, Any]:
         """The JSON error object `{code, message, data?}`."""
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -110,12 +127,15 @@ def from_response_error(exc: lsp.ResponseError) -> BrokerError:
     return BrokerError(name, exc.message or name, data)
 
 
-def translate(exc: Exception) -> BrokerError:
-    """The broker error for any exception a handler let escape (see `lean_errors`)."""
+def translate(exc: Exception, redactor: Redactor | None = None) -> BrokerError:
+    """The broker error for any exception a handler let escape (see `lean_errors`).
+
+    An unexpected exception is logged with its traceback, redacted by `redactor`.
+    """
     if isinstance(exc, BrokerError):
         return exc
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], Exception):
-        return translate(exc.exceptions[0])
+        return translate(exc.exceptions[0], redactor)
     if isinstance(exc, lsp.ServerExited):
         return BrokerError(
             WORKER_EXITED,
@@ -135,17 +155,20 @@ def translate(exc: Exception) -> BrokerError:
         return invalid_params(str(exc))
     if isinstance(exc, lsp.DocumentNotOpen):
         return BrokerError(CONTENT_MODIFIED, f"document was closed: {exc.uri}", {"reason": "documentClosed"})
-    log.error("unexpected failure in a broker operation", exc_info=exc)
+    log_failure(log, redactor or Redactor(), exc, "unexpected failure in a broker operation")
     return BrokerError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
 
 
 @contextlib.contextmanager
-def lean_errors() -> Iterator[None]:
+def lean_errors(redactor: Redactor | None = None) -> Iterator[None]:
     """The broker's error boundary: inside it anything but cancellation leaves as a `BrokerError`.
 
     beam-lsp failures get their codes (a dead server or file worker is `workerExited` whatever the path);
     an unexpected exception is logged with its traceback and becomes `internalError`. Cancellation (a
     `BaseException`) passes through untouched.
+
+    Args:
+        redactor: Scrubs the traceback of an unexpected exception before it is logged.
 
     Raises:
         BrokerError: The translation of whatever the block raised.
@@ -155,4 +178,4 @@ def lean_errors() -> Iterator[None]:
     except BrokerError:
         raise
     except Exception as exc:
-        raise translate(exc) from exc
+        raise translate(exc, redactor) from exc

@@ -17,9 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from beam_lsp.strict_json import InvalidText, find_invalid_text
+
 from . import _goals, _navigation, _save, _speculation, _sync, _workspaces
 from . import models as m
-from .errors import invalid_input
+from .errors import BrokerError, invalid_input
 from .workspace import resolve
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
@@ -118,14 +120,20 @@ class OperationSpec:
     def parse(self, arguments: Mapping[str, Any]) -> BaseModel:
         """Validate arguments exactly as `Broker.call` does, without Lean.
 
-        The workspace descriptor is resolved to its canonical root; types are strict (`"3"` is not an int).
+        Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
+        character or a lone UTF-16 surrogate cannot be a path, a Lean text or a JSON answer. Then the workspace
+        descriptor is resolved to its canonical root; types are strict (`"3"` is not an int).
 
         Raises:
-            BrokerError: `invalidInput`: not an object, undeclared fields (`data.fields`), a bad descriptor, or
-                values the input model rejects (`data.errors`).
+            BrokerError: `invalidInput`: not an object, text that cannot go on (`data.field`, `data.reason`),
+                undeclared fields (`data.fields`), a bad descriptor, or values the input model rejects
+                (`data.errors`).
         """
         if not isinstance(arguments, Mapping):
             raise invalid_input(f"{self.tool} arguments must be an object")
+        bad = find_invalid_text(dict(arguments))
+        if bad is not None:
+            raise invalid_text(self, bad)
         fields = self.input_model.model_fields
         extra = sorted(k for k in arguments if k not in fields)
         if extra:
@@ -138,6 +146,13 @@ class OperationSpec:
         except ValidationError as exc:
             problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
             raise invalid_input(f"{self.tool}: " + "; ".join(problems), {"errors": problems}) from None
+
+
+def invalid_text(spec: OperationSpec, bad: InvalidText) -> BrokerError:
+    """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
+    return invalid_input(
+        f"{spec.tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason}
+    )
 
 
 def _d(*parts: str) -> str:

@@ -5,6 +5,11 @@ the idle-mirror reaper live there, and leaving the block stops them (the Lean pr
 runtime knows nothing of the broker that hosts it: settings, environment, redactor, the save lock and the
 diagnostics listener are injected. It never writes `.lean` sources, never speaks MCP, and does not translate
 beam-lsp errors (the broker's boundary does), except that a server that cannot start is `runtimeSetup`.
+
+It also keeps the start-up state the diagnostics resources answer from (`starting`, `start_failure`: mcpls's
+"server starting" and "failed to start"), and the bound on open documents (`BrokerConfig.max_open_documents`:
+the least recently used documents no call holds are closed in Lean; their diagnostics stay readable with
+`open: false`, and the next call on one reopens it).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shlex
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -25,11 +31,12 @@ from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor
 
 from ._documents import DocState, Documents, read_source, text_hash
 from ._handles import HandleStore
+from ._logging import log_failure
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._util import single_errors
 from .config import BrokerConfig, server_command
-from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, BrokerError
+from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .workspace import cache_key, display_path, resolve_path
 
 log = logging.getLogger("beam_broker")
@@ -67,10 +74,15 @@ class WorkspaceRuntime:
         self.created = time.monotonic()
         self.metrics = Metrics()
         self.cache = DiagnosticsCache(redactor)
-        self.documents = Documents(root, self.display)
+        self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes)
         self.handles = HandleStore()
         self.pools: dict[str, MirrorPool] = {}
         self.closed = False
+        self.starting = False
+        """A Lean server is being started for this workspace (its diagnostics read as `serverStarting`)."""
+        self.start_failure: BrokerError | None = None
+        """The `runtimeSetup` error of the last start, until a start succeeds."""
+        self.on_diagnostics: Callable[[str], None] | None = None
         self._tg = task_group
         self._session: _Session | None = None
         self._session_lock = anyio.Lock()
@@ -105,6 +117,7 @@ class WorkspaceRuntime:
                 runtime = cls(root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg)
                 if on_diagnostics is not None:
                     listener = on_diagnostics
+                    runtime.on_diagnostics = listener
                     runtime.cache.add_listener(lambda path: None if is_mirror_path(path) else listener(path))
                 try:
                     yield runtime
@@ -127,8 +140,12 @@ class WorkspaceRuntime:
         return display_path(self.root, path)
 
     # ---- session lifecycle --------------------------------------------------------------------------
-    async def client(self) -> LeanClient:
+    async def client(self, *, wanted: str | None = None) -> LeanClient:
         """The live Lean client, starting or restarting the server as needed.
+
+        While a server starts, `starting` is set. When a start fails, its error is kept as `start_failure` and
+        every file this runtime knows, plus `wanted` (the tool path of the file the caller is about to use), is
+        reported to the diagnostics listener, so that readers of those files see the failure.
 
         Raises:
             BrokerError: `runtimeSetup` when the server cannot be started; `contentModified` after a drop.
@@ -145,7 +162,40 @@ class WorkspaceRuntime:
             if session is not None:
                 await self._stop_session(session)
                 self.metrics.sessionRestarts += 1
-            return await self._start_session()
+            self.starting = True
+            try:
+                client = await self._start_session()
+            except BrokerError as exc:
+                self.starting = False
+                self.start_failure = exc.redacted(self.redactor)
+                named = [str(resolve_path(self.root, wanted))] if wanted is not None else []
+                self._report([*self.files(), *named])
+                raise _copy(self.start_failure) from None
+            finally:
+                self.starting = False
+            self.start_failure = None
+            return client
+
+    def check_started(self) -> None:
+        """Raise unless the workspace's Lean server is usable as far as cached diagnostics go.
+
+        Raises:
+            BrokerError: `serverStarting` while a server starts; the last start's `runtimeSetup` error when it
+                failed (until a start succeeds).
+        """
+        if self.starting:
+            raise BrokerError(
+                SERVER_STARTING,
+                f"the Lean server of {self.root} is starting; its diagnostics are not known yet",
+                {"root": self.root},
+            )
+        if self.start_failure is not None:
+            raise _copy(self.start_failure)
+
+    def _report(self, paths: list[str]) -> None:
+        if self.on_diagnostics is not None:
+            for path in sorted(set(paths)):
+                self.on_diagnostics(path)
 
     async def _start_session(self) -> LeanClient:
         cmd = server_command(self.config, self.env)
@@ -153,8 +203,9 @@ class WorkspaceRuntime:
         self._next_epoch += 1
         try:
             session: _Session = await self._tg.start(self._run_session, cmd, epoch)
-        except (OSError, BeamLspError) as exc:
-            raise BrokerError(RUNTIME_SETUP, f"could not start the Lean server {cmd!r} in {self.root}: {exc}") from exc
+        except (OSError, ValueError, BeamLspError) as exc:  # ValueError: a NUL in the command or environment
+            message = f"could not start the Lean server `{shlex.join(cmd)}` in {self.root}: {exc}"
+            raise BrokerError(RUNTIME_SETUP, self.redactor.redact(message)) from None
         self._session = session
         self.documents.clear()
         self.handles.clear()
@@ -166,15 +217,17 @@ class WorkspaceRuntime:
         stop, done = anyio.Event(), anyio.Event()
         started = False
         try:
-            async with LeanClient.start(cmd, cwd=self.root, env=dict(self.env), cache=self.cache) as client:
+            async with LeanClient.start(
+                cmd, cwd=self.root, env=dict(self.env), cache=self.cache, redactor=self.redactor
+            ) as client:
                 token = f"{client.pid}-{time.monotonic_ns()}"
                 task_status.started(_Session(client, epoch, token, stop, done))
                 started = True
                 await stop.wait()
-        except Exception:
+        except Exception as exc:
             if not started:
                 raise  # the caller of `start` gets it
-            log.exception("the Lean session %d of %s ended with an error", epoch, self.root)
+            log_failure(log, self.redactor, exc, "the Lean session %d of %s ended with an error", epoch, self.root)
         finally:
             done.set()
 
@@ -199,35 +252,60 @@ class WorkspaceRuntime:
         session = self._session
         return session.client if session is not None and session.client.exited is None else None
 
-    async def update(self, client: LeanClient, rel: str) -> tuple[DocState, bool]:
+    async def update(
+        self, client: LeanClient, rel: str, *, hold: list[DocState] | None = None
+    ) -> tuple[DocState, bool]:
         """Read the file from disk into `client`'s mirror: didOpen, or didChange+didSave when its text changed.
+
+        A didOpen may close the least recently used documents beyond `config.max_open_documents`.
+
+        Args:
+            client: The call's Lean client.
+            rel: The tool path.
+            hold: The caller's held documents: the document is held (never closed by the bound) from the moment
+                it is tracked until the caller passes the list to `release`.
 
         Returns:
             The document, and whether this call sent didOpen/didChange.
         """
         path = resolve_path(self.root, rel)
-        text = await read_source(path)
+        text = await read_source(path, limit=self.config.max_source_bytes)
         doc = self.documents.track(path, text)
+        if hold is not None:
+            doc.users += 1
+            hold.append(doc)
         async with doc.lock:
             if not self.documents.is_current(doc):  # closed while we waited: start over
-                return await self.update(client, rel)
-            if not client.is_open(doc.uri):
+                return await self.update(client, rel, hold=hold)
+            opened = not client.is_open(doc.uri)
+            if opened:
                 doc.opened(await client.open(doc.uri, text), text)
-                return doc, True
-            if doc.text_hash == text_hash(text):
+            elif doc.text_hash == text_hash(text):
                 return doc, False
-            version = await client.change(doc.uri, text)
-            self.handles.invalidate_document(doc.uri, keep_version=version)
-            doc.changed(version, text)
-            return doc, True
+            else:
+                version = await client.change(doc.uri, text)
+                self.handles.invalidate_document(doc.uri, keep_version=version)
+                doc.changed(version, text)
+        if opened:
+            for old in self.documents.beyond(self.config.max_open_documents, keep=doc):
+                await self.close_doc(client, str(old.path), idle_only=True)
+        return doc, True
 
-    async def checked(self, client: LeanClient, rel: str, version: int) -> DocState:
+    def release(self, held: list[DocState]) -> None:
+        """A call is done with the documents it held (see `update`)."""
+        for doc in held:
+            doc.users -= 1
+        held.clear()
+
+    async def checked(
+        self, client: LeanClient, rel: str, version: int, *, hold: list[DocState] | None = None
+    ) -> DocState:
         """`update`, then insist the caller's version is the current one.
 
         Raises:
             BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`.
         """
-        doc, _ = await self.update(client, rel)
+        doc, _ = await self.update(client, rel, hold=hold)
         if doc.version != version:
             raise BrokerError(
                 CONTENT_MODIFIED,
@@ -242,19 +320,27 @@ class WorkspaceRuntime:
             )
         return doc
 
-    async def close_doc(self, client: LeanClient | None, rel: str) -> None:
+    async def close_doc(self, client: LeanClient | None, rel: str, *, idle_only: bool = False) -> None:
         """Forget a document, its mirrors and its handles, and close it in `client` when that is alive.
 
-        No error when it is not open.
+        No error when it is not open. The document's lock is taken first: messages of an update in flight go out
+        before the didClose, and an update waiting for the lock starts over (it reopens the document). With
+        `idle_only` (the open-document bound) a document that a call started to hold meanwhile stays open.
         """
-        doc = self.documents.pop(resolve_path(self.root, rel))
-        if doc is None or client is None or client.exited is not None:
+        path = resolve_path(self.root, rel)
+        doc = self.documents.docs.get(str(path))
+        if doc is None:
             return
-        self.handles.invalidate_document(doc.uri)
-        pool = self.pools.pop(doc.uri, None)
-        if pool is not None:
-            await pool.close_all(client)
         async with doc.lock:
+            if not self.documents.is_current(doc) or (idle_only and doc.users):
+                return
+            self.documents.pop(path)
+            if client is None or client.exited is not None:
+                return
+            self.handles.invalidate_document(doc.uri)
+            pool = self.pools.pop(doc.uri, None)
+            if pool is not None:
+                await pool.close_all(client)
             await client.close(doc.uri)
 
     # ---- probe mirrors ------------------------------------------------------------------------------
@@ -278,8 +364,8 @@ class WorkspaceRuntime:
             for pool in list(self.pools.values()):
                 try:
                     await pool.close_idle(client, idle)
-                except Exception:  # a background task must not take the runtime (and its Lean) down
-                    log.exception("closing idle probe mirrors of %s failed", self.root)
+                except Exception as exc:  # a background task must not take the runtime (and its Lean) down
+                    log_failure(log, self.redactor, exc, "closing idle probe mirrors of %s failed", self.root)
 
     # ---- reports ------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -312,6 +398,14 @@ class WorkspaceRuntime:
         """Canonical paths of the open source documents (no probe mirrors)."""
         return [str(doc.path) for doc in self.documents.docs.values()]
 
+    def knows(self, canonical: str) -> bool:
+        """Whether this runtime has the file open or cached."""
+        return canonical in self.documents.docs or self.cache.get(canonical).tracked
+
+    def contains(self, canonical: str) -> bool:
+        """Whether a canonical path lies under this workspace's root."""
+        return canonical == self.root or canonical.startswith(self.root.rstrip(os.sep) + os.sep)
+
     def diagnostics(self, canonical: str) -> dict[str, Any] | None:
         """The cached diagnostics of a file this runtime has open or cached (mcpls fields), else None."""
         snap = self.cache.get(canonical)
@@ -326,3 +420,8 @@ class WorkspaceRuntime:
         """Every source file this runtime knows (open or cached), canonical paths, sorted."""
         known = {p for p in self.cache.files() if not is_mirror_path(p)} | set(self.open_paths())
         return sorted(os.path.realpath(p) for p in known)
+
+
+def _copy(error: BrokerError) -> BrokerError:
+    """A fresh instance of a kept error (raising one instance again and again would grow its traceback)."""
+    return BrokerError(error.code, error.message, error.data)
