@@ -41,9 +41,11 @@ def test_a_json_rpc_error_is_itself() -> None:
 
 
 def test_broker_errors_are_tool_errors_with_their_code_message_and_data() -> None:
-    wire = to_wire(BrokerError("contentModified", "stale", {"reason": "documentVersionMismatch"}))
+    wire = to_wire(BrokerError("contentModified", "stale", {"reason": "documentVersionMismatch"}), tool=True)
     is_tool_error(wire, {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}})
-    is_tool_error(to_wire(BrokerError("internalError", "kaput")), {"code": "internalError", "message": "kaput"})
+    is_tool_error(
+        to_wire(BrokerError("internalError", "kaput"), tool=True), {"code": "internalError", "message": "kaput"}
+    )
 
 
 @pytest.mark.parametrize("message", ["no Lean server command", RUNTIME_SETUP_PREFIX + "no Lean server command"])
@@ -55,10 +57,12 @@ def test_a_runtime_setup_failure_is_the_seeds_invalid_request(message: str) -> N
 
 def test_feedback_and_process_tool_failures_are_tool_errors() -> None:
     is_tool_error(
-        to_wire(FeedbackError("title must not be blank")),
+        to_wire(FeedbackError("title must not be blank"), tool=True),
         {"code": "invalidInput", "message": "title must not be blank"},
     )
-    wire = to_wire(ToolFailure("invalidInput", "beam_version accepts no undeclared input fields: x", {"fields": ["x"]}))
+    wire = to_wire(
+        ToolFailure("invalidInput", "beam_version accepts no undeclared input fields: x", {"fields": ["x"]}), tool=True
+    )
     is_tool_error(
         wire,
         {
@@ -86,3 +90,12 @@ def test_tool_results_carry_the_same_json_twice() -> None:
     }
     assert tool_result([1, 2])["structuredContent"] == {"result": [1, 2]}  # structured content is an object
     assert tool_error("x", "y")["structuredContent"] == {"code": "x", "message": "y"}
+
+
+def test_outside_a_tool_call_a_starting_server_is_32051_and_other_broker_errors_are_internal() -> None:
+    starting = to_wire(BrokerError("serverStarting", "Lean is starting"))
+    assert isinstance(starting, JsonRpcError) and starting.code == -32051
+    other = to_wire(BrokerError("contentModified", "stale"))
+    assert isinstance(other, JsonRpcError) and other.code == -32603
+    setup = to_wire(BrokerError("runtimeSetup", "no lake"), tool=True)
+    assert isinstance(setup, JsonRpcError) and setup.message.startswith("could not set up Lean Beam MCP runtime: ")

@@ -279,7 +279,8 @@ async def test_recheck_reports_files_whose_documents_changed_silently() -> None:
         assert stream.uris() == [UA]
 
 
-async def test_an_unreadable_document_is_skipped_and_reported_later() -> None:
+async def test_a_document_that_becomes_unreadable_is_one_update_and_so_is_its_recovery() -> None:
+    # mcpls: a subscriber gets one resources/updated when its file's server fails to start (and re-reads the error).
     async with running() as cache:
         stream = Stream()
         subscriber = Subscriber(stream)
@@ -287,9 +288,12 @@ async def test_an_unreadable_document_is_skipped_and_reported_later() -> None:
         cache.failing = True
         cache.publish(A, document(1))
         await settle()
+        assert stream.uris() == [UA]
+        cache.publish(A, document(2))  # still failing the same way: nothing new to read
+        await settle()
         assert stream.uris() == []
         cache.failing = False
-        cache.publish(A, document(2))
+        cache.publish(A, document(3))
         await settle()
         assert stream.uris() == [UA]
 

@@ -332,3 +332,55 @@ async def test_13_a_lean_command_that_exits_at_once_is_the_runtime_setup_error(
         answer = await t.call("lean_sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
     assert answer["error"]["code"] == INVALID_REQUEST, answer
     assert answer["error"]["message"].startswith("could not set up Lean Beam MCP runtime: ")
+
+
+# ---- 14. resources while Lean starts or after it failed to start -----------------------------------------------------
+def _held_start(fifo: Path) -> list[str]:
+    """A Lean command that starts the fake server only once something is written to `fifo` (no polling)."""
+    script = f"import os, sys; open({str(fifo)!r}).read(); os.execv(sys.executable, {fake_cmd()!r})"
+    return [sys.executable, "-c", script]
+
+
+async def test_14_a_read_while_lean_starts_is_32051_and_after_a_failed_start_the_setup_error(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", FILES)
+    uri = "lsp-diagnostics://" + str(root / "A.lean")
+    fifo = tmp_path / "start"
+    os.mkfifo(fifo)
+    ws = {"workspace": {"root": str(root)}}
+    async with harness(lean_cmd=_held_start(fifo)) as h:
+        await h.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "sync",
+                "method": "tools/call",
+                "params": {"name": "lean_sync", "arguments": {**ws, "path": "A.lean"}, "_meta": modern_meta()},
+            }
+        )
+        with anyio.fail_after(20):
+            while True:  # the broker is starting Lean (held at the fifo) once the read says so
+                read = await h.request("resources/read", {"uri": uri, "_meta": modern_meta()})
+                if "error" in read:
+                    break
+                await anyio.wait_all_tasks_blocked()
+        assert read["error"]["code"] == -32051, read
+        with open(fifo, "w") as release:  # noqa: ASYNC230 - a FIFO write is immediate once the reader waits
+            release.write("go")
+        synced, _ = await h.until("sync")
+        assert synced["result"]["isError"] is False
+        read = await h.request("resources/read", {"uri": uri, "_meta": modern_meta()})
+        assert "result" in read
+
+
+async def test_14_a_failed_start_updates_subscribers_and_reads_fail_with_the_setup_error(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", FILES)
+    uri = "lsp-diagnostics://" + str(root / "A.lean")
+    async with harness(lean_cmd=["false"]) as h:
+        await h.initialize()
+        assert (await h.request("resources/subscribe", {"uri": uri}))["result"] == {}
+        synced, seen = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "A.lean"}, modern=False)
+        assert synced["error"]["code"] == INVALID_REQUEST
+        updates = [m for m in [*seen, *await h.quiet()] if m.get("method") == "notifications/resources/updated"]
+        assert [u["params"]["uri"] for u in updates] == [uri]
+        read = await h.request("resources/read", {"uri": uri})
+        assert read["error"]["code"] == INVALID_REQUEST
+        assert read["error"]["message"].startswith("could not set up Lean Beam MCP runtime: ")

@@ -107,7 +107,7 @@ class Calls:
                 try:
                     result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
                 except Exception as exc:
-                    wire = to_wire(exc)
+                    wire = to_wire(exc, tool=True)
                     if isinstance(wire, JsonRpcError):
                         raise wire from None
                     result = wire

@@ -22,7 +22,7 @@ from ._jsonrpc import Request, RequestId
 from ._params import MRTR_REJECTED, ListenParams, ListParams, ReadParams, UriParams, parse
 from ._protocol import modern_envelope
 from ._subscriptions import Subscriber, UpdateHub
-from .errors import INVALID_REQUEST, JsonRpcError, invalid_params
+from .errors import INVALID_REQUEST, SERVER_STARTING_CODE, JsonRpcError, broker_code, invalid_params
 
 if TYPE_CHECKING:
     from beam_broker import Broker
@@ -211,6 +211,16 @@ class ResourceMethods:
             )
         # Record, then check: a change after this point is reported; one before it is in the replay.
         replay = self._hub.subscribe(subscriber, path, uri)
+        broker = self._broker()
+        try:
+            if broker is not None:
+                broker.diagnostics(path)
+        except Exception as exc:
+            # A Lean server that is still starting: the subscription stands (a failed start sends an update); one
+            # that failed to start: roll back and answer its error (mcpls).
+            if broker_code(exc) != SERVER_STARTING_CODE:
+                self._hub.unsubscribe(subscriber, uri, lambda: path)
+                raise
         Dispatcher.respond(channel, outlet, req.id, {})
         if replay:
             self._hub.replay(subscriber, path, uri)

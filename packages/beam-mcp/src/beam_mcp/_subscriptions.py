@@ -173,10 +173,27 @@ class UpdateHub:
         if uri not in subscriber.aliases:
             subscriber.aliases[uri] = path
             watch.uris.append(uri)
-        document = self.document(path)
+        read = self._read(path)
         if first:
-            watch.fingerprint = _fingerprint(document)
-        return has_snapshot(document)
+            watch.fingerprint = read[0]
+        return read[2]
+
+    def _read(self, path: str) -> tuple[bytes, bool, bool]:
+        """(fingerprint, still elaborating, has a snapshot) of a file's resource.
+
+        A read that fails (the workspace's Lean is starting, or failed to start) has a fingerprint of its own: a
+        change between failing and answering is an update, so a subscriber re-reads into the error (mcpls sends
+        one update when a start fails).
+        """
+        try:
+            document = self.document(path)
+        except Exception as exc:
+            return (
+                hashlib.blake2b(f"unreadable:{exc}".encode("utf-8", "replace"), digest_size=16).digest(),
+                False,
+                False,
+            )
+        return _fingerprint(document), document["elaboration"] == "processing", has_snapshot(document)
 
     def replay(self, subscriber: Subscriber, path: str, uri: str) -> None:
         """Send the one update a new subscription gets when the file already has a snapshot."""
@@ -269,23 +286,14 @@ class UpdateHub:
                 del self._timers[key]
                 self._mark(*key)
         pending, self._pending = self._pending, {}
-        documents: dict[str, tuple[bytes, bool] | None] = {}
+        documents: dict[str, tuple[bytes, bool, bool]] = {}
         for subscriber, path in pending:
             watch = subscriber.watches.get(path)
             if watch is None or subscriber.closed or watch.in_flight:
                 continue  # an update still queued absorbs this change; `_flushed` looks again
             if path not in documents:
-                try:
-                    document = self.document(path)
-                except Exception:
-                    log.exception("could not read the diagnostics of %s", path)
-                    documents[path] = None
-                else:
-                    documents[path] = (_fingerprint(document), document["elaboration"] == "processing")
-            seen = documents[path]
-            if seen is None:
-                continue
-            fingerprint, processing = seen
+                documents[path] = self._read(path)
+            fingerprint, processing, _ = documents[path]
             watch.dirty = False
             if fingerprint == watch.fingerprint:
                 self._timers.pop((subscriber, path), None)

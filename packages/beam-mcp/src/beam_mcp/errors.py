@@ -33,11 +33,15 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+# mcpls: a read of cached diagnostics while the file's language server is still starting
+SERVER_STARTING = -32051
 
 RUNTIME_SETUP_PREFIX: Final = "could not set up Lean Beam MCP runtime: "
 """Message prefix of the `-32600` error sent when a workspace's Lean runtime cannot be set up."""
 RUNTIME_SETUP_CODE: Final = "runtimeSetup"
 """The broker error code that is a JSON-RPC error rather than a tool error (the seed's runtime setup rule)."""
+SERVER_STARTING_CODE: Final = "serverStarting"
+"""The broker error of a diagnostics read while the workspace's Lean server starts (`-32051`, as mcpls)."""
 
 
 class BeamMcpError(Exception):
@@ -131,28 +135,42 @@ def _loaded(module: str, name: str) -> type[Exception] | None:
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
 
 
-def to_wire(exc: Exception) -> JsonRpcError | dict[str, Any]:
-    """What an exception becomes on the wire: a JSON-RPC error, or a tool-error result.
+def broker_code(exc: BaseException) -> str | None:
+    """The code of a broker error (None for anything else)."""
+    broker_error = _loaded("beam_broker.errors", "BrokerError")
+    if broker_error is not None and isinstance(exc, broker_error):
+        code: str = exc.code  # type: ignore[attr-defined]
+        return code
+    return None
+
+
+def to_wire(exc: Exception, *, tool: bool = False) -> JsonRpcError | dict[str, Any]:
+    """What an exception becomes on the wire: a JSON-RPC error, or (in a tool call) a tool-error result.
 
     - `JsonRpcError`: itself.
-    - A broker error: a tool error with its `{code, message, data}`, except `runtimeSetup`, which is the seed's
-      `-32600` "could not set up Lean Beam MCP runtime: ..." JSON-RPC error.
-    - A beam-feedback error: a tool error with its code and message.
+    - A broker error `runtimeSetup`: the seed's `-32600` "could not set up Lean Beam MCP runtime: ..." error;
+      `serverStarting` (a diagnostics read while Lean starts): `-32051`, as mcpls answers.
+    - Inside a tool call (`tool`), any other broker error, a beam-feedback error or a process tool's
+      `ToolFailure`: a tool error `{code, message, data?}`. Outside one, a broker error is `-32603`.
     - Anything else is a bug: logged with its traceback (on stderr) and answered `-32603 internal error`.
     """
     if isinstance(exc, JsonRpcError):
         return exc
-    if isinstance(exc, ToolFailure):
+    if isinstance(exc, ToolFailure) and tool:
         return tool_error(exc.code, exc.message, exc.data)
-    broker_error = _loaded("beam_broker.errors", "BrokerError")
-    if broker_error is not None and isinstance(exc, broker_error):
-        code, message, data = exc.code, exc.message, exc.data  # type: ignore[attr-defined]
+    code = broker_code(exc)
+    if code is not None:
+        message, data = exc.message, exc.data  # type: ignore[attr-defined]
         if code == RUNTIME_SETUP_CODE:
             text = message if message.startswith(RUNTIME_SETUP_PREFIX) else RUNTIME_SETUP_PREFIX + message
             return JsonRpcError(INVALID_REQUEST, text, data)
-        return tool_error(code, message, data)
+        if code == SERVER_STARTING_CODE:
+            return JsonRpcError(SERVER_STARTING, message, data)
+        if tool:
+            return tool_error(code, message, data)
+        return JsonRpcError(INTERNAL_ERROR, f"{code}: {message}", data)
     feedback_error = _loaded("beam_feedback.errors", "FeedbackError")
-    if feedback_error is not None and isinstance(exc, feedback_error):
+    if tool and feedback_error is not None and isinstance(exc, feedback_error):
         return tool_error(exc.code, exc.message)  # type: ignore[attr-defined]
     log.error("internal error", exc_info=exc)
     return JsonRpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
