@@ -22,7 +22,7 @@ class WorkspaceDescriptor(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    root: str = Field(description="Absolute Lean/Lake project root path.")
+    root: str = Field(min_length=1, description="Absolute Lean/Lake project root path.")
 
 
 def cache_key(canonical_root: str) -> str:
