@@ -151,6 +151,20 @@ async def reap(process: Process, timeout: float) -> None:
         await process.wait()
     with anyio.move_on_after(timeout), contextlib.suppress(Exception):
         await process.aclose()
+    with anyio.move_on_after(timeout), contextlib.suppress(Exception):
+        await _stdin_closed(process)
+
+
+async def _stdin_closed(process: Process) -> None:
+    """Wait for the stdin pipe's close, which consumes the error of a pipe the server broke.
+
+    On CPython 3.10 asyncio keeps that error in a future nobody reads, and the event loop then reports "Future
+    exception was never retrieved" for every server that died while we were writing to it (fixed in 3.11).
+    """
+    writer = getattr(process.stdin, "_stream", None)  # anyio's wrapper around asyncio's StreamWriter
+    wait_closed = getattr(writer, "wait_closed", None)
+    if wait_closed is not None:
+        await wait_closed()
 
 
 def kill_tree(pid: int, pids: Sequence[int]) -> None:
