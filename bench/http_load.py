@@ -81,7 +81,11 @@ async def tool_call(http: httpx.AsyncClient, url: str, name: str, arguments: dic
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": META},
     }
-    response = await http.post(url, content=json.dumps(message).encode(), headers={**POST_HEADERS, "mcp-name": name})
+    headers = {**POST_HEADERS, "mcp-name": name}
+    workspace = arguments.get("workspace")
+    if isinstance(workspace, dict):  # the routing header a 2026-07-28 client mirrors from x-mcp-header
+        headers["mcp-param-workspace"] = workspace["root"]
+    response = await http.post(url, content=json.dumps(message).encode(), headers=headers)
     body = response.text
     if response.headers.get("content-type") == "text/event-stream":  # progress came first: the response is last
         body = [line for line in body.splitlines() if line.startswith("data: ")][-1][len("data: ") :]

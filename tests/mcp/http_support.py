@@ -8,10 +8,12 @@ an event stream message by message.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import itertools
 import json
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,13 +50,40 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
 
 
 def modern_headers(message: Mapping[str, Any], version: str = MODERN) -> list[tuple[str, str]]:
-    """`MCP-Protocol-Version`, `Mcp-Method` and (for name-bearing methods) `Mcp-Name` of a modern request."""
+    """The headers a conforming client sends with a modern request.
+
+    `MCP-Protocol-Version`, `Mcp-Method`, (for name-bearing methods) `Mcp-Name`, and for a tool call
+    `Mcp-Param-Workspace`, which mirrors `arguments.workspace.root` (every Beam tool that takes a workspace
+    declares it with `x-mcp-header`).
+    """
     headers = [("mcp-protocol-version", version), ("mcp-method", message["method"])]
     field = {"tools/call": "name", "resources/read": "uri"}.get(message["method"])
     params = message.get("params") or {}
     if field is not None and field in params:
         headers.append(("mcp-name", params[field]))
+    if message["method"] == "tools/call" and isinstance(params, Mapping):
+        root = workspace_root(params.get("arguments"))
+        if root is not None:
+            headers.append(("mcp-param-workspace", root))
     return headers
+
+
+def workspace_root(arguments: Any) -> str | None:
+    """`arguments.workspace.root` encoded as a client mirrors it in `Mcp-Param-Workspace` (None: no header).
+
+    Plain when it is printable ASCII without edge spaces, else `=?base64?...?=`; a root that cannot be written as
+    UTF-8 (a lone surrogate) cannot be mirrored at all.
+    """
+    workspace = arguments.get("workspace") if isinstance(arguments, Mapping) else None
+    root = workspace.get("root") if isinstance(workspace, Mapping) else None
+    if not isinstance(root, str):
+        return None
+    if re.fullmatch(r"[\x20-\x7e]*", root) and root == root.strip() and not re.fullmatch(r"=\?base64\?.*\?=", root):
+        return root
+    try:
+        return f"=?base64?{base64.b64encode(root.encode()).decode()}?="
+    except UnicodeEncodeError:
+        return None
 
 
 def project(path: Path, files: Mapping[str, str] | None = None) -> Path:

@@ -7,6 +7,7 @@ exactly timed departures by driving the ASGI app with the test's own `receive` a
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -22,11 +23,13 @@ from beam_mcp._http.app import Endpoint, build_app
 from beam_mcp._resources import MAX_LISTENS, path_to_uri
 from beam_mcp.errors import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
+    JsonRpcError,
 )
 
 from .http_support import (
@@ -35,6 +38,7 @@ from .http_support import (
     INIT,
     LEGACY,
     MODERN,
+    POST_HEADERS,
     SUB_ID,
     TIMEOUT,
     Client,
@@ -331,6 +335,73 @@ async def test_mcp_name_may_be_base64_and_resources_read_mirrors_its_uri(tmp_pat
         read = request(2, "resources/read", {"uri": path_to_uri(str(tmp_path / "A é.lean"))})
         assert (await client.modern(read)).status_code == 200
         assert (await client.post(read, edit(dict(modern_headers(read)), {"mcp-name": None}))).status_code == 400
+
+
+PARAM_RULES: list[tuple[str, dict[str, str | None]]] = [
+    ("no Mcp-Param-Workspace", {"mcp-param-workspace": None}),
+    ("an Mcp-Param-Workspace unlike the root", {"mcp-param-workspace": "/elsewhere"}),
+    ("a malformed base64 Mcp-Param-Workspace", {"mcp-param-workspace": "=?base64?!!!?="}),
+]
+
+
+@pytest.mark.parametrize("changes", [c[1] for c in PARAM_RULES], ids=[c[0] for c in PARAM_RULES])
+async def test_a_workspace_call_must_mirror_its_root_in_mcp_param_workspace(
+    root: str, changes: dict[str, str | None]
+) -> None:
+    async with in_process() as client:
+        message = call("p1", "lean_sync", {"workspace": {"root": root}, "path": "A.lean"})
+        response = await client.post(message, edit(dict(modern_headers(message)), changes))
+        assert response.status_code == 400 and error_code(response) == HEADER_MISMATCH
+        assert response.json()["id"] == "p1" and "Mcp-Param-Workspace" in response.json()["error"]["message"]
+        stats = await client.modern(call("p2", "beam_stats"))
+        assert structured(stats.json())["workspaces"] == {}  # refused before any Lean work
+
+
+async def test_a_root_outside_printable_ascii_is_mirrored_in_base64(tmp_path: Path) -> None:
+    root = str(project(tmp_path / "dé mo"))
+    async with in_process() as client:
+        message = call(1, "lean_update", {"workspace": {"root": root}, "path": "A.lean"})
+        headers = modern_headers(message)
+        assert ("mcp-param-workspace", "=?base64?" + base64.b64encode(root.encode()).decode() + "?=") in headers
+        response = await client.post(message, headers)
+        assert response.status_code == 200 and structured(final(response))["version"] == 1
+        raw = [(k.encode(), v.encode()) for k, v in (*POST_HEADERS.items(), *headers) if k != "mcp-param-workspace"]
+        raw.append((b"mcp-param-workspace", root.encode()))  # raw UTF-8 bytes are not a valid field value
+        literal = await client.http.post(client.url, content=json.dumps(message).encode(), headers=raw)
+        assert literal.status_code == 400 and error_code(literal) == HEADER_MISMATCH
+
+
+async def test_only_modern_calls_of_tools_that_declare_a_param_header_are_checked(root: str) -> None:
+    async with in_process() as client:
+        stray = [*modern_headers(call(0, "beam_version")), ("mcp-param-workspace", "/anything")]
+        version = await client.post(call(1, "beam_version"), stray)
+        assert version.status_code == 200 and structured(version.json())["name"] == "lean-beam-mcp"
+        unknown = call(2, "lean_nonexistent", {"workspace": {"root": root}})
+        response = await client.post(unknown, edit(dict(modern_headers(unknown)), {"mcp-param-workspace": None}))
+        assert response.status_code == 400 and error_code(response) == INVALID_PARAMS  # the server's: no such tool
+        sid = await client.open_session()
+        legacy = jsonrpc(
+            3, "tools/call", {"name": "lean_update", "arguments": {"workspace": {"root": root}, "path": "A.lean"}}
+        )
+        answered = await client.post(legacy, in_session(sid))  # 2025-11-25 has no Mcp-Param-* headers
+        assert structured(final(answered))["version"] == 1
+
+
+async def test_a_registry_that_cannot_load_leaves_the_call_to_the_server(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with McpServer.open(server_config()) as server:
+
+        async def unavailable() -> Any:
+            raise JsonRpcError(INTERNAL_ERROR, "the Beam broker is unavailable: ImportError")
+
+        monkeypatch.setattr(server, "tools", unavailable)
+        endpoint = Endpoint(server, HttpConfig(), 8765)
+        async with app_client(endpoint) as client:
+            message = call(1, "lean_sync", {"workspace": {"root": root}, "path": "A.lean"})
+            response = await client.post(message, edit(dict(modern_headers(message)), {"mcp-param-workspace": None}))
+            assert response.status_code == 200 and final(response)["result"]["isError"] is False  # not refused
+        endpoint.close()
 
 
 async def test_modern_metadata_and_revision_errors_are_400() -> None:

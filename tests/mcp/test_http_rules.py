@@ -11,11 +11,20 @@ from beam_mcp._http.rules import (
     accepts,
     decode_header_value,
     head_size,
+    param_header_error,
     split_host,
     status_of,
     url_host,
 )
-from beam_mcp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
+from beam_mcp._tools import ParamHeader
+from beam_mcp.errors import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonRpcError,
+)
 
 
 @pytest.mark.parametrize(
@@ -103,3 +112,81 @@ def test_a_request_without_host_is_refused() -> None:
     with pytest.raises(Rejected) as refused:
         Admission("127.0.0.1", 9000, (), ()).check_origin(Headers({}))
     assert refused.value.status == 403
+
+
+ROOT = ParamHeader(("workspace", "root"), "Workspace", "string")
+COUNT = ParamHeader(("count",), "Count", "integer")
+FLAG = ParamHeader(("flag",), "Flag", "boolean")
+
+
+def _param_error(
+    arguments: object, *headers: tuple[str, str], declared: tuple[ParamHeader, ...] = (ROOT,)
+) -> str | None:
+    """The message of the `Mcp-Param-*` rule a request breaks (None: it passes); the code is always -32020."""
+    raw = [(name.lower().encode(), value.encode("latin-1")) for name, value in headers]
+    error = param_header_error(Headers(raw=raw), declared, arguments)
+    if error is None:
+        return None
+    assert error.code == HEADER_MISMATCH and error.message.startswith("header mismatch: ")
+    return error.message
+
+
+@pytest.mark.parametrize(
+    ("root", "header"),
+    [
+        ("/w/proj", "/w/proj"),
+        ("/w/dé mo", "=?base64?L3cvZMOpIG1v?="),
+        (" /w/edge ", "=?base64?IC93L2VkZ2Ug?="),
+        ("=?base64?x?=", "=?base64?PT9iYXNlNjQ/eD89?="),
+        ("/w/tab\there", "/w/tab\there"),
+    ],
+)
+def test_a_declared_param_header_equal_to_the_body_passes(root: str, header: str) -> None:
+    assert _param_error({"workspace": {"root": root}}, ("Mcp-Param-Workspace", header)) is None
+
+
+def test_param_header_names_compare_case_insensitively() -> None:
+    assert _param_error({"workspace": {"root": "/w"}}, ("MCP-PARAM-WORKSPACE", "/w")) is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers", "reason"),
+    [
+        ({"workspace": {"root": "/w"}}, [], "Mcp-Param-Workspace header is required for arguments.workspace.root"),
+        ({"workspace": {"root": "/w"}}, [("Mcp-Param-Workspace", "/v")], "'/v' is not arguments.workspace.root"),
+        ({"workspace": {"root": "/w"}}, [("Mcp-Param-Workspace", "/w")] * 2, "appears more than once"),
+        ({"workspace": {"root": "/wé"}}, [("Mcp-Param-Workspace", "/wé")], "invalid characters"),
+        ({"workspace": {"root": "/w"}}, [("Mcp-Param-Workspace", "=?base64?!!?=")], "malformed base64"),
+        ({"workspace": {}}, [("Mcp-Param-Workspace", "/w")], "is sent, but arguments.workspace.root is absent"),
+        ({"workspace": {"root": None}}, [("Mcp-Param-Workspace", "/w")], "is absent"),
+        ({"workspace": "/w"}, [("Mcp-Param-Workspace", "/w")], "is absent"),
+        (None, [("Mcp-Param-Workspace", "/w")], "is absent"),
+        ({"workspace": {"root": ["/w"]}}, [("Mcp-Param-Workspace", "/w")], "is of a type no header carries"),
+    ],
+)
+def test_a_declared_param_header_unlike_the_body_is_a_header_mismatch(
+    arguments: object, headers: list[tuple[str, str]], reason: str
+) -> None:
+    message = _param_error(arguments, *headers)
+    assert message is not None and reason in message
+
+
+def test_absent_values_need_no_header_and_undeclared_headers_are_ignored() -> None:
+    assert _param_error({"workspace": {}}) is None
+    assert _param_error({"workspace": {"root": None}}) is None
+    assert _param_error({"workspace": {"root": 7.5}}) is None  # left to the tool's own input check
+    assert _param_error({"workspace": {"root": "/w"}}, ("Mcp-Param-Workspace", "/w"), ("Mcp-Param-Other", "x")) is None
+    assert _param_error({"workspace": {"root": "/w"}}, ("Mcp-Param-Workspace", "/v"), declared=()) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "header", "passes"),
+    [(42, "42", True), (42, "42.0", True), (-7, "-7", True), (42, "42.5", False), (42, "4e1", False)],
+)
+def test_integer_param_headers_compare_numerically(value: int, header: str, passes: bool) -> None:
+    assert (_param_error({"count": value}, ("Mcp-Param-Count", header), declared=(COUNT,)) is None) is passes
+
+
+def test_boolean_param_headers_are_lowercase_words() -> None:
+    assert _param_error({"flag": True}, ("Mcp-Param-Flag", "true"), declared=(FLAG,)) is None
+    assert _param_error({"flag": False}, ("Mcp-Param-Flag", "False"), declared=(FLAG,)) is not None

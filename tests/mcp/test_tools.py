@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 
 from tests.support.fixtures import fake_lake
 
@@ -157,8 +158,22 @@ def test_workspace_is_required_last_exactly_on_workspace_bound_tools(full: dict[
             }
             assert set(workspace["properties"]) == {"root"}
             assert (root["type"], root["description"]) == ("string", "Absolute Lean/Lake project root path.")
+            assert root["x-mcp-header"] == "Workspace", name
         assert ("handle" in schema["properties"]) == (name in ("lean_run_with", "lean_run_with_linear", "lean_release"))
     assert len(descriptors) == 1, "every tool advertises the one workspace descriptor"
+
+
+def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routing_header(
+    full: dict[str, dict[str, Any]],
+) -> None:
+    for name, tool in full.items():
+        schema = tool["inputSchema"]
+        assert find_invalid_x_mcp_header(schema) is None, name  # the SDK's check: no client drops the tool
+        routed = {("workspace", "root"): "Workspace"} if "workspace" in schema["properties"] else {}
+        assert x_mcp_header_map(schema) == routed, name
+    assert set(full) - {"beam_version", "beam_stats"} == {
+        name for name, tool in full.items() if x_mcp_header_map(tool["inputSchema"])
+    }
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,11 @@ class Broker:
         """Whether any workspace runtime exists."""
         return bool(self._runtimes)
 
+    @property
+    def workspace_count(self) -> int:
+        """How many workspace runtimes are open now (cheap: for health checks)."""
+        return len(self._open())
+
     def cached(self, root: str) -> WorkspaceRuntime | None:
         """The open runtime of a canonical root, if one is cached."""
         hosted = self._runtimes.get(cache_key(root))

@@ -4,8 +4,10 @@ This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
-patterns, bounds, enums, defaults) is kept. It must not hold Lean semantics, and it never imports the broker or
-beam-feedback itself: `ToolSet.build` receives the registry and the feedback models from the broker host.
+patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
+(MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
+lists what a tool declares, for the transport to check. It must not hold Lean semantics, and it never imports the
+broker or beam-feedback itself: `ToolSet.build` receives the registry and the feedback models from the broker host.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 BEAM_VERSION: Final = "beam_version"
 BEAM_STATS: Final = "beam_stats"
 BEAM_FEEDBACK_REPORT: Final = "beam_feedback_report"
+
+X_MCP_HEADER: Final = "x-mcp-header"
+"""The input-schema keyword that asks HTTP clients to mirror a property as an `Mcp-Param-{name}` header."""
+PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
+WORKSPACE_HEADER: Final = "Workspace"
+"""The `x-mcp-header` name of `workspace.root`: the routing key of every workspace-bound tool
+(`Mcp-Param-Workspace`), on which a load balancer keeps a workspace on one replica."""
 
 PROGRESS_SENTENCE: Final = (
     "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
@@ -230,6 +239,52 @@ def tool_annotations(spec: OperationSpec) -> dict[str, bool] | None:
     return out or None
 
 
+# ---- routing headers (MCP 2026-07-28 `x-mcp-header`) --------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ParamHeader:
+    """An input property that HTTP clients mirror as an `Mcp-Param-{name}` header.
+
+    Attributes:
+        path: The chain of `properties` keys from the schema root to the property (`("workspace", "root")`).
+        name: The `x-mcp-header` value; the header is `Mcp-Param-{name}`.
+        type: The property's JSON Schema type (`string`, `integer` or `boolean`).
+    """
+
+    path: tuple[str, ...]
+    name: str
+    type: str
+
+    @property
+    def header(self) -> str:
+        """The HTTP header name."""
+        return f"{PARAM_HEADER_PREFIX}{self.name}"
+
+
+def route_by_workspace(schema: dict[str, Any]) -> dict[str, Any]:
+    """Mark `workspace.root` of an input schema as the `Mcp-Param-Workspace` routing header (in place).
+
+    The spec mirrors only primitive values reachable through `properties` alone, so the marker goes on the root
+    path string, not on the descriptor object. A schema without a workspace descriptor is returned unchanged.
+    """
+    workspace = schema.get("properties", {}).get("workspace")
+    root = workspace.get("properties", {}).get("root") if isinstance(workspace, dict) else None
+    if isinstance(root, dict) and root.get("type") == "string":
+        root[X_MCP_HEADER] = WORKSPACE_HEADER
+    return schema
+
+
+def param_headers(schema: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[ParamHeader, ...]:
+    """Every `x-mcp-header` of an input schema, on its chain of `properties` keys (schema order)."""
+    found: list[ParamHeader] = []
+    for name, sub in schema.get("properties", {}).items():
+        if not isinstance(sub, dict):
+            continue
+        if isinstance(sub.get(X_MCP_HEADER), str):
+            found.append(ParamHeader((*path, name), sub[X_MCP_HEADER], str(sub.get("type"))))
+        found.extend(param_headers(sub, (*path, name)))
+    return tuple(found)
+
+
 # ---- the tool set -------------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Tool:
@@ -242,6 +297,7 @@ class Tool:
         spec: The broker operation, for Lean tools; None for the process-level tools.
         cancellable: Whether `notifications/cancelled` may abort it.
         fence: Whether it is a stream-order fence (earlier calls drain first, later ones wait for it).
+        param_headers: The inputs HTTP clients mirror as `Mcp-Param-*` headers (`workspace.root`, if bound).
     """
 
     name: str
@@ -250,6 +306,7 @@ class Tool:
     spec: OperationSpec | None = None
     cancellable: bool = True
     fence: bool = False
+    param_headers: tuple[ParamHeader, ...] = ()
 
 
 def _tool(
@@ -260,6 +317,7 @@ def _tool(
     annotations: dict[str, bool] | None,
     spec: OperationSpec | None = None,
 ) -> Tool:
+    schema = route_by_workspace(schema)
     descriptor: dict[str, Any] = {
         "name": name,
         "description": description,
@@ -270,7 +328,7 @@ def _tool(
         descriptor["annotations"] = annotations
     cancellable = spec.cancellable if spec is not None else True
     fence = spec.fence if spec is not None else False
-    return Tool(name, descriptor, frozenset(schema["properties"]), spec, cancellable, fence)
+    return Tool(name, descriptor, frozenset(schema["properties"]), spec, cancellable, fence, param_headers(schema))
 
 
 _READ_ONLY: Final = {"readOnlyHint": True}

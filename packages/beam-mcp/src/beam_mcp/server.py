@@ -233,6 +233,14 @@ class McpServer:
         if self._writer is not None:
             self._writer.close()
 
+    def workspace_count(self) -> int:
+        """How many workspace runtimes the broker holds now: 0 while it loads or if it could not open.
+
+        Never waits and never starts anything (a health check may call it at any time).
+        """
+        broker = self._host.current()
+        return broker.workspace_count if broker is not None else 0
+
     # ---- registry -----------------------------------------------------------------------------------------------
     async def tools(self) -> ToolSet:
         """The tool set (built once the operation registry is loaded).

@@ -2,12 +2,13 @@
 
 This module owns what the endpoint does with a request: the admission rules in their documented order (the
 request cap, the head size, HTTP/1, Host and Origin for every path, then the path, the method and the media
-types), routing a POST to a channel (a fresh modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25`
-session's channel), the header rules of each revision, how the messages of one request become one answer
-(`application/json` when the response comes first, else `text/event-stream`; keepalive comments; a closed
-connection cancels the request; listen and GET streams end at a jittered lease), the legacy GET stream and
-DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond routing (every message goes
-to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
+types; `GET /healthz` passes only the head size, HTTP/1, Host and Origin), routing a POST to a channel (a fresh
+modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25` session's channel), the header rules of
+each revision (for a tool call, also the `Mcp-Param-*` headers its tool declares), how the messages of one
+request become one answer (`application/json` when the response comes first, else `text/event-stream`;
+keepalive comments; a closed connection cancels the request; listen and GET streams end at a jittered lease),
+the legacy GET stream and DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond
+routing (every message goes to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import json
 import math
 import random
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -29,13 +31,24 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from beam_mcp import _jsonrpc
 from beam_mcp._jsonrpc import Invalid, Notification, Request
 from beam_mcp._protocol import LEGACY_VERSION, has_modern_meta
-from beam_mcp.errors import PARSE_ERROR
+from beam_mcp._tools import PROCESS_TOOLS, ParamHeader
+from beam_mcp.errors import PARSE_ERROR, JsonRpcError
 from beam_mcp.server import Channel, McpServer
 
-from .config import ENDPOINT, HttpConfig
+from .config import ENDPOINT, HEALTH, HttpConfig
+from .health import health
 from .intake import Intake
 from .outlet import Discard, Item, Reply
-from .rules import Admission, Rejected, head_size, modern_header_error, not_found, status_of, url_host
+from .rules import (
+    Admission,
+    Rejected,
+    head_size,
+    modern_header_error,
+    not_found,
+    param_header_error,
+    status_of,
+    url_host,
+)
 from .sessions import Session, Sessions
 from .wire import Closed, Wire
 
@@ -48,6 +61,7 @@ class Endpoint:
         sessions: The open legacy sessions.
         intake: The request bodies being received.
         active: Requests being answered (their body read).
+        started: `time.monotonic()` when the endpoint was made (the health check's uptime).
     """
 
     def __init__(self, server: McpServer, config: HttpConfig, port: int) -> None:
@@ -58,6 +72,7 @@ class Endpoint:
         self.sessions = Sessions(server, config)
         self.intake = Intake(config.max_receiving, config.body_deadline)
         self.active = 0
+        self.started = time.monotonic()
         self._closing = False
         self._answers: set[anyio.CancelScope] = set()
 
@@ -72,6 +87,11 @@ class Endpoint:
         for scope in list(self._answers):
             scope.cancel()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether `close` was called (new requests are refused; health checks answer 503)."""
+        return self._closing
+
     # ---- admission ------------------------------------------------------------------------------------------
     def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
         """The exchange of one request, its body read in this endpoint's intake."""
@@ -84,10 +104,13 @@ class Endpoint:
         return None
 
     async def admit(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
-        """The rules every request passes before routing: the request cap, the head size, HTTP/1, Host, Origin."""
+        """The rules every request passes before routing: the request cap, the head size, HTTP/1, Host, Origin.
+
+        Health checks are exempt from the request cap: a replica busy answering is alive.
+        """
         wire = self.wire(scope, receive, send)
         try:
-            busy = self.busy()
+            busy = self.busy() if scope["path"] != HEALTH else None
             if busy is not None:
                 await wire.reject(busy)
                 return
@@ -188,9 +211,23 @@ class Endpoint:
     async def modern(self, wire: Wire, headers: Headers, message: Request) -> None:
         """One stateless request: the header rules, then a fresh modern channel for it alone."""
         rejection = modern_header_error(headers, message)
+        if rejection is None and message.method == "tools/call":
+            params = message.params if isinstance(message.params, dict) else {}
+            declared = await self.param_headers(params.get("name"))
+            rejection = param_header_error(headers, declared, params.get("arguments"))
         if rejection is not None:
             raise Rejected.of(rejection, message.id.value)
         await self.exchange(wire, self.server.channel(family="modern"), message, modern=True)
+
+    async def param_headers(self, tool: object) -> tuple[ParamHeader, ...]:
+        """The `Mcp-Param-*` headers a tool declares; none for an unknown tool (the server answers it)."""
+        if not isinstance(tool, str) or tool in PROCESS_TOOLS:  # these declare none, and need no registry
+            return ()
+        try:
+            found = (await self.server.tools()).by_name.get(tool)
+        except JsonRpcError:  # the registry could not load: the call itself is answered with this error
+            return ()
+        return found.param_headers if found is not None else ()
 
     async def initialize(self, wire: Wire, message: Request) -> None:
         """A new legacy session, registered when its `initialize` succeeds (429 beyond the cap)."""
@@ -393,6 +430,24 @@ def _session_id(headers: Headers, method: str) -> str:
     return sid
 
 
+class _Health:
+    """`GET /healthz`: the replica's status for load balancers (ASGI app of a route; see `health.py`)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoint
+        wire = endpoint.wire(scope, receive, send)
+        with contextlib.suppress(Closed):
+            await wire.discard_body()
+            if scope["method"] != "GET":
+                await wire.reject(Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")]))
+                return
+            status, body = health(endpoint.server, endpoint.started, stopping=endpoint.stopping)
+            await wire.respond(status, body, [("cache-control", "no-store")])
+
+
 class _NotFound:
     """Rule 3: any path but the endpoint's is 404, answered once its body was read (ASGI app of a route)."""
 
@@ -421,8 +476,12 @@ class _Admit:
 
 
 def build_app(endpoint: Endpoint) -> Starlette:
-    """The ASGI application of `endpoint`: admission middleware, the `/mcp` route, a JSON-RPC 404 elsewhere."""
+    """The ASGI application of `endpoint`: admission middleware, `/mcp`, `/healthz`, a JSON-RPC 404 elsewhere."""
     return Starlette(
-        routes=[Route(ENDPOINT, endpoint), Route("/{path:path}", _NotFound(endpoint))],
+        routes=[
+            Route(ENDPOINT, endpoint),
+            Route(HEALTH, _Health(endpoint)),
+            Route("/{path:path}", _NotFound(endpoint)),
+        ],
         middleware=[Middleware(_Admit, endpoint=endpoint)],
     )

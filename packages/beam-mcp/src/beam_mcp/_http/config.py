@@ -11,7 +11,9 @@ import dataclasses
 from typing import Final
 
 ENDPOINT: Final = "/mcp"
-"""The one MCP endpoint path; every other path is 404."""
+"""The one MCP endpoint path; every other path but the health endpoint's is 404."""
+HEALTH: Final = "/healthz"
+"""The health endpoint path (`GET`): a tiny JSON status for load balancers; it never starts Lean."""
 MAX_BODY: Final = 4 * 1024 * 1024
 """Largest accepted request body (bytes): 413 beyond it."""
 MAX_HEAD: Final = 64 * 1024

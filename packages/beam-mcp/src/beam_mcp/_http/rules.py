@@ -2,15 +2,17 @@
 
 This module owns the rules docs/mcp-http.md lists, in their order: the Host and Origin allow-lists (DNS
 rebinding and cross-site protection), the path, the method, `Content-Type`, `Accept`, the head size, and the MCP
-`2026-07-28` header mirror rules (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), plus the HTTP status of a
-JSON-RPC error. A broken rule is a `Rejected`. It must not do I/O, hold state or know sessions.
+`2026-07-28` header mirror rules (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the `Mcp-Param-*` headers
+a tool declares with `x-mcp-header`), plus the HTTP status of a JSON-RPC error. A broken rule is a `Rejected`. It
+must not do I/O, hold state or know sessions.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from starlette.datastructures import Headers
@@ -18,6 +20,7 @@ from starlette.datastructures import Headers
 from beam_mcp import _jsonrpc
 from beam_mcp._jsonrpc import Request
 from beam_mcp._protocol import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MISSING_MODERN_META
+from beam_mcp._tools import ParamHeader
 from beam_mcp.errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -38,6 +41,9 @@ ALLOW: Final = "GET, POST, DELETE"
 """The `Allow` header of a 405."""
 _B64_PREFIX: Final = "=?base64?"
 _B64_SUFFIX: Final = "?="
+_FIELD_VALUE: Final = re.compile(r"[\x20-\x7e\t]*")
+"""What a mirror header may carry as it is (RFC 9110 visible ASCII, space, tab); anything else is base64."""
+_INTEGER: Final = re.compile(r"-?[0-9]+(\.0+)?")
 
 
 class Rejected(Exception):
@@ -234,3 +240,63 @@ def modern_header_error(headers: Headers, message: Request) -> JsonRpcError | No
         if decode_header_value(raw) != params[field]:
             return JsonRpcError(HEADER_MISMATCH, f"header mismatch: Mcp-Name {raw!r} is not params.{field}")
     return None
+
+
+def param_header_error(headers: Headers, declared: Iterable[ParamHeader], arguments: object) -> JsonRpcError | None:
+    """The first broken `Mcp-Param-*` rule of a `tools/call` whose tool declares `declared`, or None (`-32020`).
+
+    For each declared header: it appears at most once; when the argument at its path has a value, the header is
+    present, carries only visible ASCII, space and tab (else the base64 form, which must decode), and equals the
+    value (integers compare numerically); when the argument is absent or null, so is the header (a proxy must not
+    route on a value the body does not carry). An argument of a type no header can carry is left to the tool's
+    own input check. Headers no tool declares are ignored.
+    """
+    for param in declared:
+        values = headers.getlist(param.header)
+        if len(values) > 1:
+            return JsonRpcError(HEADER_MISMATCH, f"header mismatch: {param.header} appears more than once")
+        raw = values[0] if values else None
+        where = ".".join(("arguments", *param.path))
+        value = _value_at(arguments, param.path)
+        rendered = _rendered(value)
+        if rendered is None:
+            if raw is not None:
+                missing = "is absent" if value is None else "is of a type no header carries"
+                return JsonRpcError(HEADER_MISMATCH, f"header mismatch: {param.header} is sent, but {where} {missing}")
+            continue
+        if raw is None:
+            return JsonRpcError(HEADER_MISMATCH, f"header mismatch: {param.header} header is required for {where}")
+        if not _FIELD_VALUE.fullmatch(raw):
+            return JsonRpcError(
+                HEADER_MISMATCH, f"header mismatch: {param.header} has invalid characters (use the base64 form)"
+            )
+        decoded = decode_header_value(raw)
+        if decoded is None:
+            return JsonRpcError(HEADER_MISMATCH, f"header mismatch: {param.header} is malformed base64")
+        if not _same(param.type, value, rendered, decoded):
+            return JsonRpcError(HEADER_MISMATCH, f"header mismatch: {param.header} {raw!r} is not {where}")
+    return None
+
+
+def _value_at(arguments: object, path: Sequence[str]) -> object:
+    node = arguments
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _rendered(value: object) -> str | None:
+    """A value as a client mirrors it: strings as they are, booleans `true`/`false`, integers in decimal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int):
+        return str(value)
+    return None
+
+
+def _same(kind: str, value: object, rendered: str, decoded: str) -> bool:
+    if kind == "integer" and isinstance(value, int) and not isinstance(value, bool) and _INTEGER.fullmatch(decoded):
+        return int(decoded.partition(".")[0]) == value
+    return decoded == rendered
