@@ -6,6 +6,7 @@ a child for what only a real process shows (the console entry point, `--help`, a
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -44,6 +45,8 @@ def test_version_lines_name_the_server_binary_when_known() -> None:
         (["--allowed-origin", "http://x:1"], "need --http"),
         (["--http", "127.0.0.1:99999"], "--http"),
         (["--http", "::1:80"], "brackets"),
+        (["--max-open-documents", "0"], "positive whole number"),
+        (["--max-source-mib", "x"], "positive whole number"),
     ],
 )
 def test_usage_errors_exit_2_and_say_why(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,3 +123,21 @@ def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
     code = f"import sys, beam_mcp.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_limit_flags_reach_the_broker(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"Big.lean": "-- " + "x" * (2 * 1024 * 1024) + "\n"})
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    call = {"name": "lean_sync", "arguments": {"workspace": {"root": str(root)}, "path": "Big.lean"}, "_meta": meta}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}) + "\n"
+    command = [*SERVER, "--lean-cmd", shlex.join(fake_cmd()), "--max-source-mib", "1", "--max-open-documents", "3"]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(line)
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())  # EOF only after the answer: EOF cancels pending calls
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    error = answer["result"]["structuredContent"]
+    assert answer["result"]["isError"] is True and error["code"] == "invalidParams"
+    assert error["data"]["limitBytes"] == 1024 * 1024, error

@@ -64,6 +64,19 @@ def _parser() -> argparse.ArgumentParser:
         '(e.g. "lake serve -- -Dserver.reportDelayMs=0")',
     )
     parser.add_argument(
+        "--max-open-documents",
+        metavar="N",
+        type=_positive,
+        help="open source documents per workspace; beyond it the least recently used are closed in Lean "
+        "(each is a Lean file worker; default 64)",
+    )
+    parser.add_argument(
+        "--max-source-mib",
+        metavar="N",
+        type=_positive,
+        help="largest Lean source file read from disk, in MiB (default 16)",
+    )
+    parser.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT 0 picks a free port; "
@@ -92,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
         "it, and report whether that worked",
     )
     return parser
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
+    return int(value)
 
 
 def version_lines(server_binary: str | None = None) -> list[str]:
@@ -197,7 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .server import ServerConfig
 
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary)
+    broker: dict[str, int] = {}
+    if args.max_open_documents is not None:
+        broker["max_open_documents"] = args.max_open_documents
+    if args.max_source_mib is not None:
+        broker["max_source_bytes"] = args.max_source_mib * 1024 * 1024
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker)
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra
