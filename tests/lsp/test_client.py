@@ -33,6 +33,7 @@ from beam_lsp import (
 )
 from beam_lsp import client as client_module
 from beam_lsp import errors as codes
+from beam_lsp._events import EventStream, LspEvent
 from beam_lsp.client import SHUTDOWN_TIMEOUT
 from tests.support import procs, projects
 from tests.support.fixtures import fake_cmd
@@ -45,6 +46,13 @@ CRASH_ITERATIONS = int(os.environ.get("BEAM_CRASH_ITERATIONS", "10"))
 
 def P(line: int, character: int) -> Position:
     return Position(line=line, character=character)
+
+
+def _drain_events(events: EventStream) -> list[LspEvent]:
+    seen = []
+    while events.pending:
+        seen.append(events.receive_nowait())
+    return seen
 
 
 async def opened(client: LeanClient, tmp_path: Path, text: str = TEXT, name: str = "A.lean") -> str:
@@ -267,13 +275,6 @@ async def test_an_rpc_session_that_expires_twice_in_a_row_is_rpc_needs_reconnect
     assert info.value.code == codes.RPC_NEEDS_RECONNECT
 
 
-async def test_lean_requests_to_the_client_get_neutral_answers() -> None:
-    assert await client_module._configuration({"items": [{}, {}]}) == [None, None]
-    assert await client_module._configuration("junk") == []
-    assert (await client_module._apply_edit({}))["applied"] is False
-    await client_module._acknowledge(None)  # answered with null
-
-
 async def test_secrets_in_logs_stderr_and_diagnostics_are_redacted(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "MY_API_TOKEN": "supersecret-0123456789"}
     config: dict[str, object] = {"log_env": {"vars": ["MY_API_TOKEN"], "diagnostic_var": "MY_API_TOKEN"}}
@@ -303,7 +304,7 @@ async def test_closing_a_document_with_errors_never_makes_it_read_clean(tmp_path
         uri = await opened(client, tmp_path, BROKEN)
         with anyio.fail_after(10):
             assert [d.message for d in (await client.sync(uri)).errors] == [UNKNOWN]
-            while events.statistics().current_buffer_used:
+            while events.pending:
                 events.receive_nowait()
             await client.close(uri)
             await round_trip(client)  # Lean's clearing publish for the closed file has arrived by now
@@ -315,7 +316,7 @@ async def test_closing_a_document_with_errors_never_makes_it_read_clean(tmp_path
             False,
         )
         assert [d.message for d in snap.diagnostics] == [UNKNOWN]
-        assert events.statistics().current_buffer_used == 0  # the clearing publish reached no subscriber
+        assert events.pending == 0  # the clearing publish reached no subscriber
 
 
 async def test_a_reopened_document_never_takes_the_clearing_publish_of_its_closed_lifetime(tmp_path: Path) -> None:
@@ -592,3 +593,38 @@ async def test_cancelling_start_during_the_handshake_kills_the_server_at_once(tm
         async with LeanClient.start(silent, cwd=tmp_path):
             pytest.fail("the handshake cannot complete")
     assert anyio.current_time() - started < SHUTDOWN_TIMEOUT
+
+
+async def test_long_progress_reports_reach_the_barrier_and_subscribers_undecoded(tmp_path: Path) -> None:
+    # The fake server writes reports as Lean does (compact, sorted keys): the still-elaborating one is summarised
+    # from its bytes, the final one decoded; both count for the barrier and reach subscribers.
+    async with LeanClient.start(fake_cmd({"elab_ms": 50}), cwd=tmp_path) as client, client.subscribe() as events:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            result = await client.sync(uri)
+        seen = [e for e in _drain_events(events) if isinstance(e, ProgressEvent)]
+    assert result.complete
+    first, last = seen[0].report, seen[-1].report
+    assert not first.done and "params" not in vars(first) and first.processing  # decoded only now
+    assert last.done and last.processing == ()
+
+
+async def test_malformed_publish_params_are_skipped_and_counted(tmp_path: Path) -> None:
+    from beam_lsp.lean import publish_params
+
+    for params in (
+        None,
+        {"uri": 1},
+        {"uri": "file:///a", "version": "1", "diagnostics": []},
+        {"uri": "file:///a", "version": False, "diagnostics": []},
+        {"uri": "file:///a", "diagnostics": [1]},
+        {"uri": "file:///a"},
+    ):
+        with pytest.raises(ValueError):
+            publish_params(params)
+    assert publish_params({"uri": "file:///a", "version": 2, "diagnostics": [], "isIncremental": True}) == (
+        "file:///a",
+        2,
+        [],
+        True,
+    )

@@ -10,7 +10,7 @@ import pytest
 
 from beam_lsp import Availability, DiagnosticsCache, Elaboration, LeanFileProgressParams, Redactor
 from beam_lsp import diagnostics as dmod
-from beam_lsp.diagnostics import DocumentProgress, LogBuffer, LogEntry
+from beam_lsp.diagnostics import DocumentProgress
 from beam_lsp.documents import path_to_uri
 
 
@@ -443,8 +443,79 @@ def test_the_remembered_evictions_are_bounded(tmp_path: Path, monkeypatch: pytes
     assert cache.get(uris[3]).availability is Availability.EVICTED
 
 
-def test_a_log_buffer_keeps_its_capacity_and_counts_what_it_dropped() -> None:
-    ring = LogBuffer(2)
-    for i in range(3):
-        ring.append(LogEntry(3, str(i), 0.0))
-    assert [e.message for e in ring.entries()] == ["1", "2"] and ring.dropped == 1
+def test_an_incremental_publish_appends_to_the_same_version_and_says_what_it_added(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    changed: list[str] = []
+    cache.add_listener(changed.append)
+    cache.publish(uri, 2, [diag(1, "one")])
+    assert cache.publish(uri, 2, [diag(4, "four"), diag(5, "five")], incremental=True)
+    stored, added = cache.published(uri)
+    assert [d.message for d in stored] == ["one", "four", "five"] and [d.message for d in added] == ["four", "five"]
+    assert [d.message for d in cache.get(uri).diagnostics] == ["one", "four", "five"]
+    assert len(changed) == 2
+    assert cache.publish(uri, 2, [], incremental=True)  # Lean adds nothing: nothing changes, nobody is told
+    assert len(changed) == 2 and cache.published(uri)[0] == stored
+    cache.publish(uri, 2, [diag(0, "full")])  # a full publish replaces
+    assert [d.message for d in cache.published(uri)[0]] == ["full"] == [d.message for d in cache.published(uri)[1]]
+    assert cache.published(path_to_uri(tmp_path / "B.lean")) == ((), ())
+
+
+def test_an_incremental_publish_for_a_version_with_nothing_stored_is_the_whole_set(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(1, "old")])
+    cache.publish(uri, 2, [diag(2, "new")], incremental=True)
+    snap = cache.get(uri)
+    assert [d.message for d in snap.diagnostics] == ["new"] and snap.version == 2
+
+
+def test_an_empty_incremental_publish_is_not_the_clearing_publish_a_close_owes(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.document_opened(uri)
+    cache.publish(uri, 3, [diag(1, "kept")])
+    cache.document_closed(uri, server_clears=True)
+    cache.document_opened(uri)
+    assert not cache.publish(uri, 3, [], incremental=True)  # still the old lifetime: ignored, owes nothing
+    assert not cache.publish(uri, 3, [])  # the clearing publish Lean owed
+    assert cache.publish(uri, 1, [diag(0, "fresh")])
+    assert [d.message for d in cache.get(uri).diagnostics] == ["fresh"]
+
+
+def test_incremental_publishes_over_the_file_bound_keep_the_most_severe(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    big = "y" * 200_000
+    cache.publish(uri, 1, [diag(i, big, severity=3) for i in range(4)])
+    assert cache.get(uri).truncated == 0
+    cache.publish(uri, 1, [diag(10 + i, big, severity=1) for i in range(3)], incremental=True)
+    first = cache.get(uri)
+    assert first.truncated > 0 and sum(d.severity == 1 for d in first.diagnostics) == 3
+    cache.publish(uri, 1, [diag(20, big, severity=1)], incremental=True)
+    again = cache.get(uri)
+    assert again.truncated > first.truncated and sum(d.severity == 1 for d in again.diagnostics) == 4
+
+
+def test_an_unchanged_file_reads_the_same_merged_diagnostics_until_a_publish(tmp_path: Path) -> None:
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    cache.publish(uri, 1, [diag(1, "one"), diag(1, "one")])
+    first = cache.get(uri).diagnostics
+    assert [d.message for d in first] == ["one"] and cache.get(uri).diagnostics is first
+    cache.publish(uri, 1, [diag(2, "two")], incremental=True)
+    assert [d.message for d in cache.get(uri).diagnostics] == ["one", "two"]
+
+
+def test_progress_ranges_are_decoded_only_when_read(tmp_path: Path) -> None:
+    from beam_lsp._progress import FileProgress
+
+    cache = DiagnosticsCache()
+    uri = path_to_uri(tmp_path / "A.lean")
+    rng = {"start": {"line": 4, "character": 0}, "end": {"line": 9, "character": 0}}
+    document = {"uri": uri, "version": 1}
+    report = FileProgress.from_params({"processing": [{"range": rng, "kind": 1}], "textDocument": document})
+    assert cache.progress(report)
+    progress = cache.document_progress(uri)
+    assert progress.report is report and "processing" not in vars(report)
+    assert progress.elaboration is Elaboration.PROCESSING and progress.processing[0].end.line == 9

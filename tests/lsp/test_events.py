@@ -10,6 +10,7 @@ import pytest
 
 from beam_lsp import DiagnosticsEvent, LeanClient, ProgressEvent, ServerExited, ServerExitedEvent, path_to_uri
 from beam_lsp._events import Broadcast, LspEvent
+from beam_lsp._progress import FileProgress
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
 
@@ -84,3 +85,60 @@ async def test_real_events_stream_progress_and_diagnostics(lean_toolchain: Toolc
     diags = [e for e in seen if isinstance(e, DiagnosticsEvent)]
     assert progress and progress[-1].params.processing == []
     assert diags and diags[-1].diagnostics and diags[-1].version == 1
+
+
+def _progress(uri: str, line: int) -> ProgressEvent:
+    rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}
+    return ProgressEvent(FileProgress.from_params({"processing": [{"range": rng}], "textDocument": {"uri": uri}}))
+
+
+async def test_a_coalescing_subscriber_reads_only_the_newest_unread_progress_of_each_document() -> None:
+    events = Broadcast()
+    async with events.subscribe(8, coalesce_progress=True) as stream, events.subscribe(8) as every:
+        for line in (1, 2, 3):
+            events.send(_progress("file:///a.lean", line))
+        events.send(ServerExitedEvent(ServerExited("between")))
+        events.send(_progress("file:///b.lean", 7))
+        events.send(_progress("file:///a.lean", 4))  # a's unread event already holds 3: replaced in place
+        seen = _drain(stream)
+        assert stream.pending == 0 and stream.coalesced == 3
+        events.send(_progress("file:///a.lean", 5))  # read meanwhile: queued anew
+        later = _drain(stream)
+        assert len(_drain(every)) == 7
+    lines = [e.params.processing[0].range.start.line if isinstance(e, ProgressEvent) else None for e in seen]
+    assert lines == [4, None, 7]
+    assert [e.report.uri for e in later if isinstance(e, ProgressEvent)] == ["file:///a.lean"]
+
+
+async def test_a_coalescing_subscriber_that_is_full_still_loses_new_documents_and_counts_them() -> None:
+    events = Broadcast()
+    async with events.subscribe(1, coalesce_progress=True) as stream:
+        events.send(_progress("file:///a.lean", 1))
+        events.send(_progress("file:///b.lean", 1))  # no room
+        events.send(_progress("file:///a.lean", 2))  # replaces a's, needs no room
+        [only] = _drain(stream)
+    assert events.dropped == 1 and isinstance(only, ProgressEvent) and only.params.processing[0].range.start.line == 2
+
+
+async def test_a_waiting_reader_wakes_for_each_event_and_ends_with_the_stream() -> None:
+    events = Broadcast()
+    async with events.subscribe(4) as stream, anyio.create_task_group() as tg:
+        got: list[LspEvent] = []
+
+        async def read() -> None:
+            async for event in stream:
+                got.append(event)  # noqa: PERF401 - each event must show as soon as it is read
+
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()
+        events.send(ServerExitedEvent(ServerExited("one")))
+        await anyio.wait_all_tasks_blocked()
+        assert len(got) == 1
+        events.close()
+        with anyio.fail_after(10):
+            await anyio.wait_all_tasks_blocked()
+    assert len(got) == 1
+    with pytest.raises(anyio.ClosedResourceError):
+        stream.receive_nowait()
+    with pytest.raises(anyio.ClosedResourceError):
+        await stream.receive()

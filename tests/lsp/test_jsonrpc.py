@@ -573,3 +573,24 @@ async def test_server_requests_with_colliding_ids_are_answered_and_never_confuse
                 hover = await client.hover(uri, P(line=0, character=8))
                 assert hover is not None
         assert client.stats().late_answers_dropped == 0
+
+
+# ---- bodies taken before decoding ----------------------------------------------------------------------
+async def test_a_body_handler_takes_bodies_before_they_are_decoded_and_its_failures_are_counted() -> None:
+    taken: list[bytes] = []
+
+    def on_body(body: bytes) -> bool:
+        if body.startswith(b"boom"):
+            raise RuntimeError("boom")
+        if body.startswith(b"{not json, but mine"):
+            taken.append(body)
+            return True
+        return False
+
+    async with wired(on_body=on_body) as wire:
+        await wire.raw(b"{not json, but mine}")  # taken: never decoded, so no protocol error
+        await wire.raw(b"boom")  # the handler fails (counted), then the body is decoded (and fails, counted)
+        await wire.send({"jsonrpc": "2.0", "method": "after", "params": 1})  # not taken: decoded as usual
+        await _settle()
+    assert taken == [b"{not json, but mine}"]
+    assert wire.peer.protocol_errors == 2 and wire.notifications == [("after", 1)]

@@ -262,3 +262,14 @@ def test_very_deep_values_are_searched_without_recursion() -> None:
     for _ in range(10_000):
         deep = [deep]
     assert find_invalid_text(deep) == InvalidText("[0]" * 10_000, "contains a NUL character")
+
+
+def test_a_large_body_with_escaped_quotes_is_measured_exactly() -> None:
+    # Brackets inside strings never count; escaped quotes send the check down its slow exact path.
+    shallow = json.dumps([{"m": 'say "[[[" and "{{{"'} for _ in range(300)])
+    assert loads(shallow)[0]["m"] == 'say "[[[" and "{{{"'
+    deep = "[" * (MAX_DEPTH + 1) + json.dumps('a "quoted" text') + "]" * (MAX_DEPTH + 1)
+    with pytest.raises(ValueError, match=f"deeper than {MAX_DEPTH}"):
+        loads(deep)
+    unescaped = json.dumps(["[[[[" * 200] + [[1]] * 300)  # brackets in strings, no escaped quote: the fast path
+    assert len(loads(unescaped.encode())) == 301

@@ -14,8 +14,9 @@ from .__about__ import __version__
 if TYPE_CHECKING:
     from ._barrier import SyncResult
     from ._events import DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
+    from ._logs import LogEntry
     from .client import ClientStats, LeanClient
-    from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration, LogEntry
+    from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration
     from .documents import TextDocument, path_to_uri, uri_to_path, utf16_len
     from .errors import (
         BeamLspError,
@@ -51,9 +52,8 @@ _LAZY = {
     **dict.fromkeys(("ClientStats", "LeanClient"), "client"),
     "SyncResult": "_barrier",
     **dict.fromkeys(("DiagnosticsEvent", "LspEvent", "ProgressEvent", "ServerExitedEvent"), "_events"),
-    **dict.fromkeys(
-        ("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "Elaboration", "LogEntry"), "diagnostics"
-    ),
+    **dict.fromkeys(("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "Elaboration"), "diagnostics"),
+    "LogEntry": "_logs",
     **dict.fromkeys(("TextDocument", "path_to_uri", "uri_to_path", "utf16_len"), "documents"),
     **dict.fromkeys(
         (

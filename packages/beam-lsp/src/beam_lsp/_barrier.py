@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from ._progress import FileProgress
 from .diagnostics import Availability, DiagnosticsCache, Elaboration
 from .errors import DocumentNotOpen, WorkerCrashed
 from .lean import LeanDiagnostic, LeanFileProgressParams, Range
@@ -76,12 +77,18 @@ class _Document:
 
     barrier_version: int | None = None
     crashed: bool = False
-    changed: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    changed: anyio.Event | None = None  # made by a waiter, set (and dropped) by the next report: no event per report
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
 
     def poke(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
+        if self.changed is not None:
+            self.changed.set()
+            self.changed = None
+
+    async def wait_changed(self) -> None:
+        if self.changed is None:
+            self.changed = anyio.Event()
+        await self.changed.wait()
 
 
 class Barrier:
@@ -153,31 +160,33 @@ class Barrier:
         if doc is not None:
             doc.poke()
 
-    def progress(self, params: LeanFileProgressParams, current_version: int | None) -> bool:
+    def progress(self, report: FileProgress | LeanFileProgressParams, current_version: int | None) -> bool:
         """Record a `$/lean/fileProgress` in the cache and wake waiters.
 
         A stale crash notice, and progress the cache ignores (a closed document, or its previous lifetime), is
         dropped.
 
         Args:
-            params: The notification.
+            report: The notification (its ranges are not read here).
             current_version: The version the client last sent for the document, None when it is not open.
 
         Returns:
             Whether the progress was recorded.
         """
-        uri = params.textDocument.uri
-        if params.fatal and self._stale_crash_notice(uri, current_version):
+        if isinstance(report, LeanFileProgressParams):
+            report = FileProgress.from_model(report)
+        uri = report.uri
+        if report.fatal and self._stale_crash_notice(uri, current_version):
             return False
-        if not self._cache.progress(params):
+        if not self._cache.progress(report):
             return False
         doc = self._docs.get(uri)
         if doc is None:
             return True
-        version = params.textDocument.version
+        version = report.version
         # A fatal report for a version already replaced (the crash notice arriving after `restart_document`)
         # must not mark the new version as crashed.
-        if params.fatal and (version is None or current_version is None or version >= current_version):
+        if report.fatal and (version is None or current_version is None or version >= current_version):
             doc.crashed = True
         doc.poke()
         return True
@@ -219,7 +228,7 @@ class Barrier:
             report = self._cache.document_progress(uri)
             if report.progress_version is not None and report.progress_version >= version and report.done:
                 return
-            await doc.changed.wait()
+            await doc.wait_changed()
 
     def _result(self, uri: str, doc: _Document, version: int) -> SyncResult:
         report = self._cache.document_progress(uri)

@@ -1,39 +1,57 @@
 """The events a `LeanClient` publishes to its subscribers, and their fan-out.
 
-Owns the event types (diagnostics published, file progress, server exit) and `Broadcast`, which offers each
-event to every subscriber without ever blocking the reader: a subscriber that falls behind loses events (they are
-counted), one that went away is forgotten. It must not decide what to publish (the client does).
+Owns the event types (diagnostics published, file progress, server exit), `EventStream` (one subscriber's queue)
+and `Broadcast`, which offers each event to every subscriber without ever blocking the reader: a subscriber that
+falls behind loses events (they are counted), one that went away is forgotten. A subscriber that asks for it
+gets file progress coalesced: while a progress event for a document is still unread, a newer one for the same
+document replaces it in place (the count of updates it sees then follows how fast it reads, not how often Lean
+reports). Nothing here decodes a progress report's ranges. It must not decide what to publish (the client does).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._progress import FileProgress
 from .errors import ServerExited
 from .lean import LeanDiagnostic, LeanFileProgressParams
 
-__all__ = ["Broadcast", "DiagnosticsEvent", "LspEvent", "ProgressEvent", "ServerExitedEvent"]
+__all__ = ["Broadcast", "DiagnosticsEvent", "EventStream", "LspEvent", "ProgressEvent", "ServerExitedEvent"]
 
 
 @dataclasses.dataclass(frozen=True)
 class DiagnosticsEvent:
-    """Lean published diagnostics for a document version."""
+    """Lean published diagnostics for a document version.
+
+    Attributes:
+        uri: The document (the URI spelling Lean published for).
+        version: The version the diagnostics belong to.
+        diagnostics: Every diagnostic stored for `uri` after this publish (redacted, bounded).
+        added: The ones this publish added: the tail of `diagnostics` for an incremental publish, all of them
+            for a full one.
+    """
 
     uri: str
     version: int | None
     diagnostics: tuple[LeanDiagnostic, ...]
+    added: tuple[LeanDiagnostic, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class ProgressEvent:
-    """A `$/lean/fileProgress` update."""
+    """A `$/lean/fileProgress` update (`report`; its ranges are decoded when `params` is first read)."""
 
-    params: LeanFileProgressParams
+    report: FileProgress
+
+    @property
+    def params(self) -> LeanFileProgressParams:
+        """The whole notification as a validated model (decodes the report's ranges on first use)."""
+        return self.report.params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,38 +64,139 @@ class ServerExitedEvent:
 LspEvent = DiagnosticsEvent | ProgressEvent | ServerExitedEvent
 
 
+@dataclasses.dataclass(frozen=True)
+class _Latest:
+    """A queue entry standing for the newest unread progress event of one document."""
+
+    uri: str
+
+
+class EventStream:
+    """One subscriber's events, in order: `async for`, `receive()`, `receive_nowait()`, `aclose()`.
+
+    Like an anyio memory object receive stream: `receive_nowait` raises `anyio.WouldBlock` when nothing is
+    queued, `anyio.EndOfStream` once the publisher closed and everything was read, and `anyio.ClosedResourceError`
+    after the subscriber closed it.
+    """
+
+    def __init__(self, buffer: int, *, coalesce_progress: bool = False) -> None:
+        """Hold at most `buffer` unread events; with `coalesce_progress`, see the module docstring."""
+        self._buffer = buffer
+        self._coalesce = coalesce_progress
+        self._queue: collections.deque[LspEvent | _Latest] = collections.deque()
+        self._latest: dict[str, ProgressEvent] = {}
+        self._wakeup = anyio.Event()
+        self._ended = False
+        self._closed = False
+        self.coalesced = 0
+        """Progress events replaced by a newer one before they were read."""
+
+    def offer(self, event: LspEvent) -> bool:
+        """Queue `event` without waiting; False when the buffer is full (the event is lost).
+
+        Raises:
+            anyio.ClosedResourceError: The subscriber closed the stream.
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        entry: LspEvent | _Latest = event
+        if self._coalesce and isinstance(event, ProgressEvent):
+            uri = event.report.uri
+            if uri in self._latest:
+                self._latest[uri] = event
+                self.coalesced += 1
+                return True
+            entry = _Latest(uri)
+        if len(self._queue) >= self._buffer:
+            return False
+        if isinstance(entry, _Latest):
+            self._latest[entry.uri] = event  # type: ignore[assignment]  # a ProgressEvent (checked above)
+        self._queue.append(entry)
+        self._wakeup.set()
+        return True
+
+    @property
+    def pending(self) -> int:
+        """Events queued and not read yet."""
+        return len(self._queue)
+
+    def end(self) -> None:
+        """The publisher is done: the reader sees `EndOfStream` after the queued events."""
+        self._ended = True
+        self._wakeup.set()
+
+    def receive_nowait(self) -> LspEvent:
+        """The next event, without waiting."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._queue:
+            entry = self._queue.popleft()
+            return self._latest.pop(entry.uri) if isinstance(entry, _Latest) else entry
+        if self._ended:
+            raise anyio.EndOfStream
+        raise anyio.WouldBlock
+
+    async def receive(self) -> LspEvent:
+        """The next event, waiting for one."""
+        while True:
+            try:
+                return self.receive_nowait()
+            except anyio.WouldBlock:
+                if self._wakeup.is_set():
+                    self._wakeup = anyio.Event()
+                await self._wakeup.wait()
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> LspEvent:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        """Stop receiving: the queued events are dropped and the publisher forgets this subscriber."""
+        self._closed = True
+        self._queue.clear()
+        self._latest.clear()
+        self._wakeup.set()
+
+    async def aclose(self) -> None:
+        """Same as `close`."""
+        self.close()
+
+
 class Broadcast:
     """Fan-out of events to subscribers; a full subscriber loses the event (counted), a gone one is dropped."""
 
     def __init__(self) -> None:
         """Start with no subscribers."""
-        self._subscribers: list[MemoryObjectSendStream[LspEvent]] = []
+        self._subscribers: list[EventStream] = []
         self.dropped = 0
 
     def send(self, event: LspEvent) -> None:
         """Offer `event` to every subscriber without waiting."""
         for s in list(self._subscribers):
             try:
-                s.send_nowait(event)
-            except anyio.WouldBlock:
-                self.dropped += 1
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                if not s.offer(event):
+                    self.dropped += 1
+            except anyio.ClosedResourceError:
                 self._subscribers.remove(s)
 
     @contextlib.asynccontextmanager
-    async def subscribe(self, buffer: int) -> AsyncIterator[MemoryObjectReceiveStream[LspEvent]]:
-        """A receive stream of the events sent while the context is open, at most `buffer` unread."""
-        send, receive = anyio.create_memory_object_stream[LspEvent](buffer)
-        self._subscribers.append(send)
+    async def subscribe(self, buffer: int, *, coalesce_progress: bool = False) -> AsyncIterator[EventStream]:
+        """A stream of the events sent while the context is open, at most `buffer` unread."""
+        stream = EventStream(buffer, coalesce_progress=coalesce_progress)
+        self._subscribers.append(stream)
         try:
-            async with receive:
-                yield receive
+            yield stream
         finally:
-            if send in self._subscribers:
-                self._subscribers.remove(send)
-            send.close()
+            if stream in self._subscribers:
+                self._subscribers.remove(stream)
+            stream.close()
 
     def close(self) -> None:
         """End every subscriber's stream (their `async for` loops finish)."""
         for s in self._subscribers:
-            s.close()
+            s.end()

@@ -23,26 +23,26 @@ from typing import Any, Final, TypeVar
 
 import anyio
 from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectReceiveStream
 from lsprotocol import converters, types
 
 from ._barrier import Barrier, SyncResult
-from ._events import Broadcast, DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
+from ._events import Broadcast, DiagnosticsEvent, EventStream, LspEvent, ProgressEvent, ServerExitedEvent
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, FrameReader
+from ._handshake import initialize_params, install_handlers
 from ._process import ServerProcess, spawn
+from ._progress import FileProgress, compact_report
 from .diagnostics import DiagnosticsCache
 from .documents import TextDocument, path_to_uri
 from .errors import BeamLspError, DocumentNotOpen, RpcNeedsReconnect, ServerExited, WorkerCrashed
 from .jsonrpc import JsonRpcPeer
 from .lean import (
     LeanDiagnostic,
-    LeanFileProgressParams,
     PlainGoal,
     PlainTermGoal,
     Position,
-    PublishDiagnosticsParams,
     Range,
     RpcConnectResult,
+    publish_params,
 )
 from .redaction import Redactor
 
@@ -52,6 +52,7 @@ if sys.version_info < (3, 11):
 __all__ = [
     "ClientStats",
     "DiagnosticsEvent",
+    "EventStream",
     "LeanClient",
     "LspEvent",
     "ProgressEvent",
@@ -61,7 +62,6 @@ __all__ = [
 
 _conv = converters.get_converter()
 T = TypeVar("T")
-EventStream = MemoryObjectReceiveStream[LspEvent]
 
 INITIALIZE_TIMEOUT: Final = 120.0
 SHUTDOWN_TIMEOUT: Final = 5.0
@@ -83,69 +83,6 @@ class ClientStats:
     events_dropped: int
 
 
-# ---- what we tell Lean we are, and how we answer its requests -----------------------------------------
-def _initialize_params(root_uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "processId": os.getpid(),
-        "clientInfo": {"name": "beam-lsp"},
-        "rootUri": root_uri,
-        "capabilities": _client_capabilities(),
-    }
-    if options:
-        params["initializationOptions"] = dict(options)
-    return params
-
-
-def _client_capabilities() -> dict[str, Any]:
-    return {
-        "textDocument": {
-            "publishDiagnostics": {"relatedInformation": True},
-            "hover": {"contentFormat": ["markdown", "plaintext"]},
-            "codeAction": {
-                "codeActionLiteralSupport": {"codeActionKind": {"valueSet": ["", "quickfix", "refactor", "source"]}},
-                "resolveSupport": {"properties": ["edit"]},
-                "dataSupport": True,
-            },
-            "definition": {"linkSupport": True},
-            "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
-        },
-        "window": {"workDoneProgress": True},
-        "workspace": {"configuration": True},
-    }
-
-
-_ACKNOWLEDGED: Final = (
-    "client/registerCapability",
-    "client/unregisterCapability",
-    "window/workDoneProgress/create",
-    "workspace/inlayHint/refresh",
-    "workspace/semanticTokens/refresh",
-    "workspace/codeLens/refresh",
-    "workspace/diagnostic/refresh",
-    "window/showMessageRequest",
-)
-
-
-async def _acknowledge(_params: Any) -> None:
-    return None
-
-
-async def _configuration(params: Any) -> list[None]:
-    items = params.get("items") if isinstance(params, dict) else None
-    return [None] * (len(items) if isinstance(items, list) else 0)
-
-
-async def _apply_edit(_params: Any) -> dict[str, Any]:
-    return {"applied": False, "failureReason": "beam never edits sources"}
-
-
-def _install_handlers(peer: JsonRpcPeer) -> None:
-    for method in _ACKNOWLEDGED:
-        peer.set_handler(method, _acknowledge)
-    peer.set_handler("workspace/configuration", _configuration)
-    peer.set_handler("workspace/applyEdit", _apply_edit)
-
-
 class LeanClient:
     """An async client for one Lean language server process (`lake serve` or `lean --server`).
 
@@ -161,8 +98,10 @@ class LeanClient:
         self._server = ServerProcess(process, redactor, self._server_exited)
         reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes, redactor=redactor)
         notify, lost = self._on_notification, self._server.input_broke
-        self._rpc = JsonRpcPeer(process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost)
-        _install_handlers(self._rpc)
+        self._rpc = JsonRpcPeer(
+            process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
+        )
+        install_handlers(self._rpc)
         self._barrier = Barrier(cache)
         self._events = Broadcast()
         self._docs: dict[str, TextDocument] = {}
@@ -231,7 +170,7 @@ class LeanClient:
     async def _initialize(self, root_uri: str, options: Mapping[str, Any] | None, timeout: float) -> None:
         try:
             with anyio.fail_after(timeout):
-                result = await self._rpc.request("initialize", _initialize_params(root_uri, options))
+                result = await self._rpc.request("initialize", initialize_params(root_uri, options))
         except TimeoutError:
             reason = f"the server did not answer initialize within {timeout:g} s"
             # Declared gone, so leaving the context skips the shutdown handshake and kills it at once.
@@ -286,28 +225,43 @@ class LeanClient:
         )
 
     # ---- server-to-client traffic ---------------------------------------------------------------------
+    def _on_body(self, body: bytes) -> bool:
+        report = compact_report(body)  # Lean's long "still elaborating" reports: not decoded unless read
+        if report is None:
+            return False
+        self._progress(report)
+        return True
+
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "textDocument/publishDiagnostics":
-            pub = PublishDiagnosticsParams.model_validate(params)
-            if self.cache.publish(pub.uri, pub.version, params.get("diagnostics", [])):
-                self._barrier.published(pub.uri)
+            uri, version, diagnostics, incremental = publish_params(params)
+            stored = self.cache.publish(uri, version, diagnostics, incremental=incremental)
+            if stored and (diagnostics or not incremental):  # an empty incremental publish changes nothing
+                self._barrier.published(uri)
                 # The cache holds the redacted, bounded copy: hand that out, never the raw one.
-                self._events.send(DiagnosticsEvent(pub.uri, pub.version, self.cache.get(pub.uri).diagnostics))
+                kept, added = self.cache.published(uri)
+                self._events.send(DiagnosticsEvent(uri, version, kept, added))
         elif method == "$/lean/fileProgress":
-            prog = LeanFileProgressParams.model_validate(params)
-            doc = self._docs.get(prog.textDocument.uri)
-            if self._barrier.progress(prog, doc.version if doc is not None else None):
-                self._events.send(ProgressEvent(prog))
+            self._progress(FileProgress.from_params(params))
         elif method in ("window/logMessage", "window/showMessage") and isinstance(params, dict):
             kind = "log" if method == "window/logMessage" else "show"
             self.cache.log(kind, int(params.get("type", 4)), str(params.get("message", "")))
 
-    def subscribe(self, buffer: int = EVENT_BUFFER) -> contextlib.AbstractAsyncContextManager[EventStream]:
+    def _progress(self, report: FileProgress) -> None:
+        doc = self._docs.get(report.uri)
+        if self._barrier.progress(report, doc.version if doc is not None else None):
+            self._events.send(ProgressEvent(report))
+
+    def subscribe(
+        self, buffer: int = EVENT_BUFFER, *, coalesce_progress: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[EventStream]:
         """Receive diagnostics, progress and exit events while the context is open (`async with`).
 
-        Events beyond `buffer` unread ones are dropped (counted in `stats().events_dropped`).
+        Events beyond `buffer` unread ones are dropped (counted in `stats().events_dropped`). With
+        `coalesce_progress`, an unread progress event of a document is replaced by a newer one for it instead of
+        queueing both (for consumers that only need Lean's latest report).
         """
-        return self._events.subscribe(buffer)
+        return self._events.subscribe(buffer, coalesce_progress=coalesce_progress)
 
     # ---- documents ------------------------------------------------------------------------------------
     def document(self, uri: str) -> TextDocument:

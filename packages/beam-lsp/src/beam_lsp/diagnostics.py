@@ -1,4 +1,4 @@
-"""The diagnostics cache (mcpls semantics, extended for Lean) and the server log buffers.
+"""The diagnostics cache (mcpls semantics, extended for Lean) and the server log buffers (`_logs`).
 
 Owns what Lean has published: per canonical file path, the last diagnostics of every URI spelling that names
 the file, with an availability that never lets an empty list be mistaken for "clean":
@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ._logs import LogBuffer, LogEntry
+from ._progress import FileProgress
 from .documents import uri_to_path
 from .lean import LeanDiagnostic, LeanFileProgressParams, Range
 from .redaction import Redactor
@@ -122,17 +124,22 @@ class DocumentProgress:
 
     Attributes:
         progress_version: The version of the last `$/lean/fileProgress`, None before the first.
-        processing: The ranges that progress reported as still elaborating (or failed, when `fatal`).
         done: Whether that progress said elaboration finished (`processing: []`).
         fatal: Whether that progress reported a fatal error (a crashed worker or a failed header).
         diagnostics_version: The version of the last `publishDiagnostics` for the URI, None before the first.
+        report: That progress itself (its ranges are decoded when `processing` is first read).
     """
 
     progress_version: int | None = None
-    processing: tuple[Range, ...] = ()
     done: bool = False
     fatal: bool = False
     diagnostics_version: int | None = None
+    report: FileProgress | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def processing(self) -> tuple[Range, ...]:
+        """The ranges the last progress reported as still elaborating (or failed, when `fatal`)."""
+        return self.report.processing if self.report is not None else ()
 
     @property
     def elaboration(self) -> Elaboration | None:
@@ -149,6 +156,7 @@ class _Slot:
     diagnostics: tuple[LeanDiagnostic, ...]
     size: int
     truncated: int
+    added: int = 0  # diagnostics[added:] are what the last publish added (all of them unless it appended)
 
 
 @dataclasses.dataclass
@@ -156,6 +164,7 @@ class _Entry:
     slots: dict[str, _Slot] = dataclasses.field(default_factory=dict)
     # Per URI spelling, most recently updated last: the snapshot shows the newest progress of the file.
     reports: dict[str, DocumentProgress] = dataclasses.field(default_factory=dict)
+    merged: tuple[LeanDiagnostic, ...] | None = None  # the union over the slots, until they change
 
     @property
     def progress(self) -> DocumentProgress:
@@ -173,34 +182,6 @@ class _Entry:
         return all(not s.diagnostics for s in self.slots.values())
 
 
-@dataclasses.dataclass(frozen=True)
-class LogEntry:
-    """One `window/logMessage` or `window/showMessage` notification, redacted."""
-
-    type: int
-    message: str
-    time: float
-
-
-class LogBuffer:
-    """A FIFO ring of the most recent log entries."""
-
-    def __init__(self, capacity: int) -> None:
-        """Keep at most `capacity` entries."""
-        self._ring: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
-        self.dropped = 0
-
-    def append(self, entry: LogEntry) -> None:
-        """Add an entry, forgetting the oldest when full."""
-        if len(self._ring) == self._ring.maxlen:
-            self.dropped += 1
-        self._ring.append(entry)
-
-    def entries(self) -> list[LogEntry]:
-        """Oldest first."""
-        return list(self._ring)
-
-
 def _remember(ring: collections.OrderedDict[str, Any], key: str, value: Any) -> None:
     """Set `ring[key]` as its newest item, forgetting the oldest beyond `MAX_REMEMBERED_CLOSED`."""
     ring.pop(key, None)
@@ -214,6 +195,60 @@ def _truncate_message(text: str) -> str:
     if len(raw) <= MAX_MESSAGE_BYTES:
         return text
     return raw[: MAX_MESSAGE_BYTES - len(_TRUNCATED.encode())].decode("utf-8", "ignore") + _TRUNCATED
+
+
+def _size(diagnostic: LeanDiagnostic) -> int:
+    return len(json.dumps(diagnostic.wire(), ensure_ascii=False))
+
+
+def _bound(items: list[LeanDiagnostic], sizes: list[int]) -> tuple[tuple[LeanDiagnostic, ...], int, int]:
+    """Keep the most severe first, in publish order within a severity, until `MAX_FILE_BYTES`."""
+    total = sum(sizes)
+    if total <= MAX_FILE_BYTES:
+        return tuple(items), total, 0
+    order = sorted(range(len(items)), key=lambda i: (items[i].severity or 3, i))
+    keep: set[int] = set()
+    acc = 0
+    for i in order:
+        if acc + sizes[i] > MAX_FILE_BYTES:
+            break
+        keep.add(i)
+        acc += sizes[i]
+    kept = tuple(items[i] for i in range(len(items)) if i in keep)
+    return kept, acc, len(items) - len(kept)
+
+
+def _slot(uri: str, version: int | None, items: list[LeanDiagnostic], base: _Slot | None) -> _Slot:
+    """A URI's slot after a publish: `items` alone, or appended to `base` (measuring only the new items)."""
+    sizes = [_size(d) for d in items]
+    if base is not None and not base.truncated and base.size + sum(sizes) <= MAX_FILE_BYTES:
+        return _Slot(uri, version, base.diagnostics + tuple(items), base.size + sum(sizes), 0, len(base.diagnostics))
+    truncated = 0
+    if base is not None:  # over the bound: choose again among what was kept and the new items
+        items = [*base.diagnostics, *items]
+        sizes = [_size(d) for d in base.diagnostics] + sizes
+        truncated = base.truncated
+    kept, size, dropped = _bound(items, sizes)
+    return _Slot(uri, version, kept, size, truncated + dropped)
+
+
+def _merge(slots: Iterable[_Slot]) -> tuple[LeanDiagnostic, ...]:
+    """The union of the slots' diagnostics, exact duplicates removed (sorted by range across spellings)."""
+    seen: set[str] = set()
+    merged: list[LeanDiagnostic] = []
+    count = 0
+    for slot in slots:
+        count += 1
+        for d in slot.diagnostics:
+            key = json.dumps(d.wire(), sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                merged.append(d)
+    if count > 1:
+        merged.sort(
+            key=lambda d: (d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character)
+        )
+    return tuple(merged)
 
 
 def redact_diagnostic(raw: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
@@ -307,6 +342,7 @@ class DiagnosticsCache:
         slot = entry.slots.pop(uri, None)
         if slot is not None:
             self._total -= slot.size
+            entry.merged = None
             changed = True
         if changed:
             self._notify([path])
@@ -352,16 +388,21 @@ class DiagnosticsCache:
         return report or DocumentProgress()
 
     # ---- writes -------------------------------------------------------------------------------------
-    def publish(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> bool:
-        """Store one `publishDiagnostics` (full set for that URI spelling), redacted and bounded.
+    def publish(
+        self, uri: str, version: int | None, diagnostics: list[dict[str, Any]], *, incremental: bool = False
+    ) -> bool:
+        """Store one `publishDiagnostics` for that URI spelling, redacted and bounded.
 
-        A publish for an older version than the last one of the same URI in this lifetime is ignored, and so
-        is one for a closed URI (see `document_closed`).
+        A full publish replaces the URI's diagnostics. An incremental one (Lean's `isIncremental: true`, sent
+        when the client advertises `incrementalDiagnosticSupport`) appends to those of the same version, so
+        its cost follows what it adds, not what Lean reported before (with no diagnostics of that version
+        stored, it is taken as the whole set). A publish for an older version than the last one of the same
+        URI in this lifetime is ignored, and so is one for a closed URI (see `document_closed`).
 
         Returns:
             Whether the publish was stored.
         """
-        if not self._accepts(uri, clearing=not diagnostics):
+        if not self._accepts(uri, clearing=not diagnostics and not incremental):
             return False
         path = self.canonical(uri)
         entry = self._entries.get(path)
@@ -369,8 +410,11 @@ class DiagnosticsCache:
         last = report.diagnostics_version if report is not None else None
         if last is not None and version is not None and version < last:
             return False
+        old = entry.slots.get(uri) if entry is not None else None
+        base = old if incremental and old is not None and old.version == version else None
+        if base is not None and not diagnostics:
+            return True  # Lean adds nothing (one such publish per declaration): nothing changes
         items = [LeanDiagnostic.model_validate(redact_diagnostic(d, self._redactor)) for d in diagnostics]
-        kept, size, truncated = self._bound(items)
         changed = [path]
         if entry is None:
             changed += self._make_room()
@@ -379,16 +423,18 @@ class DiagnosticsCache:
             self._evicted.pop(path, None)
         else:
             self._entries.move_to_end(path)
-        entry.reports[uri] = dataclasses.replace(report or DocumentProgress(), diagnostics_version=version)
-        old = entry.slots.get(uri)
+        if report is None or report.diagnostics_version != version:
+            entry.reports[uri] = dataclasses.replace(report or DocumentProgress(), diagnostics_version=version)
         if old is None and len(entry.slots) >= MAX_SPELLINGS_PER_FILE:
             oldest = next(iter(entry.slots))
             self._total -= entry.slots.pop(oldest).size
         if old is not None:
             self._total -= old.size
             del entry.slots[uri]
-        entry.slots[uri] = _Slot(uri, version, kept, size, truncated)
-        self._total += size
+        slot = _slot(uri, version, items, base)
+        entry.slots[uri] = slot
+        entry.merged = None
+        self._total += slot.size
         while self._total > MAX_TOTAL_BYTES:
             evicted = self._evict_one(exclude=path)
             if not evicted:
@@ -397,22 +443,13 @@ class DiagnosticsCache:
         self._notify(changed)
         return True
 
-    def _bound(self, items: list[LeanDiagnostic]) -> tuple[tuple[LeanDiagnostic, ...], int, int]:
-        sizes = [len(json.dumps(d.wire(), ensure_ascii=False)) for d in items]
-        total = sum(sizes)
-        if total <= MAX_FILE_BYTES:
-            return tuple(items), total, 0
-        # Keep the most severe first, in publish order within a severity, until the bound.
-        order = sorted(range(len(items)), key=lambda i: (items[i].severity or 3, i))
-        keep: set[int] = set()
-        acc = 0
-        for i in order:
-            if acc + sizes[i] > MAX_FILE_BYTES:
-                break
-            keep.add(i)
-            acc += sizes[i]
-        kept = tuple(items[i] for i in range(len(items)) if i in keep)
-        return kept, acc, len(items) - len(kept)
+    def published(self, uri: str) -> tuple[tuple[LeanDiagnostic, ...], tuple[LeanDiagnostic, ...]]:
+        """The diagnostics stored for one URI spelling, and those its last publish added (both empty if none)."""
+        entry = self._entries.get(self.canonical(uri))
+        slot = entry.slots.get(uri) if entry is not None else None
+        if slot is None:
+            return (), ()
+        return slot.diagnostics, slot.diagnostics[slot.added :]
 
     def _make_room(self) -> list[str]:
         changed: list[str] = []
@@ -438,15 +475,17 @@ class DiagnosticsCache:
             self._evicted.popitem(last=False)
         return [victim]
 
-    def progress(self, params: LeanFileProgressParams) -> bool:
-        """Record a `$/lean/fileProgress` notification for its URI.
+    def progress(self, report: FileProgress | LeanFileProgressParams) -> bool:
+        """Record a `$/lean/fileProgress` notification for its URI (its ranges stay undecoded until read).
 
         An older version than the last one of the URI is ignored, and so is progress for a closed URI.
 
         Returns:
             Whether the progress was recorded.
         """
-        uri = params.textDocument.uri
+        if isinstance(report, LeanFileProgressParams):
+            report = FileProgress.from_model(report)
+        uri = report.uri
         if not self._accepts(uri, clearing=False):
             return False
         path = self.canonical(uri)
@@ -455,18 +494,18 @@ class DiagnosticsCache:
             self._notify(self._make_room())
             entry = _Entry()
             self._entries[path] = entry
-        report = entry.reports.get(uri) or DocumentProgress()
-        version = params.textDocument.version
-        last = report.progress_version
+        previous = entry.reports.get(uri) or DocumentProgress()
+        version = report.version
+        last = previous.progress_version
         if last is not None and version is not None and version < last:
             return False
         entry.reports.pop(uri, None)  # re-inserted last: the newest progress of the file
-        entry.reports[uri] = dataclasses.replace(
-            report,
+        entry.reports[uri] = DocumentProgress(
             progress_version=version,
-            processing=tuple(p.range for p in params.processing),
-            done=not params.processing,
-            fatal=params.fatal,
+            done=report.done,
+            fatal=report.fatal,
+            diagnostics_version=previous.diagnostics_version,
+            report=report,
         )
         self._notify([path])
         return True
@@ -520,30 +559,15 @@ class DiagnosticsCache:
                 open=is_open,
             )
         newest = next(reversed(entry.slots.values()))
-        seen: set[str] = set()
-        merged: list[LeanDiagnostic] = []
-        for slot in entry.slots.values():
-            for d in slot.diagnostics:
-                key = json.dumps(d.wire(), sort_keys=True)
-                if key not in seen:
-                    seen.add(key)
-                    merged.append(d)
-        if len(entry.slots) > 1:
-            merged.sort(
-                key=lambda d: (
-                    d.range.start.line,
-                    d.range.start.character,
-                    d.range.end.line,
-                    d.range.end.character,
-                )
-            )
+        if entry.merged is None:
+            entry.merged = _merge(entry.slots.values())
         return DiagnosticsSnapshot(
             path=path,
             tracked=True,
             availability=Availability.PUBLISHED,
             uri=newest.uri,
             version=newest.version,
-            diagnostics=tuple(merged),
+            diagnostics=entry.merged,
             elaboration=progress.elaboration,
             progress_version=progress.progress_version,
             processing=progress.processing,

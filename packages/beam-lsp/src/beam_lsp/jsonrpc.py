@@ -15,6 +15,8 @@ Rules:
 - When the transport dies every pending request fails at once with the same error. A write to a broken or
   closed stream never leaks an anyio or OS error: the peer closes itself with the error its `on_lost`
   callback gives (by default a plain `ServerExited`) and raises that.
+- A body handler (`on_body`) may take a notification before it is decoded (the client reads Lean's long progress
+  reports that way, see `_progress`); what it takes is its to check.
 - Text from the other side is redacted wherever it goes: error messages and data of its answers, and every log
   record (a skipped message, or a handler's failure with its traceback, which may quote the message).
 
@@ -50,6 +52,7 @@ from .redaction import Redactor
 __all__ = [
     "STREAM_ERRORS",
     "JsonRpcPeer",
+    "BodyHandler",
     "LostHandler",
     "NotificationHandler",
     "RequestHandler",
@@ -63,6 +66,8 @@ RequestHandler = Callable[[Any], Awaitable[Any]]
 """Answers one request from the other side: takes its params, returns the result or raises `ResponseError`."""
 NotificationHandler = Callable[[str, Any], None]
 """Called synchronously with the method and params of every notification (except `$/cancelRequest`)."""
+BodyHandler = Callable[[bytes], bool]
+"""Sees every incoming body before it is decoded; returns True when it took the body (it is then not decoded)."""
 LostHandler = Callable[[BaseException], Awaitable[BeamLspError]]
 """Turns the stream error of a failed write into the error that closes the peer."""
 
@@ -126,6 +131,7 @@ class JsonRpcPeer:
         on_notification: NotificationHandler,
         redactor: Redactor,
         on_lost: LostHandler | None = None,
+        on_body: BodyHandler | None = None,
     ) -> None:
         """Wrap the streams; nothing is read until `serve()` runs.
 
@@ -136,11 +142,14 @@ class JsonRpcPeer:
             redactor: Scrubs the other side's error messages and data.
             on_lost: Builds the error that closes the peer when a write fails (the caller usually knows more,
                 e.g. the server's exit status); default: a `ServerExited` naming the stream error.
+            on_body: Offered every body before it is decoded (see `BodyHandler`); an exception it raises counts
+                as a protocol error, and the body is then decoded as usual.
         """
         self._send = send
         self._reader = reader
         self._on_notification = on_notification
         self._on_lost = on_lost or self._plain_lost
+        self._on_body = on_body
         self._redactor = redactor
         self._handlers: dict[str, RequestHandler] = {}
         self._pending: dict[IdKey, _Pending] = {}
@@ -275,6 +284,8 @@ class JsonRpcPeer:
                 return None
             except (TransportError, *STREAM_ERRORS) as exc:
                 return exc
+            if self._on_body is not None and self._took(body):
+                continue
             try:
                 msg = decode_message(body)
             except TransportError as exc:
@@ -291,6 +302,15 @@ class JsonRpcPeer:
                     self.protocol_errors += 1
                 continue
             self._response(msg)
+
+    def _took(self, body: bytes) -> bool:
+        assert self._on_body is not None
+        try:
+            return self._on_body(body)
+        except Exception as exc:  # a bad body handler must not kill the reader
+            self.protocol_errors += 1
+            log.error("error in the body handler: %s", self._failure(exc))
+            return False
 
     def _notification(self, method: str, params: Any) -> None:
         if method == CANCEL_METHOD:

@@ -144,3 +144,21 @@ class RpcConnectResult(_Inbound):
     """`$/lean/rpc/connect` result."""
 
     sessionId: int | str
+
+
+def publish_params(params: Any) -> tuple[str, int | None, list[Any], bool]:
+    """The uri, version, raw diagnostics and `isIncremental` of `publishDiagnostics` params.
+
+    Only the shape is checked: the cache validates the diagnostics it keeps as `LeanDiagnostic`s.
+
+    Raises:
+        ValueError: No uri string, a version that is not an integer, or diagnostics that are not objects.
+    """
+    if not isinstance(params, dict) or not isinstance(params.get("uri"), str):
+        raise ValueError("publishDiagnostics has no uri")
+    version, diagnostics = params.get("version"), params.get("diagnostics")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise ValueError("publishDiagnostics version is not an integer")
+    if not isinstance(diagnostics, list) or not all(isinstance(d, dict) for d in diagnostics):
+        raise ValueError("publishDiagnostics diagnostics is not a list of objects")
+    return params["uri"], version, diagnostics, params.get("isIncremental") is True
