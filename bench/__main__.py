@@ -6,7 +6,7 @@ import sys
 
 import anyio
 
-from bench import broker_overhead, http_load, lsp_overhead, mcp_overhead, speculation
+from bench import broker_overhead, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
 
 BENCHES = {
     "lsp_overhead": lsp_overhead.main,
@@ -14,6 +14,8 @@ BENCHES = {
     "mcp_overhead": mcp_overhead.main,
     "speculation": speculation.main,
     "http_load": http_load.main,
+    "peers": peers.main,
+    "cpu": cpu.main,
 }
 
 
