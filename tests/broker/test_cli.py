@@ -2,7 +2,8 @@
 
 Most tests call `main()` in this process (the fake Lean from `BEAM_LEAN_SERVER_CMD`, a private
 `XDG_RUNTIME_DIR`, so no test meets a daemon it did not start); Ctrl-C and the real-Lean lane run the command as
-a child process (`Cli`).
+a child process (`Cli`). Captured stdout is not a terminal, so output is the result JSON unless `--human`; the
+terminal itself (a pseudo-terminal) is `test_cli_terminal.py`'s.
 """
 
 from __future__ import annotations
@@ -48,27 +49,50 @@ def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 # ---- the parser is the registry -----------------------------------------------------------------------
-def test_every_registry_operation_is_a_dashed_subcommand_besides_stats_and_daemon() -> None:
+def test_every_registry_operation_is_a_dashed_subcommand_besides_the_tool_commands() -> None:
     parser = beam_cli.build_parser()
     [action] = [a for a in parser._actions if a.dest == "command"]
     commands = list(action.choices)  # type: ignore[arg-type]
-    assert commands == [*(spec.name.replace("_", "-") for spec in OPERATIONS), "stats", "daemon"]
+    assert commands == [
+        *(spec.name.replace("_", "-") for spec in OPERATIONS),
+        *("stats", "daemon", "doctor", "completion"),
+    ]
     assert "run-at-handle" in commands and "drop-workspace" in commands and "sync" in commands
 
 
 def test_a_missing_required_option_or_a_bad_choice_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert beam_cli.main(["hover", "A.lean", "--version", "1", "--line", "0"]) == 2
-    assert "--character" in capsys.readouterr().err
-    assert beam_cli.main(["goals", "A.lean", "--version", "1", "--line", "0", "--character", "0", "--mode", "x"]) == 2
+    assert beam_cli.main(["run-at", "A.lean:1:0"]) == 2
+    assert "--text" in capsys.readouterr().err
+    assert beam_cli.main(["goals", "A.lean:1:0", "--mode", "x"]) == 2
     assert "invalid choice" in capsys.readouterr().err
     assert beam_cli.main([]) == 2
     assert "a command is required" in capsys.readouterr().err
 
 
+def test_a_position_command_without_a_position_or_with_half_of_one_is_a_usage_error(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["hover", "A.lean"], ["hover", "A.lean", "--line", "0"], ["hover", "A.lean:1:8", "--line", "0"]):
+        code, out, err = main(capsys, "--compact", *argv)
+        assert code == beam_cli.EXIT_USAGE and out == ""
+        error = json.loads(err)
+        assert (
+            error["code"] == codes.INVALID_INPUT
+            and "needs FILE:LINE:COL (or --line N --character N)" in error["message"]
+        )
+    code, _, err = main(capsys, "--compact", "hover", "A.lean:0:8")
+    assert code == 2 and "lines count from 1" in json.loads(err)["message"]
+    code, _, err = main(capsys, "--compact", "hover", "A.lean:1:0-1:4")
+    assert code == 2 and "takes one position FILE:LINE:COL, not a range" in json.loads(err)["message"]
+    code, _, err = main(capsys, "--compact", "todo", "A.lean:1:0")
+    assert code == 2 and "takes a range FILE:LINE:COL-LINE:COL, or FILE for all of it" in json.loads(err)["message"]
+
+
 def test_help_explains_commands_exit_codes_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert beam_cli.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for text in ("run-at-handle", "exit codes:", "130", "runtimeSetup", "invalidInput", "examples:", "daemon"):
+    for text in ("run-at-handle", "exit codes:", "130", "runtimeSetup", "invalidInput", "examples:", "daemon",
+                 "positions:", "FILE:LINE:COL", "contentModified", "doctor", "completion"):  # fmt: skip
         assert text in out
     for spec in OPERATIONS:
         assert beam_cli.main([command_name(spec), "--help"]) == 0
@@ -85,13 +109,6 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().out.strip() == f"lean-beam {__version__}"
 
 
-def test_the_exit_code_table_maps_error_codes() -> None:
-    assert beam_cli.exit_code(codes.INVALID_INPUT) == beam_cli.EXIT_USAGE == 2
-    assert beam_cli.exit_code("runtimeSetup") == beam_cli.EXIT_SETUP == 3
-    for code in (codes.CONTENT_MODIFIED, codes.INVALID_PARAMS, codes.WORKER_EXITED, codes.SYNC_BARRIER_INCOMPLETE):
-        assert beam_cli.exit_code(code) == beam_cli.EXIT_ERROR == 1
-
-
 # ---- running in this process on the fake Lean ---------------------------------------------------------
 def test_sync_prints_json_on_stdout_and_events_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = main(capsys, "sync", "A.lean")
@@ -100,8 +117,24 @@ def test_sync_prints_json_on_stdout_and_events_on_stderr(in_project: Path, capsy
     assert result["workspace"] == {"root": str(in_project)} and result["readiness"]["save_ready"] is True
     assert "beam: lean_sync on A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
     code, out, err = main(capsys, "--compact", "-q", "--no-daemon", "sync", "Sub/B.lean")
-    assert code == 0 and len(out.splitlines()) == 1 and err == ""  # Lean errors are results: exit 0
+    assert code == beam_cli.EXIT_LEAN_ERRORS == 1  # Lean reported errors: the JSON says which, the status that
+    assert len(out.splitlines()) == 1 and err == ""
     assert json.loads(out)["diagnostics"]["counts"]["error"] == 1
+
+
+def test_a_save_refused_for_errors_exits_1_with_the_errors(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = main(capsys, "--compact", "-q", "save", "Sub/B.lean")
+    assert code == beam_cli.EXIT_LEAN_ERRORS and out == ""
+    error = json.loads(err)
+    assert error["code"] == codes.INVALID_PARAMS and error["data"]["sync"]["readiness"]["save_ready"] is False
+    code, out, err = main(capsys, "--human", "-q", "save", "Sub/B.lean")
+    assert code == 1 and out.splitlines() == [
+        "Sub/B.lean:1:9: error: unknown identifier 'ERROR_HERE'",
+        "Sub/B.lean (version 1): 1 error, not save-ready",
+    ]
+    assert err == "lean-beam: not saved: the file has errors\n"
 
 
 def test_the_root_is_discovered_from_a_subdirectory_and_paths_follow_the_cwd(
@@ -114,9 +147,9 @@ def test_the_root_is_discovered_from_a_subdirectory_and_paths_follow_the_cwd(
     assert "no daemon socket" in err and "running Lean in this process" in err
 
 
-def test_a_broker_error_exits_1_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = main(capsys, "hover", "A.lean", "--version", "7", "--line", "0", "--character", "8")
-    assert code == 1 and out == ""
+    assert code == beam_cli.EXIT_REFUSED == 4 and out == ""
     error = json.loads(err[err.index("{") :])
     assert error["code"] == codes.CONTENT_MODIFIED
     assert error["data"]["reason"] == "documentVersionMismatch" and error["data"]["expectedVersion"] == 7
@@ -247,6 +280,16 @@ def test_ctrl_c_cancels_a_call_in_flight_and_exits_130(fake_cli: Cli) -> None:
     assert err.strip().endswith("beam: interrupted")
 
 
+def test_a_reader_that_goes_away_ends_the_command_with_141(fake_cli: Cli) -> None:
+    with subprocess.Popen(
+        [*CLI, "completion", "bash"], cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # before the child has written anything: its write fails with EPIPE
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == beam_cli.EXIT_BROKEN_PIPE == 141 and err == b""
+
+
 def test_a_missing_lean_exits_3_as_a_process(tmp_path: Path, state_dir: Path) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": CLEAN})
     result = Cli(cli_env({"PATH": ""}, state_dir), root)("sync", "A.lean")
@@ -264,18 +307,18 @@ def test_sync_of_a_clean_and_a_broken_file_both_exit_0_with_json_and_stderr_line
     assert "beam: lean_sync on Demo/Proofs.lean: preparing the Lean workspace" in clean.stderr
     assert "beam: Demo/Proofs.lean: elaborated" in clean.stderr
     broken = lean_cli("--compact", "sync", "Demo/Broken.lean", "--diagnostics-in-result")
-    assert broken.code == 0, broken.stderr
+    assert broken.code == 1, broken.stderr  # Lean reported errors
     assert len(broken.stdout.splitlines()) == 1
     assert broken.json["diagnostics"]["counts"]["error"] == 1 and broken.json["readiness"]["save_ready"] is False
-    assert "Demo/Broken.lean:4:21: error: Type mismatch" in broken.stderr.splitlines()
+    assert "Demo/Broken.lean:4:20: error: Type mismatch" in broken.stderr.splitlines()  # as `lean` prints it
     quiet = lean_cli("-q", "sync", "Demo/Broken.lean")
-    assert quiet.code == 0 and quiet.stderr == ""
+    assert quiet.code == 1 and quiet.stderr == ""
 
 
 @pytest.mark.lean
-def test_a_stale_version_exits_1_with_content_modified(lean_cli: Cli) -> None:
+def test_a_stale_version_exits_4_with_content_modified(lean_cli: Cli) -> None:
     result = lean_cli("hover", "Demo/Proofs.lean", "--version", "7", "--line", "3", "--character", "8")
-    assert result.code == 1 and result.stdout == ""
+    assert result.code == 4 and result.stdout == ""
     error = result.error
     assert error["code"] == codes.CONTENT_MODIFIED
     assert error["data"]["reason"] == "documentVersionMismatch" and error["data"]["expectedVersion"] == 7

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from beam_broker import OPERATIONS, BrokerError
 from beam_broker import _cli_args as cli_args
@@ -16,16 +18,21 @@ from beam_broker import errors as codes
 from beam_broker._cli_args import (
     HelpFormatter,
     Inputs,
+    Shape,
     cli_text,
     command_name,
     commands_table,
     field_args,
     first_sentence,
+    locate,
     operation_arguments,
     resolve_cli_path,
+    shape,
+    split_target,
     synopsis,
 )
 from beam_broker._cli_args import _kind_of as kind_of
+from beam_broker._position import Source, Target
 from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
 from beam_broker.operations import BY_NAME
 from tests.support.projects import fake_project
@@ -58,7 +65,9 @@ def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices(
                 assert action.option_strings == []  # positional
                 continue
             assert action.option_strings[0] == "--" + arg.name.replace("_", "-")
-            assert action.required == (fields[arg.name].is_required() and arg.kind != "bool")
+            implied = arg.name == "version" or arg.name.endswith(("line", "character"))
+            assert arg.implied == implied
+            assert action.required == (fields[arg.name].is_required() and arg.kind != "bool" and not implied)
             if arg.kind == "choice":
                 assert action.choices == arg.choices
     goals = commands["goals"]
@@ -159,7 +168,9 @@ def test_relative_paths_follow_the_current_directory_inside_the_project(tmp_path
 def test_descriptions_become_cli_help() -> None:
     assert cli_text("Like lean_run_at, but see lean_nope.") == "Like `lean-beam run-at`, but see lean_nope."
     assert first_sentence("One: two. Three.") == "One" and first_sentence("no stop") == "no stop"
-    assert synopsis(BY_NAME["references"]) == ("PATH --version N --line N --character N [--no-include-declaration]")
+    assert synopsis(BY_NAME["references"]) == "FILE:LINE:COL [--version N] [--no-include-declaration]"
+    assert synopsis(BY_NAME["document_symbols"]) == "PATH [--version N]"
+    assert synopsis(BY_NAME["todo"]).startswith("FILE[:LINE:COL-LINE:COL] [--version N] [--kinds")
     assert synopsis(BY_NAME["todo"]).endswith(
         "[--kinds {sorry,hole,diagnostic,code_action,incomplete_proof},...] [--suggest {none,basic}]"
     )
@@ -171,3 +182,78 @@ def test_the_commands_table_in_docs_is_generated_from_the_registry() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
     section = page.split("<!-- commands:start", 1)[1].split("-->", 1)[1].split("<!-- commands:end -->", 1)[0]
     assert section.lstrip("\n") == commands_table(), "regenerate: python -m beam_broker._cli_args"
+
+
+def test_the_file_argument_shape_is_derived_from_the_input_model_fields() -> None:
+    shapes = {spec.name: shape(spec) for spec in OPERATIONS}
+    points = {name for name, form in shapes.items() if form.point}
+    with_position = {s.name for s in OPERATIONS if {"line", "character"} <= set(s.input_model.model_fields)}
+    assert points == with_position
+    assert {"run_at", "run_at_handle", "hover", "signature_help", "definition", "references", "goals"} <= points
+    assert {name for name, form in shapes.items() if form.range} == {"todo"}
+    assert shapes["todo"].fields() == ("start_line", "start_character", "end_line", "end_character")
+    versioned = {name for name, form in shapes.items() if form.versioned}
+    assert versioned == {spec.name for spec in OPERATIONS if "version" in spec.input_model.model_fields}
+    assert versioned == {spec.name for spec in OPERATIONS if spec.version_bound}
+    assert shapes["sync"] == Shape() and shapes["sync"].metavar == "PATH"
+
+
+class Odd(BaseModel):
+    path: str
+    a_line: int
+    a_character: int
+    b_line: int
+    b_character: int
+    c_line: int
+    c_character: int
+
+
+def test_position_fields_that_form_neither_a_position_nor_a_range_are_refused() -> None:
+    odd = dataclasses.replace(BY_NAME["hover"], input_model=Odd)
+    with pytest.raises(TypeError, match="cannot take the positions"):
+        shape(odd)
+
+
+def test_a_lean_position_fills_the_lsp_fields_with_the_utf16_column() -> None:
+    source = Source.of("prelude\n/- 𝔸𝔹 é -/ def u := x\n")
+    hover, todo = BY_NAME["hover"], BY_NAME["todo"]
+    args: dict[str, Any] = {}
+    locate(hover, args, split_target(hover, "A.lean:2:19"), source)
+    assert args == {"line": 1, "character": 21}  # two astral characters before column 19: two more UTF-16 units
+    args = {}
+    locate(hover, args, split_target(hover, "A.lean:2:19"), None)  # unreadable file: the column as it is
+    assert args == {"line": 1, "character": 19}
+    args = {}
+    locate(todo, args, split_target(todo, "A.lean:1:0-2:5"), source)
+    assert args == {"start_line": 0, "start_character": 0, "end_line": 1, "end_character": 7}
+    args = {}
+    locate(todo, args, split_target(todo, "A.lean"), source)
+    assert args == {"start_line": 0, "start_character": 0, "end_line": 2, "end_character": 0}
+    args = {"line": 3, "character": 4}
+    locate(hover, args, split_target(hover, "A.lean"), source)  # the flags, for scripts
+    assert args == {"line": 3, "character": 4}
+    sync = BY_NAME["sync"]
+    assert split_target(sync, "A.lean:1:2") == Target("A.lean:1:2")  # a plain path for file commands
+    args = {}
+    locate(sync, args, Target("A.lean"), source)
+    assert args == {}
+
+
+@pytest.mark.parametrize(
+    ("command", "raw", "given", "fragment"),
+    [
+        ("hover", "A.lean", {}, "needs FILE:LINE:COL"),
+        ("hover", "A.lean", {"line": 1}, "needs FILE:LINE:COL"),
+        ("hover", "A.lean:1:1", {"line": 1}, "not both"),
+        ("todo", "A.lean", {"start_line": 0}, "needs FILE[:LINE:COL-LINE:COL]"),
+    ],
+)
+def test_a_missing_or_doubled_position_is_invalid_input(
+    command: str, raw: str, given: dict[str, int], fragment: str
+) -> None:
+    spec = BY_NAME[command.replace("-", "_")]
+    with pytest.raises(BrokerError) as info:
+        locate(spec, dict(given), split_target(spec, raw), Source.of("x\n"))
+    assert info.value.code == codes.INVALID_INPUT and fragment in info.value.message
+    with pytest.raises(BrokerError, match=r"cannot read A\.lean to cover all of it"):
+        locate(BY_NAME["todo"], {}, Target("A.lean"), None)  # no text to find the end of the file in

@@ -307,8 +307,8 @@ def test_the_daemon_keeps_one_lean_server_and_its_handles_across_commands(lean_c
     pid = started.json["pid"]
     assert lean_cli("-q", "sync", "Demo/Proofs.lean").code == 0
     broken = lean_cli("--compact", "sync", "Demo/Broken.lean")
-    assert broken.code == 0 and broken.json["diagnostics"]["counts"]["error"] == 1
-    assert "Demo/Broken.lean:4:21: error: Type mismatch" in broken.stderr  # events cross the socket
+    assert broken.code == 1 and broken.json["diagnostics"]["counts"]["error"] == 1
+    assert "Demo/Broken.lean:4:20: error: Type mismatch" in broken.stderr  # events cross the socket
 
     at = ("Demo/Proofs.lean", "--version", "1", "--line", "3", "--character", "0")
     minted = lean_cli("--compact", "run-at-handle", *at, "--text", "def a1 : MyNat := MyNat.one")

@@ -1,11 +1,22 @@
-"""Printing for `lean-beam`: JSON on stdout, events as short lines on stderr, and streams that cannot encode."""
+"""Printing for `lean-beam`: JSON, progress events as plain lines, diagnostics as Lean prints them."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
-from beam_broker import DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-from beam_broker._render import EventPrinter, print_json
+from beam_broker import FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker._render import (
+    Sources,
+    diagnostic_key,
+    diagnostic_line,
+    display,
+    print_json,
+    progress_line,
+    severity_word,
+    write_text,
+)
+from tests.support.projects import fake_project
 
 
 def ascii_stream() -> io.TextIOWrapper:
@@ -19,37 +30,62 @@ def text_of(stream: io.TextIOWrapper) -> str:
     return buffer.getvalue().decode("ascii")
 
 
-def test_event_lines_are_short_and_diagnostics_use_one_based_positions() -> None:
-    sink = io.StringIO()
-    printer = EventPrinter(sink)
-    printer(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean"))
-    printer(SetupEvent("✔ [2/3] Built Demo.Basic", "A.lean"))
-    for _ in range(2):
-        printer(FileProgressEvent("A.lean", {"updates": 1, "done": False, "range_start_line": 2, "range_end_line": 5}))
-    printer(FileProgressEvent("A.lean", {"updates": 2, "done": False, "range_start_line": 7, "range_end_line": 7}))
-    printer(FileProgressEvent("A.lean", {"updates": 2, "done": False}))
-    printer(FileProgressEvent("A.lean", {"updates": 3, "done": True}))
-    item = {"path": "A.lean", "severity": "error", "range": {"start": {"line": 3, "character": 20}}, "message": "a\nb"}
-    printer(DiagnosticEvent(item))
-    printer(DiagnosticEvent({}))
-    assert sink.getvalue().splitlines() == [
-        "beam: lean_sync on A.lean: preparing the Lean workspace",
-        "beam: setup: ✔ [2/3] Built Demo.Basic",
-        "beam: A.lean: elaborating lines 2-5",
-        "beam: A.lean: elaborating line 7",
-        "beam: A.lean: elaborated",
-        "A.lean:4:21: error: a",
-        "  b",
-        "?:1:1: unknown: ",
-    ]
-    quiet = io.StringIO()
-    EventPrinter(quiet, quiet=True)(DiagnosticEvent(item))
-    assert quiet.getvalue() == ""
+def test_progress_events_become_short_plain_lines() -> None:
+    def line(event: object) -> str | None:
+        return progress_line(event)  # type: ignore[arg-type]
+
+    assert line(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")) == (
+        "beam: lean_sync on A.lean: preparing the Lean workspace"
+    )
+    assert line(SetupEvent("✔ [2/3] Built Demo.Basic", "A.lean")) == "beam: setup: ✔ [2/3] Built Demo.Basic"
+    progress = {"updates": 1, "done": False, "range_start_line": 2, "range_end_line": 5}
+    assert line(FileProgressEvent("A.lean", progress)) == "beam: A.lean: elaborating lines 2-5"
+    progress = {"updates": 2, "done": False, "range_start_line": 7, "range_end_line": 7}
+    assert line(FileProgressEvent("A.lean", progress)) == "beam: A.lean: elaborating line 7"
+    assert line(FileProgressEvent("A.lean", {"updates": 2, "done": False})) is None
+    assert line(FileProgressEvent("A.lean", {"updates": 3, "done": True})) == "beam: A.lean: elaborated"
+
+
+def test_diagnostics_print_as_lean_does_line_from_1_column_from_0_in_code_points(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "prelude\n/- 𝔸𝔹 é -/ def u : MyTrue := MyNat.zero\n"})
+    sources = Sources(str(root))
+    # Lean 4.35 prints this error of the file as `A.lean:2:29: error: ...`: LSP puts it at UTF-16 character 31.
+    item = {
+        "path": "A.lean",
+        "severity": "error",
+        "range": {"start": {"line": 1, "character": 31}},
+        "message": "Type mismatch\n  MyNat.zero\nhas type",
+    }
+    assert diagnostic_line(item, sources) == "A.lean:2:29: error: Type mismatch\n  MyNat.zero\nhas type"
+    assert diagnostic_line(item, None) == "A.lean:2:31: error: Type mismatch\n  MyNat.zero\nhas type"
+    info = {**item, "severity": "information", "message": "two : MyNat"}
+    assert diagnostic_line(info, sources) == "A.lean:2:29: info: two : MyNat"
+    assert diagnostic_line({}, None) == "?:1:0: unknown: "
+    missing = {"path": "Gone.lean", "severity": "warning", "range": {"start": {"line": 4, "character": 3}}}
+    assert diagnostic_line(missing, sources) == "Gone.lean:5:3: warning: "  # no text: the column as it is
+    assert severity_word("information") == "info" and severity_word("hint") == "hint"
+    assert diagnostic_key(item) == diagnostic_key({**item, "version": 3, "uri": "file:///x"})
+    assert diagnostic_key(item) == diagnostic_key({**item, "message": "Type mismatch"})  # a save's blocking line
+    assert diagnostic_key(item) != diagnostic_key({**item, "range": {"start": {"line": 1, "character": 0}}})
+
+
+def test_sources_read_project_files_and_file_uris_once(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "x\n"})
+    sources = Sources(str(root))
+    assert sources.file("A.lean") == root / "A.lean"
+    assert sources.file(f"file://{root}/A%20B.lean") == root / "A B.lean"
+    first = sources.get("A.lean")
+    (root / "A.lean").write_text("changed\n", encoding="utf-8")
+    assert sources.get("A.lean") is first and first is not None and first.lines == ("x", "")
+    assert sources.get("Missing.lean") is None
+    assert sources.where("A.lean", {"line": 0, "character": 1}) == "A.lean:1:1"
+    assert sources.where("A.lean", None) == "A.lean:1:0"
+    assert display(f"file://{root}/A.lean") == f"{root}/A.lean"
 
 
 def test_a_stream_that_cannot_encode_gets_escapes() -> None:
     events = ascii_stream()
-    EventPrinter(events)(SetupEvent("✔ built", None))
+    write_text(events, "beam: setup: ✔ built\n")
     assert text_of(events) == "beam: setup: \\u2714 built\n"
     out = ascii_stream()
     print_json({"goal": "⊢ p"}, compact=True, stream=out)

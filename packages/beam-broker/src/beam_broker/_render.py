@@ -1,22 +1,38 @@
-"""Printing for `lean-beam`: JSON results and errors, and broker events as short human lines.
+"""Printing for `lean-beam`: JSON, the short lines broker events become, and diagnostics as Lean prints them.
 
-Owns the output format only: what is printed where (stdout for results, stderr for events and errors) and how a
-stream that cannot encode the text is handled. It decides no exit status and runs nothing.
+Owns the text of single items: a JSON document, the plain line of a progress event (what a log or a pipe gets),
+and a diagnostic as `FILE:LINE:COL: severity: message` with Lean's own position convention (line from 1,
+column from 0 in code points; see `_position`). Where and when lines go (stdout, stderr, the live line) is
+`_progress`'s; whole results as text are `_human`'s. It decides no exit status and runs nothing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote, urlsplit
 
-from .events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from ._position import Source, lean_position
+from .events import BrokerEvent, FileProgressEvent, PreparationEvent, SetupEvent
 
 
 def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:
     if compact:
         return json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
     return json.dumps(value, ensure_ascii=ascii_only, indent=2)
+
+
+def write_text(stream: TextIO, text: str) -> None:
+    """Write text (escaping what a stream that cannot encode it rejects) and flush."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        stream.write(text.encode("ascii", "backslashreplace").decode("ascii"))
+    stream.flush()
 
 
 def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> None:
@@ -29,54 +45,87 @@ def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> No
     out.flush()
 
 
-class EventPrinter:
-    """Broker events as short human lines on stderr (one call's worth of state: repeated progress dropped)."""
-
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self._progress: dict[str, str] = {}
-
-    def __call__(self, event: BrokerEvent) -> None:
-        """Print the event's line, if any."""
-        if self.quiet:
-            return
-        line = self.render(event)
-        if line is not None:
-            out = self.stream if self.stream is not None else sys.stderr
-            try:
-                out.write(line + "\n")
-            except UnicodeEncodeError:
-                out.write(line.encode("ascii", "backslashreplace").decode("ascii") + "\n")
-            out.flush()
-
-    def render(self, event: BrokerEvent) -> str | None:
-        """The line for an event, or None when it adds nothing."""
-        if isinstance(event, PreparationEvent):
-            return f"beam: {event.message}"
-        if isinstance(event, SetupEvent):
-            return f"beam: setup: {event.message}"
-        if isinstance(event, FileProgressEvent):
-            progress = event.progress
-            if progress.get("done"):
-                text = f"beam: {event.path}: elaborated"
-            elif progress.get("range_start_line") is not None:
-                start, end = progress["range_start_line"], progress.get("range_end_line")
-                lines = f"lines {start}-{end}" if isinstance(end, int) and end > start else f"line {start}"
-                text = f"beam: {event.path}: elaborating {lines}"
-            else:
-                return None
-            if self._progress.get(event.path) == text:
-                return None
-            self._progress[event.path] = text
-            return text
-        return _diagnostic_line(event)
+def progress_line(event: BrokerEvent) -> str | None:
+    """The plain line of a progress event (`beam: A.lean: elaborating lines 4-9`), None when it has none."""
+    if isinstance(event, PreparationEvent):
+        return f"beam: {event.message}"
+    if isinstance(event, SetupEvent):
+        return f"beam: setup: {event.message}"
+    if isinstance(event, FileProgressEvent):
+        progress = event.progress
+        if progress.get("done"):
+            return f"beam: {event.path}: elaborated"
+        start, end = progress.get("range_start_line"), progress.get("range_end_line")
+        if not isinstance(start, int):
+            return None
+        lines = f"lines {start}-{end}" if isinstance(end, int) and end > start else f"line {start}"
+        return f"beam: {event.path}: elaborating {lines}"
+    return None
 
 
-def _diagnostic_line(event: DiagnosticEvent) -> str:
-    """`path:line:column: severity: message` (1-based, like compilers), continuation lines indented."""
-    item = event.item
-    start = (item.get("range") or {}).get("start") or {}
-    where = f"{item.get('path', '?')}:{int(start.get('line', 0)) + 1}:{int(start.get('character', 0)) + 1}"
-    first, *rest = str(item.get("message", "")).splitlines() or [""]
-    return "\n".join([f"{where}: {item.get('severity', 'unknown')}: {first}", *(f"  {line}" for line in rest)])
+class Sources:
+    """The text of the project's files, read once each, to print positions as Lean does."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._files: dict[str, Source | None] = {}
+
+    def file(self, path: str) -> Path:
+        """A result's path (root-relative, absolute, or a `file:` URI) as a filesystem path."""
+        if path.startswith("file:"):
+            return Path(unquote(urlsplit(path).path))
+        return Path(os.path.join(self.root, path))
+
+    def get(self, path: str) -> Source | None:
+        """The file's lines, or None when it cannot be read."""
+        if path not in self._files:
+            self._files[path] = Source.read(self.file(path))
+        return self._files[path]
+
+    def where(self, path: str, position: Mapping[str, Any] | None) -> str:
+        """`path:LINE:COL` for an LSP position of the file, as Lean prints it."""
+        pos = position or {}
+        line, character = _int(pos.get("line")), _int(pos.get("character"))
+        return f"{display(path)}:{lean_position(self.get(path), line, character)}"
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def display(path: str) -> str:
+    """A path as shown to a person (a `file:` URI of a file outside the project becomes its path)."""
+    return unquote(urlsplit(path).path) if path.startswith("file:") else path
+
+
+_SEVERITY_WORDS = {"information": "info"}
+"""Lean says `info:` where the broker's label is `information`; the other labels are Lean's words already."""
+
+
+def severity_word(label: str) -> str:
+    """The word Lean prints for a broker severity label."""
+    return _SEVERITY_WORDS.get(label, label)
+
+
+def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
+    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim."""
+    path = str(item.get("path", "?"))
+    start = (item.get("range") or {}).get("start")
+    where = sources.where(path, start) if sources is not None else _bare_where(path, start)
+    message = str(item.get("message", ""))
+    return f"{where}: {severity_word(str(item.get('severity', 'unknown')))}: {message}"
+
+
+def _bare_where(path: str, start: Mapping[str, Any] | None) -> str:
+    pos = start or {}
+    return f"{display(path)}:{_int(pos.get('line')) + 1}:{_int(pos.get('character'))}"
+
+
+def diagnostic_key(item: Mapping[str, Any]) -> str:
+    """What identifies one diagnostic across the live events and the final result (to print it once).
+
+    The message counts by its first line only: a save's blocking diagnostics carry just that line.
+    """
+    start = (item.get("range") or {}).get("start")
+    first = str(item.get("message", "")).split("\n", 1)[0]
+    return json.dumps([item.get("path"), start, item.get("severity"), first], sort_keys=True)

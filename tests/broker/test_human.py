@@ -1,0 +1,261 @@
+"""Results as text for a person: one renderer per output model, Lean's own formats, and the exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beam_broker import OPERATIONS
+from beam_broker._human import RENDERERS, View, goal_lines, lean_errors, refused_save, render, render_error
+from beam_broker._render import Sources, diagnostic_key
+from tests.support.projects import fake_project
+
+PROOFS = "prelude\nimport Demo.Basic\n\ntheorem byTerm : MyTrue := myTrue\n\ndef two : MyNat := MyNat.succ MyNat.one\n"
+BASIC = "prelude\ninductive MyTrue : Prop where\n  | intro\n\ntheorem myTrue : MyTrue := MyTrue.intro\n"
+GOAL = {"goalPrefix": "⊢ ", "target": "p", "hyps": [{"names": ["p"], "type": "Prop"}, {"names": ["hp"], "type": "p"}]}
+
+
+@pytest.fixture
+def view(tmp_path: Path) -> View:
+    root = fake_project(tmp_path / "demo", {"Demo/Proofs.lean": PROOFS, "Demo/Basic.lean": BASIC})
+    return View(Sources(str(root)), "Demo/Proofs.lean")
+
+
+def rng(line: int, character: int) -> dict[str, Any]:
+    return {"start": {"line": line, "character": character}, "end": {"line": line, "character": character + 1}}
+
+
+def test_every_output_model_of_the_registry_has_a_renderer() -> None:
+    assert {spec.output_model.__name__ for spec in OPERATIONS} <= set(RENDERERS)
+
+
+def test_an_unknown_output_model_prints_as_json(view: View) -> None:
+    assert render("FutureResult", {"a": 1}, view) == ["{", '  "a": 1', "}"]
+
+
+def test_goals_print_as_lean_shows_them() -> None:
+    assert goal_lines([GOAL]) == ["p : Prop", "hp : p", "⊢ p"]
+    case = {"userName": "succ", "target": "q", "hyps": [{"names": ["a", "b"], "type": "Nat", "value": "0"}]}
+    assert goal_lines([GOAL, case]) == ["p : Prop", "hp : p", "⊢ p", "", "case succ", "a b : Nat := 0", "⊢ q"]
+    assert goal_lines([]) == ["no goals"]
+
+
+def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> None:
+    item = {"path": "Demo/Proofs.lean", "severity": "error", "range": rng(3, 27), "message": "Type mismatch\n  x"}
+    other = {**item, "range": rng(5, 4), "message": "unused"}
+    view.printed.add(diagnostic_key(item))  # streamed live already
+    result = {
+        "path": "Demo/Proofs.lean",
+        "version": 2,
+        "diagnostics": {"counts": {"error": 2, "warning": 1, "information": 1}, "items": [item, other]},
+        "readiness": {"save_ready": False, "reason": "documentErrors"},
+    }
+    assert render("SyncReply", result, view) == [
+        "Demo/Proofs.lean:6:4: error: unused",
+        "Demo/Proofs.lean (version 2): 2 errors, 1 warning, 1 info message, not save-ready",
+    ]
+    assert lean_errors(result) is True
+    clean = {
+        "path": "A.lean",
+        "version": 1,
+        "diagnostics": {"counts": {}},
+        "readiness": {"save_ready": True, "reason": "ok"},
+    }
+    assert render("SyncReply", clean, view) == ["A.lean (version 1): no errors or warnings, save-ready"]
+    assert lean_errors(clean) is False
+    failed = {**clean, "readiness": {"save_ready": False, "reason": "documentDidNotElaborateSuccessfully"}}
+    assert render("SyncReply", failed, view)[-1].endswith("did not elaborate successfully")
+    assert lean_errors({"diagnostics": {"counts": {"error": 1}}}) is True and lean_errors({}) is False
+
+
+def test_save_and_close_save_say_what_was_written(view: View) -> None:
+    saved = {"path": "Demo/Proofs.lean", "module": "Demo.Proofs", "version": 1, "olean": "/p/.lake/Proofs.olean"}
+    line = "Demo/Proofs.lean (version 1): saved Demo.Proofs to /p/.lake/Proofs.olean"
+    assert render("SaveReply", saved, view) == [line]
+    assert render("CloseSaveResult", {"closed": True, "saved": saved}, view) == [line, "Demo/Proofs.lean: closed"]
+
+
+def test_a_save_refused_for_errors_shows_them_and_anything_else_is_an_error_line(view: View) -> None:
+    sync = {
+        "path": "Demo/Proofs.lean",
+        "version": 1,
+        "diagnostics": {"counts": {"error": 1}},
+        "readiness": {
+            "save_ready": False,
+            "reason": "documentErrors",
+            "blocking_diagnostics": [{"range": rng(3, 27), "severity": "error", "message": "Type mismatch"}],
+            "blocking_messages": [{"message": "elaboration failed"}],
+        },
+    }
+    error = {"code": "invalidParams", "message": "cannot save", "data": {"sync": sync}}
+    assert refused_save(error) is sync
+    out, err = render_error(error, view)
+    assert out == [
+        "Demo/Proofs.lean:4:27: error: Type mismatch",
+        "Demo/Proofs.lean: error: elaboration failed",
+        "Demo/Proofs.lean (version 1): 1 error, not save-ready",
+    ]
+    assert err == ["lean-beam: not saved: the file has errors"]
+    stale = {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}}
+    assert refused_save(stale) is None and refused_save({"code": "x", "data": {"sync": {}}}) is None
+    assert render_error(stale, view) == ([], ["lean-beam: error: stale [contentModified]"])
+
+
+def test_hover_is_its_text_and_signature_help_its_labels(view: View) -> None:
+    hover = {"contents": {"kind": "markdown", "value": "```lean\nmyTrue : MyTrue\n```\n***\n*import Demo.Basic*"}}
+    assert render("HoverResult", hover, view) == ["myTrue : MyTrue", "", "*import Demo.Basic*"]
+    assert render("HoverResult", {"contents": ["plain", {"value": "more"}]}, view) == ["plain", "more"]
+    assert render("HoverResult", {"result": None}, view) == ["no hover information"]
+    assert render("HoverResult", {"contents": ""}, view) == ["no hover information"]
+    signatures = {"signatures": [{"label": "f (x : Nat) : Nat", "documentation": "doc"}, {"label": "g"}]}
+    assert render("SignatureHelpResult", signatures, view) == ["f (x : Nat) : Nat", "  doc", "g"]
+    assert render("SignatureHelpResult", {"result": None}, view) == ["no signature help"]
+
+
+def test_document_symbols_are_an_indented_outline_with_lean_positions(view: View) -> None:
+    symbols = [
+        {"name": "byTerm", "kind": 6, "range": rng(3, 0), "selectionRange": rng(3, 8)},
+        {
+            "name": "two",
+            "kind": 6,
+            "range": rng(5, 0),
+            "selectionRange": rng(5, 4),
+            "children": [{"name": "inner", "range": rng(5, 10), "selectionRange": rng(5, 10)}],
+        },
+    ]
+    assert render("LspList", {"result": symbols}, view) == [
+        "theorem byTerm  4:8",
+        "def two         6:4",
+        "  inner         6:10",
+    ]
+    assert render("LspList", {"result": []}, view) == ["nothing found"]
+
+
+def test_locations_and_workspace_symbols_print_where_they_are_with_the_source_line(view: View) -> None:
+    root = view.sources.root
+    definition = [{"targetUri": f"file://{root}/Demo/Basic.lean", "targetSelectionRange": rng(4, 8)}]
+    assert render("LspList", {"result": definition}, view) == [
+        "Demo/Basic.lean:5:8: theorem myTrue : MyTrue := MyTrue.intro"
+    ]
+    references = [{"uri": "file:///elsewhere/X.lean", "range": rng(0, 0)}]
+    assert render("LspList", {"result": references}, view) == ["/elsewhere/X.lean:1:0"]
+    symbols = [
+        {"location": {"uri": f"file://{root}/Demo/Basic.lean", "range": rng(4, 8)}, "name": "myTrue", "kind": 14},
+        {"location": {"uri": f"file://{root}/Demo/Basic.lean", "range": rng(1, 10)}, "name": "M", "containerName": "N"},
+    ]
+    assert render("LspList", {"result": symbols}, view) == [
+        "Demo/Basic.lean:5:8: myTrue",
+        "Demo/Basic.lean:2:10: M (in N)",
+    ]
+
+
+def test_probe_results_are_messages_then_the_goals_after(view: View) -> None:
+    ok = {"success": True, "messages": [{"severity": "information", "text": "two : MyNat"}], "proof_state": None}
+    assert render("RunResult", {**ok, "next_handle": None}, view) == ["two : MyNat"]
+    failed = {
+        "success": False,
+        "messages": [{"severity": "error", "text": "unknown tactic"}, {"severity": "warning", "text": "w"}],
+        "traces": ["trace line"],
+        "proof_state": {"goals": [GOAL]},
+        "next_handle": {"raw": {"value": "h"}},
+    }
+    assert render("RunResult", failed, view) == [
+        "error: unknown tactic",
+        "warning: w",
+        "trace line",
+        "",
+        "p : Prop",
+        "hp : p",
+        "⊢ p",
+        'handle: {"raw":{"value":"h"}}',
+    ]
+    assert render("RunResult", {"success": True, "messages": []}, view) == ["ok"]
+    assert render("RunResult", {"success": False}, view) == ["error: the text did not elaborate"]
+    assert render("GoalsResult", {"goals": [GOAL]}, view) == ["p : Prop", "hp : p", "⊢ p"]
+
+
+def test_todo_items_suggest_the_run_at_command_to_try(view: View) -> None:
+    item = {
+        "kind": "incomplete_proof",
+        "range": rng(3, 27),
+        "message": "incomplete proof",
+        "run_at_position": {"line": 4, "character": 0},
+        "run_at_text": "exact ?_",
+    }
+    result = {"version": 1, "items": [item, {"kind": "sorry", "range": rng(5, 0)}]}
+    assert render("TodoResult", result, view) == [
+        "Demo/Proofs.lean:4:27: incomplete_proof: incomplete proof",
+        "  try: lean-beam run-at Demo/Proofs.lean:5:0 --text 'exact ?_'",
+        "Demo/Proofs.lean:6:0: sorry: sorry",
+    ]
+    assert render("TodoResult", {"version": 3, "items": []}, view) == ["Demo/Proofs.lean: nothing to do (version 3)"]
+
+
+def test_a_resolved_code_action_lists_its_edits(view: View) -> None:
+    root = view.sources.root
+    edit = {"range": rng(3, 27), "newText": "exact h"}
+    action = {
+        "title": "Try this: exact h",
+        "edit": {
+            "changes": {f"file://{root}/Demo/Proofs.lean": [edit]},
+            "documentChanges": [{"textDocument": {"uri": f"file://{root}/Demo/Basic.lean"}, "edits": [edit]}],
+        },
+    }
+    assert render("CodeActionResolveResult", {"code_action": action}, view) == [
+        "Try this: exact h",
+        '  Demo/Proofs.lean:4:27: replace with "exact h"',
+        '  Demo/Basic.lean:4:27: replace with "exact h"',
+    ]
+
+
+def test_document_and_workspace_bookkeeping_read_as_sentences(view: View) -> None:
+    assert render("UpdateResult", {"version": 2, "changed": True}, view) == [
+        "Demo/Proofs.lean (version 2): read from disk"
+    ]
+    assert render("UpdateResult", {"version": 2, "changed": False}, view) == ["Demo/Proofs.lean (version 2): unchanged"]
+    assert render("CloseResult", {"closed": True}, view) == ["Demo/Proofs.lean: closed"]
+    assert render("NullResult", {"result": None}, view) == ["done"]
+    ws = {"workspace": {"root": "/p"}}
+    assert render("DropResult", {**ws, "dropped": True}, view) == ["dropped the Lean runtime of /p"]
+    assert render("DropResult", {**ws, "dropped": False}, view) == ["nothing to drop: no Lean runtime for /p"]
+
+
+def test_completions_list_label_type_and_kind_and_say_how_many_were_left_out(view: View) -> None:
+    result = {
+        "items": [{"label": "myTrue", "kind": "constant", "detail": "MyTrue"}, {"label": "MyNat"}],
+        "dropped": 3,
+    }
+    assert render("CompletionsResult", result, view) == [
+        "myTrue : MyTrue (constant)",
+        "MyNat",
+        "... and 3 more (--limit N shows more)",
+    ]
+    assert render("CompletionsResult", {"items": [], "dropped": 0}, view) == ["no completions"]
+
+
+def test_the_outline_lists_imports_then_declarations_indented_by_namespace(view: View) -> None:
+    result = {
+        "imports": [{"module": "Demo.Basic"}],
+        "declarations": [
+            {"name": "N", "kind": "namespace", "signature": None, "range": rng(3, 0), "selection_range": rng(3, 10)},
+            {
+                "name": "byTerm",
+                "kind": "theorem",
+                "modifiers": ["private"],
+                "signature": "byTerm : MyTrue",
+                "container": ["N"],
+                "range": rng(3, 0),
+                "selection_range": rng(3, 8),
+            },
+            {"name": "two", "kind": None, "signature": "other", "range": rng(5, 4)},
+        ],
+    }
+    assert render("OutlineResult", result, view) == [
+        "import Demo.Basic",
+        "namespace N                        4:10",
+        "  private theorem byTerm : MyTrue  4:8",
+        "two                                6:4",
+    ]
+    assert render("OutlineResult", {"imports": None, "declarations": []}, view) == ["nothing declared"]
