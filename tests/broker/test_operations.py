@@ -13,17 +13,21 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker.operations import OperationSpec, Scope, implemented
+from beam_broker.operations import OperationSpec, Progress, Scope, implemented
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project
 
+SEED = [spec for spec in OPERATIONS if not spec.extension]
+"""The operations of the seed's tool surface (what `lean-beam-mcp --tools beam` serves)."""
+
 
 def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
-    names = [spec.tool for spec in OPERATIONS]
+    names = [spec.tool for spec in SEED]
     assert names == [
         "lean_drop_workspace",
         "lean_run_at",
@@ -47,12 +51,12 @@ def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
         "lean_close_save",
         "lean_close",
     ]
-    assert sum(spec.read_only for spec in OPERATIONS) == 10
-    assert {s.tool for s in OPERATIONS if s.destructive is False} == {"lean_run_at_handle", "lean_run_with"}
-    assert {s.tool for s in OPERATIONS if s.idempotent} == {"lean_drop_workspace", "lean_close"}
-    assert {s.tool for s in OPERATIONS if not s.cancellable} == {"lean_drop_workspace"}
-    assert {s.tool for s in OPERATIONS if s.fence} == {"lean_drop_workspace"}
-    assert {s.tool for s in OPERATIONS if s.scope is Scope.BROKER} == {"lean_drop_workspace"}
+    assert sum(spec.read_only for spec in SEED) == 10
+    assert {s.tool for s in SEED if s.destructive is False} == {"lean_run_at_handle", "lean_run_with"}
+    assert {s.tool for s in SEED if s.idempotent} == {"lean_drop_workspace", "lean_close"}
+    assert {s.tool for s in SEED if not s.cancellable} == {"lean_drop_workspace"}
+    assert {s.tool for s in SEED if s.fence} == {"lean_drop_workspace"}
+    assert {s.tool for s in SEED if s.scope is Scope.BROKER} == {"lean_drop_workspace"}
     for spec in OPERATIONS:
         assert (
             spec.description.endswith(
@@ -64,6 +68,49 @@ def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
         assert required[-1] == "workspace", spec.name
     assert BY_NAME["sync"].key == "sync_file" and BY_NAME["hover"].key == "hover"
     assert BY_TOOL["lean_sync"] is BY_NAME["sync"] and implemented() == OPERATIONS
+
+
+def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() -> None:
+    assert OPERATIONS[: len(SEED)] == tuple(SEED), "the seed's operations come first, in the seed's order"
+    added = OPERATIONS[len(SEED) :]
+    assert [spec.tool for spec in added] == ["lean_completions", "lean_outline"]
+    for spec in added:
+        assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
+        assert spec.destructive is None and not spec.idempotent and not spec.fence and spec.scope is Scope.WORKSPACE
+        assert spec.key == spec.name and not spec.document_progress
+    assert BY_NAME["completions"].progress == Progress.PREPARATION | Progress.FILE
+    assert BY_NAME["outline"].progress == Progress.PREPARATION | Progress.SETUP | Progress.FILE, "it streams the file"
+    assert (BY_NAME["completions"].input_model, BY_NAME["completions"].output_model) == (
+        m.CompletionsInput,
+        m.CompletionsResult,
+    )
+    assert (BY_NAME["outline"].input_model, BY_NAME["outline"].output_model) == (m.OutlineInput, m.OutlineResult)
+    assert BY_TOOL["lean_outline"].preparation("A.lean") == "lean_outline on A.lean: preparing the Lean workspace"
+
+
+@pytest.mark.parametrize(
+    ("limit", "accepted"),
+    [(1, True), (50, True), (500, True), (0, False), (501, False), ("5", False), (2.0, False), (True, False)],
+)
+def test_the_completion_limit_is_a_strict_bounded_integer(tmp_path: Path, limit: object, accepted: bool) -> None:
+    root = fake_project(tmp_path / "p")
+    arguments = {
+        "path": "A.lean",
+        "version": 1,
+        "line": 0,
+        "character": 0,
+        "limit": limit,
+        "workspace": {"root": str(root)},
+    }
+    if accepted:
+        parsed = BY_NAME["completions"].parse(arguments)
+        assert isinstance(parsed, m.CompletionsInput) and parsed.limit == limit
+    else:
+        with pytest.raises(BrokerError) as info:
+            BY_NAME["completions"].parse(arguments)
+        assert info.value.code == codes.INVALID_INPUT and "limit" in info.value.message
+    default = BY_NAME["completions"].parse({k: v for k, v in arguments.items() if k != "limit"})
+    assert isinstance(default, m.CompletionsInput) and default.limit == m.COMPLETIONS_LIMIT == 50
 
 
 def test_every_entry_carries_its_handler_and_models() -> None:
@@ -165,7 +212,11 @@ def _valid(annotation: Any, root: str) -> Any:
 
 
 def _arguments(spec: OperationSpec, root: str) -> dict[str, Any]:
-    return {name: _valid(field.annotation, root) for name, field in spec.input_model.model_fields.items()}
+    """Valid arguments: each field's default when it has one (a bounded `limit`), else a value of its type."""
+    return {
+        name: field.default if field.default not in (None, PydanticUndefined) else _valid(field.annotation, root)
+        for name, field in spec.input_model.model_fields.items()
+    }
 
 
 def _text_slots(spec: OperationSpec, bad: str) -> list[tuple[str, str, Any]]:
@@ -238,7 +289,9 @@ STRICT_CASES = [
 def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
     ints = {name for _, name in _typed_fields(int)}
     bools = {name for _, name in _typed_fields(bool)}
-    assert ints == {"version", "line", "character", "start_line", "start_character", "end_line", "end_character"}
+    assert ints == {
+        "version", "line", "character", "start_line", "start_character", "end_line", "end_character", "limit"
+    }  # fmt: skip
     assert bools == {"diagnostics_in_result", "include_declaration"}
     assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) + 5 * len(_typed_fields(bool))
 

@@ -240,6 +240,43 @@ async def test_typed_requests_turn_lean_answers_into_typed_results(tmp_path: Pat
     assert resolved == {"title": "t", "data": {"k": [1]}} and raw == {}
 
 
+async def test_completion_answers_lean_s_list_raw_and_resolve_sends_an_item_back_verbatim(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            listed = await client.completion(uri, P(3, 9))
+            item = {"label": "x", "kind": 21, "data": ["opaque", 3, {"k": None}]}
+            resolved = await client.resolve_completion(item)
+        sent = client.stats().requests
+        with pytest.raises(InvalidPosition):
+            await client.completion(uri, P(9, 0))
+        assert client.stats().requests == sent
+    assert listed == {"isIncomplete": True, "items": []}
+    assert resolved == item
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ([{"label": "a"}], {"isIncomplete": False, "items": [{"label": "a"}]}),
+        (None, {"isIncomplete": False, "items": []}),
+        ({"isIncomplete": True, "items": [{"label": "b"}]}, {"isIncomplete": True, "items": [{"label": "b"}]}),
+    ],
+)
+async def test_completion_takes_every_shape_lsp_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: object, expected: dict[str, object]
+) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+
+        async def request(method: str, params: object = None) -> object:
+            assert method == "textDocument/completion"
+            return answer
+
+        monkeypatch.setattr(client, "request", request)
+        assert await client.completion(uri, P(0, 0)) == expected
+
+
 def test_locations_and_symbols_keep_the_shape_lean_chose() -> None:
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
     link = {"targetUri": "file:///a.lean", "targetRange": rng, "targetSelectionRange": rng}
@@ -457,6 +494,21 @@ async def test_real_navigation_requests_answer_across_modules(client: LeanClient
     assert [s.name for s in symbols] == ["byTerm", "idProof", "two"]
     assert [s.name for s in ws] == ["idProof"]
     assert sig is None
+
+
+@pytest.mark.lean
+async def test_real_completions_after_a_dot_resolve_to_their_types(client: LeanClient, demo_root: Path) -> None:
+    text = "prelude\nimport Demo.Basic\n\ndef probe := MyNat.\n"
+    path = demo_root / "Demo" / "Complete.lean"
+    path.write_text(text, encoding="utf-8")
+    uri = await open_file(client, demo_root, "Demo/Complete.lean")
+    with anyio.fail_after(60):
+        listed = await client.completion(uri, P(3, 19))
+        by_label = {item["label"]: item for item in listed["items"]}
+        resolved = await client.resolve_completion(by_label["succ"])
+    assert {"zero", "succ", "one"} <= set(by_label)
+    assert by_label["succ"]["kind"] == types.CompletionItemKind.Constructor.value
+    assert resolved["label"] == "succ" and resolved["detail"] == "MyNat → MyNat"
 
 
 @pytest.mark.lean

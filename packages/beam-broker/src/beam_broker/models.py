@@ -436,3 +436,94 @@ class CloseResult(_Reply):
     """`lean_close` (also when the document was not open)."""
 
     closed: bool
+
+
+# ---- operations beyond the seed's surface (issue 12) ----------------------------------------------------
+COMPLETIONS_LIMIT = 50
+"""Default `limit` of `lean_completions`."""
+COMPLETIONS_MAX = 500
+"""Largest `limit` of `lean_completions`."""
+
+CompletionKind = Literal[
+    "text", "method", "function", "constructor", "field", "variable", "class", "interface", "module", "property",
+    "unit", "value", "enum", "keyword", "snippet", "color", "file", "reference", "folder", "enumMember", "constant",
+    "struct", "event", "operator", "typeParameter",
+]  # fmt: skip
+"""LSP `CompletionItemKind` names, in the order of their numbers (1 = text ... 25 = typeParameter)."""
+
+
+class CompletionsInput(PathInput):
+    """`lean_completions`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    line: int = Field(description=LINE_DESC, ge=0)
+    character: int = Field(description=CHAR_DESC, ge=0)
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    limit: int = Field(
+        COMPLETIONS_LIMIT,
+        ge=1,
+        le=COMPLETIONS_MAX,
+        description=f"Most items to return (1..{COMPLETIONS_MAX}); the result counts the rest in 'dropped'.",
+    )
+
+
+class OutlineInput(PathInput):
+    """`lean_outline`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class CompletionItem(_Out):
+    """One completion Lean offers; `detail` and `documentation` are what Lean's `completionItem/resolve` adds."""
+
+    label: str
+    kind: CompletionKind | None = None
+    detail: str | None = None
+    documentation: str | None = None
+    insert_text: str | None = None
+
+
+class CompletionsResult(_Reply):
+    """`lean_completions`: Lean's items in its order, the first `limit` of them (`total` = kept + `dropped`)."""
+
+    version: int
+    is_incomplete: bool
+    total: int
+    dropped: int
+    items: list[CompletionItem]
+
+
+class OutlineImport(_Out):
+    """An import of the document, from Lean's module hierarchy (`kind` is Lean's import kind, as Lean gives it)."""
+
+    module: str
+    uri: str | None = None
+    kind: dict[str, Any] | None = None
+
+
+class OutlineEntry(_Out):
+    """A declaration, namespace or section of the document, in document order.
+
+    `kind` is the keyword Lean tokenized last before the name (`theorem`, `def`, `instance`, `namespace`, ...) and
+    `modifiers` the keywords before it (`private`, `noncomputable`, ...); `signature` is the signature Lean shows
+    when hovering the name (null when Lean shows none, e.g. for a declaration that did not elaborate); `container`
+    names the enclosing namespaces and sections, outermost first.
+    """
+
+    name: str
+    kind: str | None
+    signature: str | None
+    range: dict[str, Any]
+    selection_range: dict[str, Any]
+    modifiers: list[str] = Field(default_factory=list)
+    container: list[str] = Field(default_factory=list)
+    docstring: str | None = None
+
+
+class OutlineResult(_Reply):
+    """`lean_outline`: `imports` is null when the Lean server has no module hierarchy (older toolchains)."""
+
+    version: int
+    imports: list[OutlineImport] | None
+    declarations: list[OutlineEntry]

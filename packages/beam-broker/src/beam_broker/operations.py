@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from beam_lsp.strict_json import InvalidText, find_invalid_text
 
-from . import _goals, _navigation, _save, _speculation, _sync, _workspaces
+from . import _completions, _goals, _navigation, _outline, _save, _speculation, _sync, _workspaces
 from . import models as m
 from .errors import BrokerError, invalid_input
 from .workspace import resolve
@@ -83,6 +83,7 @@ class OperationSpec:
         document_progress: Its final result carries `document_progress`.
         metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
         preparing: What its preparation event says it is doing.
+        extension: Beyond the seed's tool surface (listed after it); `lean-beam-mcp --tools beam` leaves it out.
     """
 
     name: str
@@ -101,6 +102,7 @@ class OperationSpec:
     document_progress: bool = False
     metrics_key: str = ""
     preparing: str = PREPARING
+    extension: bool = False
 
     @property
     def tool(self) -> str:
@@ -399,6 +401,37 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         _d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
         idempotent=True,
         progress=Progress.PREPARATION,
+    ),
+    # ---- beyond the seed's surface (issue 12): `--tools beam` leaves these out -----------------------------
+    OperationSpec(
+        "completions",
+        _completions.completions,
+        m.CompletionsInput,
+        m.CompletionsResult,
+        _d(
+            "Lean's completions at a position of a document version (identifiers, fields after a dot, module "
+            "names in imports), in Lean's order, each with its kind and the detail (type) and documentation Lean "
+            "resolves for it. At most limit items are returned; dropped counts the rest."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    OperationSpec(
+        "outline",
+        _outline.outline,
+        m.OutlineInput,
+        m.OutlineResult,
+        _d(
+            "Outline of a document version, from Lean: its imports (Lean's module hierarchy) and every "
+            "declaration, namespace and section in document order, with its kind (the declaration keyword), "
+            "modifiers, name, signature and docstring (Lean's hover on the name), enclosing namespaces and "
+            "range. Lean answers once the whole file is elaborated."
+        ),
+        read_only=True,
+        version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
     ),
 )
 

@@ -460,6 +460,25 @@ class LeanClient:
         """`codeAction/resolve` for an action returned by `code_actions` (sent back verbatim)."""
         return dict(await self.request("codeAction/resolve", dict(action)) or {})
 
+    async def completion(self, uri: str, position: Position) -> dict[str, Any]:
+        """`textDocument/completion` as a raw `CompletionList` (`{isIncomplete, items}`).
+
+        Items are raw JSON so their opaque `data` round-trips to `resolve_completion` exactly; a bare item array
+        (allowed by LSP) is returned as a complete list, and a null answer as an empty one.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/completion", uri, position)
+        if isinstance(result, list):
+            return {"isIncomplete": False, "items": result}
+        return dict(result or {"isIncomplete": False, "items": []})
+
+    async def resolve_completion(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """`completionItem/resolve` for an item `completion` returned (sent back verbatim; Lean adds `detail`)."""
+        return dict(await self.request("completionItem/resolve", dict(item)) or {})
+
     # ---- Lean RPC -------------------------------------------------------------------------------------
     async def rpc_connect(self, uri: str) -> int | str:
         """`$/lean/rpc/connect`: open an RPC session for a document; returns the session id."""

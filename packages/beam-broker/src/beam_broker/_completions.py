@@ -1,0 +1,66 @@
+"""The `completions` operation: Lean's completions at a position of a document version, bounded in count.
+
+Owns: asking Lean (`textDocument/completion`) right after the ordered change for the caller's version (Lean
+answers once the snapshot at the position is elaborated, never behind a whole-file barrier), keeping the first
+`limit` items in Lean's own order, resolving those one at a time with `completionItem/resolve` (where Lean puts
+an item's `detail`, its type) and shaping them (`_item`). The position is validated against Beam's own copy of
+the text before anything is sent. It must not rank, filter or invent completions: what Lean offers is the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, get_args
+
+from beam_lsp import Position
+
+from . import models as m
+from ._call import Call
+
+KINDS: Final[tuple[str, ...]] = get_args(m.CompletionKind)
+"""LSP `CompletionItemKind` names; kind `n` is `KINDS[n - 1]`."""
+
+
+async def completions(call: Call, inp: m.CompletionsInput) -> m.CompletionsResult:
+    """Lean's completions at a position: the first `limit` items, resolved, and how many were dropped."""
+    client, doc = await call.checked(inp.path, inp.version)
+    pos = Position(line=inp.line, character=inp.character)
+    client.document(doc.uri).validate(pos)
+    listed = await client.completion(doc.uri, pos)
+    raw = [item for item in listed.get("items") or [] if isinstance(item, dict)]
+    kept = raw[: inp.limit]
+    resolved = [await client.resolve_completion(item) for item in kept]
+    return m.CompletionsResult(
+        workspace=call.workspace,
+        version=doc.version,
+        is_incomplete=bool(listed.get("isIncomplete", False)),
+        total=len(raw),
+        dropped=len(raw) - len(kept),
+        items=[_item({**first, **later}) for first, later in zip(kept, resolved, strict=True)],
+    )
+
+
+def _text(value: Any) -> str | None:
+    """A `string | MarkupContent` field as text (None when absent or empty)."""
+    if isinstance(value, Mapping):
+        value = value.get("value")
+    return value if isinstance(value, str) and value else None
+
+
+def _item(raw: Mapping[str, Any]) -> m.CompletionItem:
+    """One Lean completion item: its label, kind name, detail, documentation and the text it would insert.
+
+    `insert_text` is given only when Lean inserts something other than the label (`textEdit.newText`, else
+    `insertText`).
+    """
+    kind = raw.get("kind")
+    edit = raw.get("textEdit")
+    insert = edit.get("newText") if isinstance(edit, Mapping) else raw.get("insertText")
+    label = str(raw.get("label", ""))
+    return m.CompletionItem(
+        label=label,
+        kind=KINDS[kind - 1] if isinstance(kind, int) and 1 <= kind <= len(KINDS) else None,  # type: ignore[arg-type]
+        detail=_text(raw.get("detail")),
+        documentation=_text(raw.get("documentation")),
+        insert_text=insert if isinstance(insert, str) and insert != label else None,
+    )
