@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from beam_broker import OPERATIONS
 from beam_mcp.errors import INTERNAL_ERROR
 
 from .support import harness, modern_meta, structured
@@ -24,7 +25,7 @@ async def test_a_broker_that_cannot_be_opened_leaves_the_process_tools_working(
         stats, _ = await h.call("beam_stats")
         assert structured(stats) == {"uptimeMs": 0, "workspaces": {}}
         listed = await h.request("tools/list", {"_meta": modern_meta()})
-        assert len(listed["result"]["tools"]) == 24  # the registry needs no broker
+        assert len(listed["result"]["tools"]) == len(OPERATIONS) + 3  # the registry needs no broker
         synced, _ = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
         assert synced["error"]["code"] == INTERNAL_ERROR
         assert synced["error"]["message"].startswith("the Beam broker is unavailable")

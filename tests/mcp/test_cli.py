@@ -43,6 +43,8 @@ def test_version_lines_name_the_server_binary_when_known() -> None:
         (["--http", "127.0.0.1:1", "--self-check", "A.lean"], "cannot be combined"),
         (["--allowed-host", "example.org"], "need --http"),
         (["--allowed-origin", "http://x:1"], "need --http"),
+        (["--http-token-file", "/x"], "need --http"),
+        (["--tools", "seed"], "invalid choice: 'seed'"),
         (["--http", "127.0.0.1:99999"], "--http"),
         (["--http", "::1:80"], "brackets"),
         (["--max-open-documents", "0"], "positive whole number"),
@@ -141,3 +143,13 @@ def test_the_limit_flags_reach_the_broker(tmp_path: Path) -> None:
     error = answer["result"]["structuredContent"]
     assert answer["result"]["isError"] is True and error["code"] == "invalidParams"
     assert error["data"]["limitBytes"] == 1024 * 1024, error
+
+
+@pytest.mark.parametrize(("flags", "count"), [([], 26), (["--tools", "all"], 26), (["--tools", "beam"], 24)])
+def test_the_tools_flag_picks_the_listed_surface(flags: list[str], count: int) -> None:
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}) + "\n"
+    done = subprocess.run([*SERVER, *flags], input=line, capture_output=True, text=True, timeout=60, check=True)
+    tools = [tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]]
+    assert len(tools) == count and tools[23] == "lean_close"
+    assert ("lean_outline" in tools) is (count == 26)

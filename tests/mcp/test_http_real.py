@@ -1,4 +1,4 @@
-"""Streamable HTTP end to end on real Lean: httpx and the official MCP Python SDK.
+"""Streamable HTTP end to end on real Lean: httpx and the official MCP Python SDK (with a bearer token too).
 
 The server runs in-process (`serve_http` with the real broker and this lane's Lean) on a loopback port.
 """
@@ -10,12 +10,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from beam_mcp import ServerConfig
+from beam_mcp._http import BearerToken
 from mcp import Client
 from tests.support.toolchain import Toolchain
 
-from .http_support import events, request, served
+from .http_support import events, modern_headers, request, served
 
 pytestmark = [pytest.mark.anyio, pytest.mark.lean]
 
@@ -77,3 +80,24 @@ async def test_the_sdk_drives_real_lean_over_http(lean_toolchain: Toolchain, dem
         assert any("done=true" in message for message in updates)
         [resource] = (await client.list_resources()).resources
         assert resource.uri == f"lsp-diagnostics://{demo_root}/Demo/Broken.lean"
+
+
+async def test_the_sdk_sends_a_bearer_token_and_gets_an_outline_from_real_lean(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    token = "real-lane-token_0123456789"
+    async with served(real_config(lean_toolchain), token=BearerToken(token)) as served_at:
+        message = request(1, "server/discover")
+        refused = await served_at.post(message, modern_headers(message))
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer ")
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(streamable_http_client(served_at.url, http_client=http)) as client:
+            ws = {"workspace": {"root": str(demo_root)}}
+            with anyio.fail_after(TIMEOUT):
+                synced = await client.call_tool("lean_sync", {**ws, "path": "Demo/Proofs.lean"})
+                assert isinstance(synced.structured_content, dict)
+                at = {**ws, "path": "Demo/Proofs.lean", "version": synced.structured_content["version"]}
+                outlined = await client.call_tool("lean_outline", at)
+    assert outlined.is_error is False and isinstance(outlined.structured_content, dict)
+    names = [(e["name"], e["kind"]) for e in outlined.structured_content["declarations"]]
+    assert names == [("byTerm", "theorem"), ("idProof", "theorem"), ("two", "def")]

@@ -16,6 +16,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 
+from beam_mcp import ServerConfig
 from tests.support.fixtures import fake_lake
 
 from .support import Harness, harness, modern_meta, structured
@@ -48,7 +49,12 @@ UPSTREAM_ORDER = [
     "lean_close_save",
     "lean_close",
 ]
+ADDED = ["lean_completions", "lean_outline"]
+"""The tools beyond the seed's surface, after it in this order (`--tools beam` leaves them out)."""
+ALL_TOOLS = [*UPSTREAM_ORDER, *ADDED]
 READ_ONLY = {
+    "lean_completions",
+    "lean_outline",
     "beam_version",
     "beam_stats",
     "lean_run_at",
@@ -110,8 +116,35 @@ def full() -> dict[str, dict[str, Any]]:
     return {tool["name"]: tool for tool in response["result"]["tools"]}
 
 
-def test_tools_list_has_upstreams_24_tools_in_order(full: dict[str, dict[str, Any]]) -> None:
-    assert list(full) == UPSTREAM_ORDER
+def test_tools_list_has_upstreams_24_tools_in_order_then_the_added_ones(full: dict[str, dict[str, Any]]) -> None:
+    assert list(full)[:24] == UPSTREAM_ORDER
+    assert list(full) == ALL_TOOLS
+
+
+def test_a_server_serves_one_of_the_known_tool_surfaces() -> None:
+    assert ServerConfig().tools == "all" and ServerConfig(tools="beam").tools == "beam"
+    with pytest.raises(ValueError, match=r"ServerConfig\.tools must be one of all, beam, not 'seed'"):
+        ServerConfig(tools="seed")  # type: ignore[arg-type]
+
+
+async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
+    full: dict[str, dict[str, Any]], fake_project: Callable[..., Path]
+) -> None:
+    root = fake_project("proj", {"Main.lean": SOURCE})
+    async with harness(tools="beam") as h:
+        listed = await h.side("tools/list")
+        assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
+        assert listed["result"]["tools"] == [full[name] for name in UPSTREAM_ORDER], "the same 24 descriptors"
+        await h.initialize()
+        legacy = await h.request("tools/list")
+        assert [tool["name"] for tool in legacy["result"]["tools"]] == UPSTREAM_ORDER
+        arguments = {"workspace": {"root": str(root)}, "path": "Main.lean", "version": 1}
+        for tool in ADDED:
+            refused, _ = await h.call(tool, arguments, modern=False)
+            assert refused["error"]["code"] == -32602 and refused["error"]["message"] == f"Unknown tool: {tool}"
+        synced, _ = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "Main.lean"}, modern=False)
+        assert structured(synced)["version"] == 1
+        assert (await h.ops(root)).keys() == {"sync_file"}, "a refused tool never reached the broker"
 
 
 def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None:
@@ -202,6 +235,8 @@ def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routi
         ("lean_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close", ["path", "workspace"], []),
+        ("lean_completions", ["path", "version", "line", "character", "workspace"], ["limit"]),
+        ("lean_outline", ["path", "version", "workspace"], []),
         (
             "beam_feedback_report",
             ["title", "summary", "reproduction", "expected", "actual", "workspace"],
@@ -249,6 +284,8 @@ def test_field_shapes_follow_the_helper_conventions(full: dict[str, dict[str, An
     feedback = full["beam_feedback_report"]["inputSchema"]["properties"]
     assert feedback["kind"]["enum"] == ["bug", "ux", "perf", "docs", "question"]
     assert feedback["bundle"]["enum"] == ["none", "dir", "zip"]
+    limit = full["lean_completions"]["inputSchema"]["properties"]["limit"]
+    assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", 1, 500, 50)
 
 
 def test_descriptions_carry_the_contract_sentences(full: dict[str, dict[str, Any]]) -> None:
@@ -335,6 +372,8 @@ async def _every_tool(h: Harness, root: Path) -> dict[str, dict[str, Any]]:
     await call("lean_definition", **at, line=0, character=9)
     await call("lean_references", **at, line=0, character=9, include_declaration=True)
     await call("lean_document_symbols", **at)
+    await call("lean_completions", **at, line=3, character=15, limit=5)
+    await call("lean_outline", **at)
     await call("lean_workspace_symbols", query="t")
     await call("lean_goals", **at, line=0, character=21, mode="before")
     await call("lean_todo", **at, start_line=0, start_character=0, end_line=3, end_character=0)
@@ -359,9 +398,9 @@ async def test_every_tool_answers_with_results_its_output_schema_describes(
     root = fake_project("proj", {"Main.lean": SOURCE})
     async with harness(env=fake_lake(tmp_path / "bin")) as h:
         schemas = await h.schemas()
-        assert set(schemas) == set(UPSTREAM_ORDER)
+        assert set(schemas) == set(ALL_TOOLS)
         results = await _every_tool(h, root)
-        assert set(results) == set(UPSTREAM_ORDER)
+        assert set(results) == set(ALL_TOOLS)
         for tool, out in results.items():
             jsonschema.validate(out, schemas[tool])
         assert h.checked == len(results)  # the harness checked each one as it arrived too

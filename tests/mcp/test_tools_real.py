@@ -1,20 +1,31 @@
-"""Every tool on real Lean: each of the 24 answers a successful call with a result its outputSchema describes."""
+"""Every tool on real Lean: each answers a successful call with a result its outputSchema describes.
+
+The harness calls every tool (the seed's 24 and the added ones); the official MCP SDK client, driving the installed
+`lean-beam-mcp` over stdio, exercises the added tools end to end and `--tools beam`.
+"""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+from mcp.shared.exceptions import MCPError
 
+from mcp import Client, StdioServerParameters
 from tests.support.toolchain import Toolchain
 
-from .support import harness, structured
-from .test_tools import UPSTREAM_ORDER
+from .support import harness, server_binary, structured
+from .test_tools import ALL_TOOLS, UPSTREAM_ORDER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.lean]
 
+DOTTED = "prelude\nimport Demo.Basic\n\ndef probe := MyNat.\n"
 TODO = (
     "prelude\nimport Demo.Basic\n\n-- sorry in a comment\ntheorem a (p : Prop) (hp : p) : p := by\n  sorry\n\n"
     "def h : MyNat := _\n\ntheorem unusedVar (p : Prop) (hp : p) : MyTrue :=\n  (fun (x : p) => myTrue) hp\n"
@@ -50,7 +61,11 @@ async def test_every_tool_result_on_real_lean_validates_against_its_output_schem
         await call("lean_definition", **proofs, line=3, character=29)
         await call("lean_references", **proofs, line=3, character=29, include_declaration=True)
         await call("lean_document_symbols", **proofs)
+        await call("lean_outline", **proofs)
         await call("lean_workspace_symbols", query="myTrue")
+        (demo_root / "Demo" / "Dotted.lean").write_text(DOTTED, encoding="utf-8")
+        dotted = (await call("lean_update", path="Demo/Dotted.lean"))["version"]
+        await call("lean_completions", path="Demo/Dotted.lean", version=dotted, line=3, character=19)
         goals = {"path": "Demo/Goals.lean", "version": (await call("lean_sync", path="Demo/Goals.lean"))["version"]}
         await call("lean_goals", **goals, line=4, character=2, mode="before")
         todo = {"path": "Demo/Todo.lean", "version": (await call("lean_update", path="Demo/Todo.lean"))["version"]}
@@ -74,6 +89,61 @@ async def test_every_tool_result_on_real_lean_validates_against_its_output_schem
         await call("lean_close", path="Demo/Goals.lean")
         await call("lean_drop_workspace")
         schemas = await h.schemas()
-    assert set(results) == set(UPSTREAM_ORDER) == set(schemas)
+    assert set(results) == set(ALL_TOOLS) == set(schemas)
     for tool, out in results.items():
         jsonschema.validate(out, schemas[tool])
+
+
+@asynccontextmanager
+async def sdk(tc: Toolchain, *flags: str) -> AsyncIterator[Client]:
+    """The official SDK client (auto mode) on the installed `lean-beam-mcp` over stdio, on this lane's Lean."""
+    params = StdioServerParameters(
+        command=server_binary(), args=["--lean-cmd", shlex.join(tc.server_cmd()), *flags], env=tc.env()
+    )
+    async with Client(params) as client:
+        yield client
+
+
+async def test_the_sdk_client_gets_completions_and_an_outline_from_real_lean(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    (demo_root / "Demo" / "Dotted.lean").write_text(DOTTED, encoding="utf-8")
+    ws = {"workspace": {"root": str(demo_root)}}
+    async with sdk(lean_toolchain) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert list(tools) == ALL_TOOLS
+        for name in ("lean_completions", "lean_outline"):
+            annotations = tools[name].annotations
+            assert annotations is not None and annotations.read_only_hint is True
+        with anyio.fail_after(120):
+            updated = await client.call_tool("lean_update", {**ws, "path": "Demo/Dotted.lean"})
+            assert isinstance(updated.structured_content, dict)
+            at = {**ws, "path": "Demo/Dotted.lean", "version": updated.structured_content["version"]}
+            completed = await client.call_tool("lean_completions", {**at, "line": 3, "character": 19, "limit": 2})
+            updates: list[str] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                updates.append(message or "")
+
+            outlined = await client.call_tool("lean_outline", at, progress_callback=on_progress)
+    assert completed.is_error is False and isinstance(completed.structured_content, dict)
+    found = completed.structured_content
+    assert len(found["items"]) == 2 and found["dropped"] == found["total"] - 2 and found["total"] >= 3
+    assert all(item["detail"].startswith("MyNat") for item in found["items"])
+    assert {item["kind"] for item in found["items"]} <= {"constructor", "constant"}
+    assert outlined.is_error is False and isinstance(outlined.structured_content, dict)
+    outline = outlined.structured_content
+    assert [i["module"] for i in outline["imports"]] == ["Demo.Basic"]
+    [probe] = outline["declarations"]
+    assert (probe["name"], probe["kind"]) == ("probe", "def")
+    assert updates[0] == "lean_outline on Demo/Dotted.lean: preparing the Lean workspace"
+
+
+async def test_the_beam_surface_over_the_sdk_is_upstreams_24_tools(lean_toolchain: Toolchain, demo_root: Path) -> None:
+    async with sdk(lean_toolchain, "--tools", "beam") as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == UPSTREAM_ORDER
+        with anyio.fail_after(120), pytest.raises(MCPError) as refused:
+            await client.call_tool(
+                "lean_outline", {"workspace": {"root": str(demo_root)}, "path": "Demo/Proofs.lean", "version": 1}
+            )
+    assert refused.value.error.code == -32602 and refused.value.error.message == "Unknown tool: lean_outline"

@@ -4,7 +4,7 @@ For each listed tool, hypothesis draws argument objects from the tool's own inpu
 declared and undeclared fields, hostile strings (NUL, lone surrogates, `/dev/zero`, FIFOs, `..`, option-like
 names). Whatever it draws, the answer is a tool result (success, validated against the tool's `outputSchema` by
 the harness, or `isError` with `{code, message}`) or a `-32602`/`-32600` JSON-RPC error, never `-32603`, and the
-server keeps serving. Count per CI run: 25 examples for each of the 24 tools (600 calls).
+server keeps serving. Count per CI run: 25 examples for each listed tool (26 tools: 650 calls).
 """
 
 from __future__ import annotations

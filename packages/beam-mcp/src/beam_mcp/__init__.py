@@ -25,7 +25,7 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 from .errors import BeamMcpError, JsonRpcError, SelfCheckError
 
 if TYPE_CHECKING:
-    from ._http import HttpConfig, serve_http
+    from ._http import BearerToken, HttpConfig, serve_http
     from ._stdio import serve as serve_stdio
     from .server import McpServer, ServerConfig
 
@@ -35,6 +35,7 @@ _LAZY = {
     "ServerConfig": ("server", "ServerConfig"),
     "serve_stdio": ("_stdio", "serve"),
     "HttpConfig": ("_http", "HttpConfig"),
+    "BearerToken": ("_http", "BearerToken"),
     "serve_http": ("_http", "serve_http"),
 }
 
@@ -55,6 +56,7 @@ __all__ = [
     "McpServer",
     "serve_stdio",
     "HttpConfig",
+    "BearerToken",
     "serve_http",
     # protocol
     "MODERN_VERSION",

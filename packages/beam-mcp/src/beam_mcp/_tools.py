@@ -2,7 +2,8 @@
 
 This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
-process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`).
+process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
+the tool surfaces a server can serve (`all`, or `beam`: the seed's 24 tools, without the later operations).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -363,6 +364,11 @@ def operation_tool(spec: OperationSpec) -> Tool:
     )
 
 
+Surface = Literal["all", "beam"]
+"""Which tools a server lists and serves: `all`, or `beam`, the seed's 24 (upstream Beam's exact surface)."""
+SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
+
+
 @dataclasses.dataclass(frozen=True)
 class ToolSet:
     """The listed tools in public order, by name."""
@@ -371,9 +377,14 @@ class ToolSet:
     by_name: Mapping[str, Tool]
 
     @classmethod
-    def build(cls, operations: Iterable[OperationSpec], feedback: Tool) -> ToolSet:
-        """The process tools and the feedback tool, then one tool per broker operation in registry order."""
-        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec) for spec in operations))
+    def build(cls, operations: Iterable[OperationSpec], feedback: Tool, *, surface: Surface = "all") -> ToolSet:
+        """The process tools and the feedback tool, then one tool per broker operation in registry order.
+
+        `surface="beam"` leaves out the operations beyond the seed's surface (`OperationSpec.extension`), so the
+        list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
+        """
+        specs = [spec for spec in operations if surface == "all" or not spec.extension]
+        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:

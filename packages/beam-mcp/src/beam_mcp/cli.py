@@ -25,9 +25,12 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 
 if TYPE_CHECKING:
     from ._http import HttpConfig
+    from ._http.auth import BearerToken
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
+TOKEN_ENV = "LEAN_BEAM_MCP_TOKEN"
+"""The bearer token of `--http` when no `--http-token-file` is given (the same name as `_http.auth.TOKEN_ENV`)."""
 
 _EPILOG = f"""\
 Every workspace-bound tool call names its Lean project explicitly:
@@ -38,12 +41,17 @@ then `lake serve` found on PATH (elan installs it).
 MCP revisions: {MODERN_VERSION} (per-request metadata, preferred) and {LEGACY_VERSION} (initialize).
 Close stdin (or send SIGTERM or SIGINT) to stop the stdio server; SIGINT or SIGTERM stops the HTTP server.
 
-The HTTP endpoint has no authentication: keep it on loopback (the default) or behind an authenticating proxy.
+The HTTP endpoint authenticates clients only when given a bearer token (--http-token-file, or $LEAN_BEAM_MCP_TOKEN):
+every request to /mcp must then send `Authorization: Bearer <token>` (/healthz stays open). Without one, keep it on
+loopback (the default) or behind an authenticating proxy. There is no TLS.
 
 examples:
   lean-beam-mcp                                   serve on stdio (what an MCP client runs)
   lean-beam-mcp --http 127.0.0.1:8765             serve Streamable HTTP at http://127.0.0.1:8765/mcp
   lean-beam-mcp --http 127.0.0.1:0                ... on a free port (the URL is printed on stderr)
+  lean-beam-mcp --http 127.0.0.1:8765 --http-token-file ~/.config/beam/token
+                                                  ... requiring that bearer token
+  lean-beam-mcp --tools beam                      list only Beam's 24 specified tools
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
   lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
 """
@@ -97,6 +105,19 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="with --http: also accept this Origin (scheme://host:port); loopback origins on the bound port are "
         "always accepted; repeatable",
+    )
+    parser.add_argument(
+        "--http-token-file",
+        metavar="PATH",
+        help=f"with --http: require `Authorization: Bearer <token>` on every request to /mcp, the token being the "
+        f"text of PATH (surrounding whitespace removed); default: ${TOKEN_ENV} when set, else no authentication",
+    )
+    parser.add_argument(
+        "--tools",
+        choices=("all", "beam"),
+        default="all",
+        help="which tools to serve: all (default), or beam: exactly the 24 tools of Beam's specified surface "
+        "(upstream's tool list), without the later additions",
     )
     parser.add_argument(
         "--self-check",
@@ -169,6 +190,33 @@ async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | No
     return None
 
 
+def _warn_exposure(host: str, token: BearerToken | None, token_file: str | None) -> None:
+    """Warn about what an HTTP endpoint exposes (no message names the token).
+
+    Off loopback: no authentication, or a token crossing the network in clear text. A token file others can read.
+    """
+    log = logging.getLogger("beam_mcp")
+    if not is_loopback(host):
+        if token is None:
+            log.warning(
+                "serving on %s, which is not a loopback address: the MCP endpoint has no authentication, so "
+                "anyone who can reach it can run Lean on this machine; pass --http-token-file or put it behind "
+                "an authenticating proxy",
+                host,
+            )
+        else:
+            log.warning(
+                "serving on %s, which is not a loopback address, without TLS: the bearer token crosses the "
+                "network in clear text; put a TLS-terminating proxy in front",
+                host,
+            )
+    if token_file is not None:
+        from ._http.auth import readable_by_others
+
+        if readable_by_others(token_file):
+            log.warning("the token file %s can be read by other users (chmod 600 it)", token_file)
+
+
 def _server_binary() -> str | None:
     argv0 = sys.argv[0] if sys.argv else ""
     if argv0 and os.path.basename(argv0) not in ("-c", "__main__.py") and os.path.exists(argv0):
@@ -200,8 +248,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             address = parse_address(args.http)
         except ValueError as exc:
             parser.error(f"--http: {exc}")
-    elif args.allowed_host or args.allowed_origin:
-        parser.error("--allowed-host and --allowed-origin need --http")
+    elif args.allowed_host or args.allowed_origin or args.http_token_file is not None:
+        parser.error("--allowed-host, --allowed-origin and --http-token-file need --http")
+    token: BearerToken | None = None
+    if address is not None:
+        from ._http.auth import BearerToken, TokenError
+
+        try:
+            if args.http_token_file is not None:
+                token = BearerToken.from_file(args.http_token_file)
+            else:
+                token = BearerToken.from_env(os.environ)
+        except TokenError as exc:
+            parser.error(f"--http-token-file: {exc}" if args.http_token_file is not None else str(exc))
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if os.environ.get(TRACE_ENV) else logging.WARNING,
@@ -221,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker["max_open_documents"] = args.max_open_documents
     if args.max_source_mib is not None:
         broker["max_source_bytes"] = args.max_source_mib * 1024 * 1024
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker)
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=args.tools)
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra
@@ -232,15 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{SERVER_NAME}: --http: {exc}", file=sys.stderr)
                 return 1
             host, port = address
-            if not is_loopback(host):
-                logging.getLogger("beam_mcp").warning(
-                    "serving on %s, which is not a loopback address: the MCP endpoint has no authentication, so "
-                    "anyone who can reach it can run Lean on this machine; put it behind an authenticating proxy",
-                    host,
-                )
+            _warn_exposure(host, token, args.http_token_file)
             http_config = HttpConfig(
                 host=host,
                 port=port,
+                token=token,
                 allowed_hosts=tuple(args.allowed_host),
                 allowed_origins=tuple(args.allowed_origin),
             )

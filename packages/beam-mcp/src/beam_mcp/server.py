@@ -46,7 +46,7 @@ from ._protocol import (
 )
 from ._resources import ResourceMethods
 from ._subscriptions import UpdateHub
-from ._tools import ToolSet, feedback_tool
+from ._tools import SURFACES, Surface, ToolSet, feedback_tool
 from .errors import PARSE_ERROR, JsonRpcError, invalid_params, invalid_request, method_not_found
 
 __all__ = ["Channel", "McpServer", "Outlet", "ServerConfig"]
@@ -77,6 +77,8 @@ class ServerConfig:
         update_interval: Seconds between two `resources/updated` of one file for one subscriber while Lean is
             still elaborating it (updates on completion, failure or other changes are not delayed).
         broker: More `beam_broker.BrokerConfig` settings (e.g. `mirrors_per_document`).
+        tools: Which tools `tools/list` lists and `tools/call` serves (`--tools`): `all`, or `beam`, the seed's 24
+            tools exactly (upstream Beam's surface), for clients that want nothing else.
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -87,6 +89,11 @@ class ServerConfig:
     fence_grace: float = FENCE_GRACE
     update_interval: float = _subscriptions.UPDATE_INTERVAL
     broker: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tools: Surface = "all"
+
+    def __post_init__(self) -> None:
+        if self.tools not in SURFACES:
+            raise ValueError(f"ServerConfig.tools must be one of {', '.join(SURFACES)}, not {self.tools!r}")
 
     def delay(self) -> float:
         """The effective `beam.status` delay in seconds."""
@@ -243,7 +250,7 @@ class McpServer:
 
     # ---- registry -----------------------------------------------------------------------------------------------
     async def tools(self) -> ToolSet:
-        """The tool set (built once the operation registry is loaded).
+        """The tool set of the configured surface (built once the operation registry is loaded).
 
         Raises:
             JsonRpcError: `-32603` when the registry could not be loaded.
@@ -253,7 +260,8 @@ class McpServer:
             if self._toolset is None:
                 from beam_feedback import FeedbackReport, FeedbackResult  # loaded with the registry
 
-                self._toolset = ToolSet.build(operations, feedback_tool(FeedbackReport, FeedbackResult))
+                feedback = feedback_tool(FeedbackReport, FeedbackResult)
+                self._toolset = ToolSet.build(operations, feedback, surface=self.config.tools)
         return self._toolset
 
     def _document(self, path: str) -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """The Streamable HTTP endpoint as an ASGI application (starlette): MCP over `POST`, `GET` and `DELETE /mcp`.
 
-This module owns what the endpoint does with a request: the admission rules in their documented order (the
-request cap, the head size, HTTP/1, Host and Origin for every path, then the path, the method and the media
-types; `GET /healthz` passes only the head size, HTTP/1, Host and Origin), routing a POST to a channel (a fresh
-modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25` session's channel), the header rules of
-each revision (for a tool call, also the `Mcp-Param-*` headers its tool declares), how the messages of one
-request become one answer (`application/json` when the response comes first, else `text/event-stream`;
-keepalive comments; a closed connection cancels the request; listen and GET streams end at a jittered lease),
-the legacy GET stream and DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond
-routing (every message goes to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
+This module owns what the endpoint does with a request: the admission rules in their documented order (the request
+cap, the head size, HTTP/1, Host and Origin for every path, then the path, the bearer token, the method and the
+media types; `GET /healthz` passes only the head size, HTTP/1, Host and Origin), routing a POST to a channel (a
+fresh modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25` session's channel), the header rules of
+each revision (for a tool call, also the `Mcp-Param-*` headers its tool declares), how the messages of one request
+become one answer (`application/json` when the response comes first, else `text/event-stream`; keepalive comments;
+a closed connection cancels the request; listen and GET streams end at a jittered lease), the legacy GET stream and
+DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond routing (every message goes to
+`McpServer.handle`), nor run a server or own sockets (`serve.py` does).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Endpoint:
         self.server = server
         self.config = config
         self.url = f"http://{url_host(config.host)}:{port}{ENDPOINT}"
-        self.admission = Admission(config.host, port, config.allowed_hosts, config.allowed_origins)
+        self.admission = Admission(config.host, port, config.allowed_hosts, config.allowed_origins, config.token)
         self.sessions = Sessions(server, config)
         self.intake = Intake(config.max_receiving, config.body_deadline)
         self.active = 0
@@ -153,6 +153,7 @@ class Endpoint:
         method = scope["method"]
         try:
             try:
+                self.admission.check_token(headers)
                 Admission.check_request(method, headers)
             except Rejected:
                 await wire.discard_body()

@@ -1,14 +1,16 @@
 """Settings of the Streamable HTTP transport: `HttpConfig` and the documented limits.
 
-This module owns the transport's knobs and their defaults (the limits table of docs/mcp-http.md). It imports
-nothing beyond the standard library, so `beam_mcp` can export `HttpConfig` to users who did not install the
-`http` extra; it must not hold behaviour.
+This module owns the transport's knobs and their defaults (the limits table of docs/mcp-http.md), the bearer
+token included. It imports nothing beyond the standard library (and `auth`, which does not either), so
+`beam_mcp` can export `HttpConfig` to users who did not install the `http` extra; it must not hold behaviour.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Final
+
+from .auth import BearerToken
 
 ENDPOINT: Final = "/mcp"
 """The one MCP endpoint path; every other path but the health endpoint's is 404."""
@@ -49,7 +51,7 @@ class HttpConfig:
     """Settings of the Streamable HTTP transport (the defaults are the documented limits).
 
     Attributes:
-        host: Address to bind. Keep it on loopback: the endpoint has no authentication.
+        host: Address to bind. Keep it on loopback unless a token (or a proxy in front) authenticates clients.
         port: Port to bind; 0 picks a free one.
         allowed_hosts: More `Host` header names to accept (`name` for any port, `name:port` for one), beside
             the loopback names and the bound address.
@@ -67,6 +69,8 @@ class HttpConfig:
         session_idle: Seconds an idle legacy session lives.
         stream_lease: Bounds of the random lifetime of a listen or GET stream (seconds).
         keepalive: Seconds of silence before an SSE keepalive comment.
+        token: The bearer token every request to the MCP endpoint must carry (`Authorization: Bearer <token>`,
+            else 401); None: no authentication. The health endpoint stays open. Never shown (`repr` included).
     """
 
     host: str = "127.0.0.1"
@@ -85,3 +89,4 @@ class HttpConfig:
     session_idle: float = SESSION_IDLE
     stream_lease: tuple[float, float] = STREAM_LEASE
     keepalive: float = KEEPALIVE
+    token: BearerToken | None = dataclasses.field(default=None, repr=False)

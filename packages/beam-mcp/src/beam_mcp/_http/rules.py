@@ -1,10 +1,10 @@
 """The endpoint's admission and header rules, as pure functions of a request head and its JSON-RPC message.
 
-This module owns the rules docs/mcp-http.md lists, in their order: the Host and Origin allow-lists (DNS
-rebinding and cross-site protection), the path, the method, `Content-Type`, `Accept`, the head size, and the MCP
-`2026-07-28` header mirror rules (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the `Mcp-Param-*` headers
-a tool declares with `x-mcp-header`), plus the HTTP status of a JSON-RPC error. A broken rule is a `Rejected`. It
-must not do I/O, hold state or know sessions.
+This module owns the rules docs/mcp-http.md lists, in their order: the Host and Origin allow-lists (DNS rebinding
+and cross-site protection), the path, the bearer token (when one is configured), the method, `Content-Type`,
+`Accept`, the head size, and the MCP `2026-07-28` header mirror rules (`MCP-Protocol-Version`, `Mcp-Method`,
+`Mcp-Name`, and the `Mcp-Param-*` headers a tool declares with `x-mcp-header`), plus the HTTP status of a JSON-RPC
+error. A broken rule is a `Rejected`. It must not do I/O, hold state or know sessions.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from beam_mcp.errors import (
     invalid_params,
 )
 
+from .auth import BearerToken
 from .config import ENDPOINT
 
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
@@ -39,6 +40,8 @@ ROUTING_HEADERS: Final = ("mcp-protocol-version", "mcp-method", "mcp-name")
 METHODS: Final = ("POST", "GET", "DELETE")
 ALLOW: Final = "GET, POST, DELETE"
 """The `Allow` header of a 405."""
+CHALLENGE: Final = 'Bearer realm="lean-beam-mcp"'
+"""The `WWW-Authenticate` challenge of a 401 (RFC 6750)."""
 _B64_PREFIX: Final = "=?base64?"
 _B64_SUFFIX: Final = "?="
 _FIELD_VALUE: Final = re.compile(r"[\x20-\x7e\t]*")
@@ -150,13 +153,41 @@ def head_size(path: bytes, query: bytes, headers: Iterable[tuple[bytes, bytes]])
 
 
 class Admission:
-    """The head rules of one bound endpoint: Host and Origin allow-lists, then path, method and media types."""
+    """The head rules of one bound endpoint: Host and Origin allow-lists, the bearer token, method and media types."""
 
-    def __init__(self, host: str, port: int, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        allowed_hosts: Iterable[str],
+        allowed_origins: Iterable[str],
+        token: BearerToken | None = None,
+    ) -> None:
         bound = url_host(host).lower()
         self.hosts = {split_host(entry) for entry in (*LOOPBACK_NAMES, bound, *allowed_hosts)}
         origins = {f"http://{name}:{port}" for name in (*LOOPBACK_NAMES, bound)}
         self.origins = origins | {_origin(origin) for origin in allowed_origins}
+        self.token = token
+
+    def check_token(self, headers: Headers) -> None:
+        """Rule 3a: with a token configured, the request carries it (`Authorization: Bearer <token>`, one header).
+
+        The answer never echoes what was sent. Without credentials the challenge is plain; with wrong ones it says
+        `error="invalid_token"` (RFC 6750).
+
+        Raises:
+            Rejected: 401 with `WWW-Authenticate: Bearer realm="lean-beam-mcp"`.
+        """
+        if self.token is None:
+            return
+        sent = headers.getlist("authorization")
+        if self.token.admits(sent):
+            return
+        if not sent:
+            message, challenge = "unauthorized: this MCP endpoint requires Authorization: Bearer <token>", CHALLENGE
+        else:
+            message, challenge = "unauthorized: the bearer token is not valid", f'{CHALLENGE}, error="invalid_token"'
+        raise Rejected(401, message, headers=[("www-authenticate", challenge)])
 
     def check_origin(self, headers: Headers) -> None:
         """Rules 1 and 2: the `Host` name is allowed, and an `Origin`, when sent, is one allowed value.
