@@ -97,6 +97,9 @@ async def main() -> int:
             await call("lean_goals", "before skip", path="Demo/Goals.lean", version=versions["Demo/Goals.lean"], line=4,
                        character=2, mode="before")  # fmt: skip
             proofs = versions["Demo/Proofs.lean"]
+            await call("lean_outline", "Demo/Proofs.lean", path="Demo/Proofs.lean", version=proofs)
+            await call("lean_completions", "MyNat.su|", path="Demo/Proofs.lean", version=proofs, line=8, character=27,
+                       limit=5)  # fmt: skip
             probe = await call(
                 "lean_run_at_handle",
                 "speculative command",
