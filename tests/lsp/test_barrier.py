@@ -70,8 +70,12 @@ class Lean:
             self.barrier.published(URI)
         self.barrier.progress(progress(version, *kinds), current_version=self.version)
 
-    async def sync(self, timeout: float | None = None) -> SyncResult:
-        return await self.barrier.sync(URI, self.version, timeout=timeout, request=self.request)
+    async def sync(self, timeout: float | None = None, *, reported: bool = False) -> SyncResult:
+        request = None if reported else self.request
+        return await self.barrier.sync(URI, self.version, timeout=timeout, request=request)
+
+    async def reported(self, timeout: float | None = None) -> SyncResult:
+        return await self.sync(timeout, reported=True)
 
 
 async def concurrently(call: Callable[[], Awaitable[SyncResult]], then: Callable[[], object]) -> SyncResult:
@@ -233,6 +237,61 @@ async def test_a_crash_of_an_unknown_document_is_only_counted() -> None:
     assert lean.cache.document_progress("file:///other.lean").fatal
 
 
+# ---- the reported barrier (no waitForDiagnostics) -----------------------------------------------------
+async def test_the_reported_barrier_completes_on_a_publish_before_the_final_progress_and_sends_nothing() -> None:
+    lean = Lean()
+    lean.barrier.open(URI)
+    lean.report(1, 1, diagnostics=[])  # Lean's reporter publishes when it first waits, before the final progress
+
+    def finish() -> None:
+        lean.report(1, 1, diagnostics=[diag("boom")])
+        lean.report(1)
+
+    result = await concurrently(lean.reported, finish)
+    assert result.complete and [d.message for d in result.errors] == ["boom"] and lean.waits == []
+
+
+async def test_the_reported_barrier_waits_for_the_publish_that_follows_a_final_progress() -> None:
+    lean = Lean()
+    lean.barrier.open(URI)
+    lean.report(1)  # a reporter that never waited: the final progress comes first, then its one publish
+    assert (await lean.reported(timeout=0)).elaboration is Elaboration.PROCESSING
+
+    def publish() -> None:
+        lean.cache.publish(URI, 1, [diag("late")])
+        lean.barrier.published(URI)
+
+    result = await concurrently(lean.reported, publish)
+    assert result.complete and [d.message for d in result.errors] == ["late"] and lean.waits == []
+
+
+async def test_a_publish_of_an_older_version_does_not_complete_the_reported_barrier() -> None:
+    lean = Lean()
+    lean.barrier.open(URI)
+    lean.report(1, diagnostics=[diag("old")])
+    lean.version = 2
+    lean.barrier.changed(URI)
+    lean.report(2)
+    result = await lean.reported(timeout=0)
+    assert result.elaboration is Elaboration.PROCESSING and result.diagnostics == ()
+
+
+async def test_a_reported_barrier_is_remembered_but_a_full_sync_still_asks_lean() -> None:
+    lean = Lean()
+    lean.barrier.open(URI)
+    lean.report(1, diagnostics=[diag("e")])
+    first = await lean.reported()
+    assert first == await lean.reported() and first.complete and lean.waits == []
+    assert (await lean.sync()).complete and lean.waits == [(URI, 1)]
+
+
+async def test_a_fatal_progress_fails_the_reported_barrier() -> None:
+    lean = Lean()
+    lean.barrier.open(URI)
+    lean.report(1, 2, diagnostics=[])
+    assert (await lean.reported()).elaboration is Elaboration.FAILED
+
+
 # ---- over the fake Lean server ------------------------------------------------------------------------
 async def test_a_crashed_file_worker_is_a_typed_error_and_the_next_change_restarts_it(tmp_path: Path) -> None:
     async with LeanClient.start(fake_cmd({"worker_crash_on": "textDocument/hover"}), cwd=tmp_path) as client:
@@ -272,6 +331,20 @@ async def test_diagnostics_belong_to_the_version_they_were_published_for(tmp_pat
             fixed = await client.sync(uri)
         assert [d.message for d in broken.errors] == ["unknown identifier 'ERROR_HERE'"]
         assert (version, fixed.version, fixed.diagnostics, fixed.complete) == (2, 2, (), True)
+
+
+async def test_the_reported_barrier_over_the_fake_server_has_every_diagnostic_of_the_version(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd({"elab_ms": 20}), cwd=tmp_path) as client:
+        uri = path_to_uri(tmp_path / "A.lean")
+        await client.open(uri, "def x := 1\n")
+        with anyio.fail_after(10):
+            assert (await client.sync(uri)).complete
+            sent = client.stats().requests
+            await client.change(uri, "def x := ERROR_HERE\n", save=False)
+            result = await client.sync(uri, reported=True)
+        assert result.complete and result.version == 2
+        assert [d.message for d in result.errors] == ["unknown identifier 'ERROR_HERE'"]
+        assert client.stats().requests == sent
 
 
 async def test_a_server_dying_during_a_sync_raises_server_exited(tmp_path: Path) -> None:
@@ -385,3 +458,32 @@ async def test_real_a_killed_worker_fails_the_pending_sync_and_a_change_recovers
         await client.restart_document(uri)
         recovered = await client.sync(uri)
     assert recovered.complete and recovered.diagnostics == ()
+
+
+@pytest.mark.lean
+async def test_real_the_reported_barrier_has_the_diagnostics_a_full_sync_has(
+    client: LeanClient, demo_root: Path
+) -> None:
+    path = demo_root / "Demo/Long.lean"
+    base = projects.long_file(300)
+    path.write_text(base)
+    uri = path_to_uri(path)
+    await client.open(uri, base)
+    tails = [
+        "\ntheorem probe0 : MyTrue := nope\n",  # the reporter never waits: its publish follows the final progress
+        "\ntheorem probe1 (p : Prop) (hp : p) : p := hp\n",
+        base.replace("theorem after5 ", "theorem after5' "),  # a change early on: the reporter waits
+        base.replace("theorem after7 ", "theorem after7 (x : nope) ") + "\ntheorem probe2 : MyTrue := nope\n",
+    ]
+    with anyio.fail_after(120):
+        assert (await client.sync(uri)).complete
+        for tail in tails:
+            text = tail if tail.startswith("prelude") else base + tail
+            await client.change(uri, text, save=False)
+            sent = client.stats().requests
+            quick = await client.sync(uri, reported=True)
+            assert client.stats().requests == sent, "the reported barrier sends no request"
+            full = await client.sync(uri)
+            assert quick.complete and full.complete and quick.version == full.version
+            assert [d.message for d in quick.diagnostics] == [d.message for d in full.diagnostics], tail[:40]
+            assert bool(quick.errors) == ("nope" in tail)

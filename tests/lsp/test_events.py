@@ -87,9 +87,35 @@ async def test_real_events_stream_progress_and_diagnostics(lean_toolchain: Toolc
     assert diags and diags[-1].diagnostics and diags[-1].version == 1
 
 
-def _progress(uri: str, line: int) -> ProgressEvent:
+def _progress(uri: str, line: int, *, version: int | None = None, kind: int = 1) -> ProgressEvent:
     rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}
-    return ProgressEvent(FileProgress.from_params({"processing": [{"range": rng}], "textDocument": {"uri": uri}}))
+    processing = [] if line < 0 else [{"range": rng, "kind": kind}]
+    return ProgressEvent(
+        FileProgress.from_params({"processing": processing, "textDocument": {"uri": uri, "version": version}})
+    )
+
+
+async def test_a_final_or_fatal_report_or_a_new_version_is_queued_after_the_unread_one_never_merged() -> None:
+    events = Broadcast()
+    a = "file:///a.lean"
+    async with events.subscribe(16, coalesce_progress=True) as stream:
+        events.send(_progress(a, 1, version=1))
+        events.send(_progress(a, 2, version=1))  # replaces line 1
+        events.send(_progress(a, -1, version=1))  # final: queued after, not merged
+        events.send(_progress(a, 3, version=2))  # a new version after the final report: queued after it
+        events.send(_progress(a, 4, version=2))  # replaces line 3
+        events.send(_progress(a, 5, version=3))  # another version: queued after, never merged into version 2
+        events.send(_progress(a, 0, version=3, kind=2))  # fatal: queued after
+        seen = [e.report for e in _drain(stream) if isinstance(e, ProgressEvent)]
+        assert stream.coalesced == 2
+    assert [(r.version, r.done, r.fatal) for r in seen] == [
+        (1, False, False),
+        (1, True, False),
+        (2, False, False),
+        (3, False, False),
+        (3, False, True),
+    ]
+    assert [r.processing[0].start.line for r in seen if not r.done and not r.fatal] == [2, 4, 5]
 
 
 async def test_a_coalescing_subscriber_reads_only_the_newest_unread_progress_of_each_document() -> None:

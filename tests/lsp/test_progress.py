@@ -108,3 +108,26 @@ def test_a_report_from_a_model_keeps_the_model() -> None:
     )
     report = FileProgress.from_model(model)
     assert report.params is model and report.fatal and not report.done and "fatal" in repr(report)
+
+
+def test_the_extent_of_a_compact_report_is_scanned_from_its_bytes_without_decoding_them() -> None:
+    wide = {"kind": 1, "range": {"end": {"character": 4, "line": 40}, "start": {"character": 2, "line": 7}}}
+    processing = [*ranges(9, 12), wide]
+    report = compact_report(lean_body(processing))
+    assert report is not None
+    assert report.extent == Range(start=Position(line=7, character=2), end=Position(line=40, character=4))
+    assert "params" not in vars(report), "the extent needs no decoding"
+    decoded = FileProgress.from_params(json.loads(lean_body(processing))["params"])
+    assert decoded.extent == report.extent
+
+
+def test_a_report_whose_ranges_are_spelled_otherwise_gets_its_extent_from_the_decoded_ranges() -> None:
+    spaced = lean_body(ranges(5, 3)).replace(
+        b'"range":{"end":{"character":0,"line":3}', b'"range":{"end":{"line":3,"character":0}'
+    )
+    report = compact_report(spaced)
+    assert report is not None
+    assert report.extent == Range(start=Position(line=3, character=0), end=Position(line=5, character=0))
+    assert "params" in vars(report)
+    done = FileProgress.from_params({"textDocument": {"uri": URI, "version": 1}, "processing": []})
+    assert done.extent is None

@@ -76,6 +76,7 @@ class _Document:
     """The barrier's state for one open document (a new one per `open`)."""
 
     barrier_version: int | None = None
+    reported_version: int | None = None  # the version a reported barrier (no waitForDiagnostics) completed for
     crashed: bool = False
     changed: anyio.Event | None = None  # made by a waiter, set (and dropped) by the next report: no event per report
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
@@ -199,8 +200,11 @@ class Barrier:
         return doc is not self._docs.get(uri) or version != current_version
 
     # ---- the barrier ------------------------------------------------------------------------------------
-    async def sync(self, uri: str, version: int, *, timeout: float | None, request: WaitRequest) -> SyncResult:
+    async def sync(self, uri: str, version: int, *, timeout: float | None, request: WaitRequest | None) -> SyncResult:
         """Wait until Lean finished `version` of `uri` (or the deadline passed) and describe the outcome.
+
+        With `request` None (the reported barrier, see `LeanClient.sync`), no `waitForDiagnostics` is sent:
+        the version is complete once its final progress arrived and a publish of it is stored.
 
         Raises:
             DocumentNotOpen: The document is not open, or was closed during the wait.
@@ -208,33 +212,37 @@ class Barrier:
         doc = self._docs.get(uri)
         if doc is None:
             raise DocumentNotOpen(uri)
-        if doc.barrier_version != version:
+        if version not in (doc.barrier_version, doc.reported_version if request is None else None):
             with anyio.move_on_after(timeout):
                 try:
-                    if not doc.crashed:
+                    if not doc.crashed and request is not None:
                         await request(uri, version)
                 except WorkerCrashed:
                     self.worker_crashed(uri, version)
-                await self._wait(uri, doc, version)
+                await self._wait(uri, doc, version, published=request is None)
                 report = self._cache.document_progress(uri)
                 if not doc.crashed and report.done and report.progress_version == version:
-                    doc.barrier_version = version
+                    if request is not None:
+                        doc.barrier_version = version
+                    elif report.diagnostics_version == version:
+                        doc.reported_version = version
         if self._docs.get(uri) is not doc:
             raise DocumentNotOpen(uri)
         return self._result(uri, doc, version)
 
-    async def _wait(self, uri: str, doc: _Document, version: int) -> None:
+    async def _wait(self, uri: str, doc: _Document, version: int, *, published: bool = False) -> None:
         while not (self._stopped or doc.crashed or self._docs.get(uri) is not doc):
             report = self._cache.document_progress(uri)
             if report.progress_version is not None and report.progress_version >= version and report.done:
-                return
+                if not published or (report.diagnostics_version is not None and report.diagnostics_version >= version):
+                    return
             await doc.wait_changed()
 
     def _result(self, uri: str, doc: _Document, version: int) -> SyncResult:
         report = self._cache.document_progress(uri)
         if doc.crashed or (report.progress_version == version and report.fatal):
             elaboration = Elaboration.FAILED
-        elif doc.barrier_version == version:
+        elif version in (doc.barrier_version, doc.reported_version):
             elaboration = Elaboration.COMPLETE
         else:
             elaboration = Elaboration.PROCESSING

@@ -3,9 +3,12 @@
 Owns the event types (diagnostics published, file progress, server exit), `EventStream` (one subscriber's queue)
 and `Broadcast`, which offers each event to every subscriber without ever blocking the reader: a subscriber that
 falls behind loses events (they are counted), one that went away is forgotten. A subscriber that asks for it
-gets file progress coalesced: while a progress event for a document is still unread, a newer one for the same
-document replaces it in place (the count of updates it sees then follows how fast it reads, not how often Lean
-reports). Nothing here decodes a progress report's ranges. It must not decide what to publish (the client does).
+gets file progress coalesced: while a "still elaborating" progress event for a document is still unread, a newer
+one for the same document and version replaces it in place (the count of updates it sees then follows how fast it
+reads, not how often Lean reports). A final or fatal report, or one of another version, never replaces an unread
+one and is never replaced: it is queued after it, so a reader still sees that a version was elaborating before
+it finished, and in what order versions came. Nothing here decodes a progress report's ranges. It must not decide
+what to publish (the client does).
 """
 
 from __future__ import annotations
@@ -64,11 +67,11 @@ class ServerExitedEvent:
 LspEvent = DiagnosticsEvent | ProgressEvent | ServerExitedEvent
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Latest:
-    """A queue entry standing for the newest unread progress event of one document."""
+    """A queue entry holding the newest unread "still elaborating" progress event of one document version."""
 
-    uri: str
+    event: ProgressEvent
 
 
 class EventStream:
@@ -84,7 +87,7 @@ class EventStream:
         self._buffer = buffer
         self._coalesce = coalesce_progress
         self._queue: collections.deque[LspEvent | _Latest] = collections.deque()
-        self._latest: dict[str, ProgressEvent] = {}
+        self._latest: dict[str, _Latest] = {}
         self._wakeup = anyio.Event()
         self._ended = False
         self._closed = False
@@ -101,16 +104,22 @@ class EventStream:
             raise anyio.ClosedResourceError
         entry: LspEvent | _Latest = event
         if self._coalesce and isinstance(event, ProgressEvent):
-            uri = event.report.uri
-            if uri in self._latest:
-                self._latest[uri] = event
+            report = event.report
+            latest = self._latest.get(report.uri)
+            ongoing = not (report.done or report.fatal)
+            if latest is not None and ongoing and latest.event.report.version == report.version:
+                latest.event = event
                 self.coalesced += 1
                 return True
-            entry = _Latest(uri)
+            if ongoing:
+                entry = _Latest(event)
         if len(self._queue) >= self._buffer:
             return False
-        if isinstance(entry, _Latest):
-            self._latest[entry.uri] = event  # type: ignore[assignment]  # a ProgressEvent (checked above)
+        if isinstance(event, ProgressEvent) and self._coalesce:
+            if isinstance(entry, _Latest):
+                self._latest[event.report.uri] = entry
+            else:
+                self._latest.pop(event.report.uri, None)  # later reports queue after this one
         self._queue.append(entry)
         self._wakeup.set()
         return True
@@ -131,7 +140,12 @@ class EventStream:
             raise anyio.ClosedResourceError
         if self._queue:
             entry = self._queue.popleft()
-            return self._latest.pop(entry.uri) if isinstance(entry, _Latest) else entry
+            if not isinstance(entry, _Latest):
+                return entry
+            uri = entry.event.report.uri
+            if self._latest.get(uri) is entry:
+                del self._latest[uri]
+            return entry.event
         if self._ended:
             raise anyio.EndOfStream
         raise anyio.WouldBlock

@@ -6,7 +6,8 @@ it sends hundreds of reports of up to tens of KiB each (a 1500-declaration file:
 all of them replaced by the next one before anybody reads their ranges. So:
 
 - The summary (uri, version, done, fatal) is known at once; the ranges (`processing`, `params`) are decoded and
-  validated the first time they are read, and never if nobody reads them.
+  validated the first time they are read, and never if nobody reads them. Their `extent` (the range covering them
+  all, what a progress display shows) is scanned from a compact report's bytes without decoding it.
 - `compact_report(body)` recognises a report in Lean's own serialisation (compact JSON, sorted keys, which the
   fake server copies) *before* the body is decoded, from its fixed beginning and end, when it says "still
   elaborating, nothing failed": such a report is summarised without decoding its ranges. Anything else (a final
@@ -27,7 +28,7 @@ import re
 from typing import Any, Final
 
 from . import strict_json
-from .lean import LeanFileProgressKind, LeanFileProgressParams, Range
+from .lean import LeanFileProgressKind, LeanFileProgressParams, Position, Range
 
 __all__ = ["FileProgress", "compact_report"]
 
@@ -38,6 +39,10 @@ _TAIL_START: Final = b'],"textDocument":{"uri":'
 _TAIL: Final = re.compile(rb'\],"textDocument":\{"uri":("(?:[^"\\]|\\.)*"),"version":(0|[1-9][0-9]{0,15})\}\}\}')
 _FATAL: Final = b'"kind":%d' % LeanFileProgressKind.FATAL_ERROR
 _UNKNOWN_RANGE: Final = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+_RANGE: Final = re.compile(
+    rb'"range":\{"end":\{"character":(0|[1-9][0-9]{0,15}),"line":(0|[1-9][0-9]{0,15})\},'
+    rb'"start":\{"character":(0|[1-9][0-9]{0,15}),"line":(0|[1-9][0-9]{0,15})\}\}'
+)
 
 
 class FileProgress:
@@ -112,6 +117,29 @@ class FileProgress:
     def processing(self) -> tuple[Range, ...]:
         """The ranges still elaborating (or failed, when `fatal`); empty when `done`."""
         return tuple(p.range for p in self.params.processing)
+
+    @functools.cached_property
+    def extent(self) -> Range | None:
+        """The smallest range covering every range in `processing` (None when there is none).
+
+        A report recognised in Lean's own spelling (`compact_report`) is scanned for its ranges without being
+        decoded, when every range in it is spelled that way; anything else is read from `processing`.
+        """
+        body = self._body
+        if body is not None:
+            found = _RANGE.findall(body)
+            if found and len(found) == body.count(b'"range":'):
+                end = max((int(line), int(character)) for character, line, _, _ in found)
+                start = min((int(line), int(character)) for _, _, character, line in found)
+                return Range(
+                    start=Position(line=start[0], character=start[1]), end=Position(line=end[0], character=end[1])
+                )
+        ranges = self.processing
+        if not ranges:
+            return None
+        start = min((r.start.line, r.start.character) for r in ranges)
+        end = max((r.end.line, r.end.character) for r in ranges)
+        return Range(start=Position(line=start[0], character=start[1]), end=Position(line=end[0], character=end[1]))
 
     def __repr__(self) -> str:
         state = "fatal" if self.fatal else "done" if self.done else "processing"
