@@ -4,7 +4,8 @@ The fake Lean server (`tests/support/fake_lean.py`) scripts faults by config; `f
 server of a broker one config and every later (restarted) server another, so a test can crash Lean once and
 watch the next call recover. `fake_lake` installs a `lake` executable that builds nothing but writes the
 artifacts a real `lake build <Module>` would, as its config says (it can also log its argument lists and hang
-with a child process, like a compiler running under Lake). `Cli` runs `lean-beam` as a child process.
+with a child process, like a compiler running under Lake). `Cli` runs `lean-beam` as a child process. `spy`
+records which document each chosen Lean request went to (the document itself or a probe mirror).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "fake_project",
     "first_start_cmd",
     "open_broker",
+    "spy",
     "wait_dead",
 ]
 
@@ -243,3 +245,19 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def spy(monkeypatch: pytest.MonkeyPatch, *methods: str) -> list[tuple[str, str]]:
+    """Record (method, file name) of every call of these `LeanClient` methods."""
+    from beam_lsp import LeanClient
+
+    asked: list[tuple[str, str]] = []
+    for name in methods:
+        original = getattr(LeanClient, name)
+
+        async def recorded(self: Any, uri: str, *args: Any, _f: Any = original, _n: str = name, **kw: Any) -> Any:
+            asked.append((_n, uri.rsplit("/", 1)[-1]))
+            return await _f(self, uri, *args, **kw)
+
+        monkeypatch.setattr(LeanClient, name, recorded)
+    return asked

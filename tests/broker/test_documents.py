@@ -15,7 +15,7 @@ import pytest
 
 from beam_broker import BrokerError
 from beam_broker import errors as codes
-from beam_broker._documents import Documents, header_imports, read_source, text_hash
+from beam_broker._documents import DocState, Documents, header_imports, header_text, read_source, text_hash
 from beam_broker._verdict import ProgressTracker
 
 pytestmark = pytest.mark.anyio
@@ -26,6 +26,22 @@ def test_header_imports_skip_comments_and_stop_at_the_first_command() -> None:
     assert header_imports(text) == ("A.B", "C")
     assert header_imports("module\npublic import D\nimport all E\n") == ("D", "E")
     assert header_imports("/- one line -/\nimport F\n") == ("F",)
+
+
+def test_the_header_text_is_everything_before_the_first_command() -> None:
+    text = "/- doc -/\nprelude\nimport A\n\n-- note\ntheorem x : True := trivial\nimport Z\n"
+    assert header_text(text) == "/- doc -/\nprelude\nimport A\n\n-- note\n"
+    assert header_text("import A\n") == "import A\n" and header_text("") == ""
+
+
+def test_a_new_version_forgets_the_goal_modes_of_the_old_one() -> None:
+    doc = DocState(Path("/w/A.lean"), "file:///w/A.lean", "A", "", 1)
+    doc.goal_modes[(0, 0)] = True
+    doc.changed(2, "def x := 1\n")
+    assert doc.goal_modes == {} and doc.version == 2
+    doc.goal_modes[(1, 0)] = False
+    doc.opened(1, "def x := 1\n")
+    assert doc.goal_modes == {}
 
 
 def test_text_hash_ignores_line_ending_style() -> None:

@@ -10,7 +10,7 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 
-from .support import call, error_of, fake_project, open_broker
+from .support import call, error_of, fake_project, open_broker, spy
 
 pytestmark = pytest.mark.anyio
 PROOF = "theorem t : True := by\n  exact trivial\n"
@@ -188,3 +188,24 @@ async def test_todo_finds_sorry_holes_incomplete_proofs_and_resolvable_code_acti
         suggest="none",
     )
     assert [i["kind"] for i in point["items"]] == ["sorry"]
+
+
+# ---- position requests while Lean elaborates the document again (DESIGN §4) ----------------------------------
+async def test_goals_come_from_a_mirror_while_the_document_elaborates_again_and_are_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": PROOF})
+    asked = spy(monkeypatch, "interactive_goals", "plain_goal")
+    at = {"path": "A.lean", "line": 1, "character": 4, "mode": "before"}
+    async with open_broker({"goal_trigger": "exact", "rpc": True, "elab_ms": 60_000}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        first = await call(broker, "goals", root, version=1, **at)  # opened and elaborating: the document
+        (root / "A.lean").write_text(PROOF + "\ntheorem later : True := trivial\n")
+        assert (await call(broker, "update", root, path="A.lean"))["version"] == 2
+        again = await call(broker, "goals", root, version=2, **at)  # elaborating again: a mirror
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        [mirror] = next(iter(runtime.pools.values())).mirrors
+    assert first == again and first["goals"]
+    assert asked == [("interactive_goals", "A.lean"), ("interactive_goals", "A_beamProbe1.lean")]
+    assert mirror.text == PROOF, "the mirror holds the text up to the end of the declaration"

@@ -8,7 +8,8 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from beam_broker._mirrors import MirrorPool, is_mirror_path
+from beam_broker import _mirrors as mirrors
+from beam_broker._mirrors import SPLIT_CHARS, MirrorPool, is_mirror_path
 
 pytestmark = pytest.mark.anyio
 SOURCE = "file:///w/Demo/A.b.lean"
@@ -21,9 +22,20 @@ class Recorder:
     exited: object = None
     closed: list[str] = dataclasses.field(default_factory=list)
     forgotten: list[str] = dataclasses.field(default_factory=list)
+    sent: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    fatal: bool = False
 
     async def close(self, uri: str) -> None:
         self.closed.append(uri)
+
+    async def open(self, uri: str, text: str) -> int:
+        self.sent.append(("open", uri, text))
+        return len(self.sent)
+
+    async def change(self, uri: str, text: str, *, save: bool = True) -> int:
+        assert save is False, "a mirror is never saved"
+        self.sent.append(("change", uri, text))
+        return len(self.sent)
 
     @property
     def cache(self) -> Recorder:
@@ -31,6 +43,9 @@ class Recorder:
 
     def forget(self, uri: str) -> None:
         self.forgotten.append(uri)
+
+    def document_progress(self, uri: str) -> Any:
+        return self
 
 
 def client(recorder: Recorder) -> Any:
@@ -104,3 +119,51 @@ async def test_closing_all_mirrors_skips_a_dead_client() -> None:
     await pool.close_all(client(dead))
     assert pool.mirrors == [] and dead.closed == []
     await pool.close_all(None)
+
+
+HEAD = "prelude\nimport Demo.Basic\n"
+BODY = "".join(f"\ntheorem t{i} (p : Prop) (hp : p) : p := hp\n" for i in range(400))
+
+
+async def test_a_mirror_opens_once_then_changes_and_sends_nothing_for_the_text_it_holds() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    lean = Recorder()
+    async with pool.checkout() as mirror:
+        assert await mirrors.write(client(lean), mirror, HEAD + "def a := 1\n") == (1, False)  # opened: new header
+        assert await mirrors.write(client(lean), mirror, HEAD + "def a := 2\n") == (2, True)  # same header
+        await mirrors.show(client(lean), mirror, HEAD + "def a := 2\n")
+        assert len(lean.sent) == 2
+        assert await mirrors.write(client(lean), mirror, "prelude\nimport Demo.Other\ndef a := 2\n") == (3, False)
+        lean.fatal = True  # its worker failed: the same text is sent again (a change restarts the worker)
+        await mirrors.show(client(lean), mirror, "prelude\nimport Demo.Other\ndef a := 2\n")
+    assert [kind for kind, _, _ in lean.sent] == ["open", "change", "change", "change"]
+
+
+async def test_a_probe_takes_the_idle_mirror_lean_has_most_of_already_elaborated() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    lean = Recorder()
+    top, end = HEAD + "def a := 1\n", HEAD + BODY + "def z := 1\n"
+    async with pool.checkout(top) as first:
+        await mirrors.write(client(lean), first, top + "#check a\n")
+    async with pool.checkout(end) as second:  # far from the first one's text: a mirror of its own
+        assert second is not first
+        await mirrors.write(client(lean), second, end + "#check z\n")
+    async with pool.checkout(top) as again:
+        assert again is first
+    async with pool.checkout(end) as again:
+        assert again is second
+    edited = HEAD + "def a := 2\n"  # an edit at the top: both mirrors share only the header with it
+    async with pool.checkout(edited) as chosen:
+        assert chosen is first, "the mirror whose text is closest, not the long one"
+    async with pool.checkout(edited.replace("def a := 2\n", "def a := 2\n" + BODY)) as chosen:
+        assert chosen is second
+    assert len(BODY) > SPLIT_CHARS
+
+
+async def test_a_probe_near_the_mirror_s_text_reuses_it_even_when_the_pool_has_room() -> None:
+    pool = MirrorPool(SOURCE, 2)
+    lean = Recorder()
+    async with pool.checkout(HEAD + BODY) as first:
+        await mirrors.write(client(lean), first, HEAD + BODY)
+    async with pool.checkout(HEAD + BODY + "theorem more : True := trivial\n") as again:
+        assert again is first and len(pool.mirrors) == 1

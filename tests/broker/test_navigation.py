@@ -14,7 +14,7 @@ from beam_broker._navigation import lsp_json
 from beam_lsp import Position
 from tests.support import projects
 
-from .support import call, error_of, fake_project, open_broker
+from .support import call, error_of, fake_project, open_broker, spy
 
 pytestmark = pytest.mark.anyio
 SOURCE = "theorem two : True := trivial\ndef helper := two\n"
@@ -122,3 +122,46 @@ async def test_a_hover_is_not_blocked_by_a_slow_sync_on_real_lean(broker: Broker
         await call(broker, "hover", demo_root, path="Demo/Proofs.lean", version=1, line=3, character=29)
         order.append("hover")
     assert order == ["hover", "sync"]
+
+
+async def test_hover_and_signature_help_come_from_a_mirror_while_the_document_elaborates_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": SOURCE})
+    asked = spy(monkeypatch, "hover", "signature_help", "definition")
+    at: dict[str, Any] = {"path": "A.lean", "line": 1, "character": 15}
+    async with open_broker({"hover": {"two": "two : True"}, "elab_ms": 60_000}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        settled = await call(broker, "hover", root, version=1, **at)
+        (root / "A.lean").write_text(SOURCE + "def more := helper\n")
+        await call(broker, "update", root, path="A.lean")
+        hover = await call(broker, "hover", root, version=2, **at)
+        again = await call(broker, "hover", root, version=2, **at)
+        signature = await call(broker, "signature_help", root, version=2, **at)
+        definition = await call(broker, "definition", root, version=2, **at)
+        bad = await error_of(broker, "hover", root, version=2, **{**at, "line": 9})
+    assert hover == again == settled and settled["contents"]["value"] == "two : True"
+    assert signature["result"] is None and definition["result"] == []
+    assert asked == [
+        ("hover", "A.lean"),
+        ("hover", "A_beamProbe1.lean"),
+        ("hover", "A_beamProbe1.lean"),
+        ("signature_help", "A_beamProbe1.lean"),
+        ("definition", "A.lean"),  # the watchdog's index answers for the document itself
+    ]
+    assert bad.code == codes.INVALID_PARAMS
+
+
+async def test_a_mirror_whose_request_failed_gets_its_text_again_next_time(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": SOURCE})
+    lean = {"elab_ms": 60_000, "errors": {"textDocument/hover": {"code": -32603, "message": "boom"}}}
+    async with open_broker(lean) as broker:
+        await call(broker, "update", root, path="A.lean")
+        (root / "A.lean").write_text(SOURCE + "def more := helper\n")
+        await call(broker, "update", root, path="A.lean")
+        failed = await error_of(broker, "hover", root, path="A.lean", version=2, line=1, character=15)
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        [mirror] = next(iter(runtime.pools.values())).mirrors
+    assert failed.code != codes.INVALID_PARAMS and "boom" in failed.message
+    assert mirror.opened and mirror.text is None

@@ -86,3 +86,32 @@ def test_run_messages_fold_hints_into_information_and_traces_are_recognized() ->
     ]
     assert spec.is_trace(diag("[Meta.synthInstance] ✅ Nat", 3))
     assert not spec.is_trace(diag("[Meta.synthInstance] failed", 1)) and not spec.is_trace(diag("plain", 3))
+
+
+def test_a_command_without_by_has_no_tactic_goals_and_anything_else_is_for_lean() -> None:
+    text = (
+        "prelude\n"
+        "def edited : Nat := 1\n"
+        "\n"
+        "theorem t (p : Prop) (hp : p) : p := by\n"
+        "  exact hp\n"
+        "\n"
+        "def standby := 2\n"  # `by` inside a word: not settled by the text
+        "def f :=\n"
+        "  3\n"
+    )
+    d = TextDocument("file:///x/A.lean", text, 1)
+    assert spec.without_tactics(d, P(1, 4)) and spec.without_tactics(d, P(2, 0))  # a blank line: the def before it
+    assert not spec.without_tactics(d, P(4, 2)) and not spec.without_tactics(d, P(5, 0))
+    assert not spec.without_tactics(d, P(6, 0))
+    assert spec.without_tactics(d, P(8, 2)) and spec.without_tactics(d, P(0, 0))
+
+
+def test_the_declaration_text_ends_after_the_command_around_the_position() -> None:
+    d = doc()
+    assert spec.declaration_text(d, P(2, 2)) == SOURCE[: SOURCE.index("\n\ntheorem later")] + "\n"
+    assert spec.declaration_text(d, P(7, 3)) == SOURCE
+    cut = spec.declaration_text(d, P(4, 4))
+    assert TextDocument("m", cut, 1).line_text(4) == d.line_text(4), "positions before the cut are the same"
+    header = TextDocument("file:///x/B.lean", "prelude\nimport A\nimport B\n\ndef x := 1\n", 1)
+    assert spec.declaration_text(header, P(1, 3)) == "prelude\nimport A\nimport B\n\n\n", "never inside the header"

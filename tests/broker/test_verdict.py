@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from beam_broker import _verdict as verdict
 from beam_lsp import LeanDiagnostic, LeanFileProgressParams
 
@@ -99,3 +101,46 @@ def test_document_progress_uses_one_based_bounds_and_keeps_the_end_when_done() -
     feed([])
     assert tracker.snapshot().dump() == {"updates": 3, "done": True, "range_end_line": 9}
     assert copy.updates == 2 and not copy.done
+
+
+def _event(version: int, *starts: int, fatal: bool = False) -> Any:
+    from beam_lsp import ProgressEvent
+    from beam_lsp._progress import FileProgress
+
+    kind = 2 if fatal else 1
+    rng = [{"start": {"line": s, "character": 0}, "end": {"line": 99, "character": 0}} for s in starts]
+    params = {"textDocument": {"uri": "file:///x.lean", "version": version}, "processing": []}
+    params["processing"] = [{"range": r, "kind": kind} for r in rng]
+    return ProgressEvent(FileProgress.from_params(params))
+
+
+def test_a_tracker_streams_the_first_every_25th_and_the_final_report_and_reads_ranges_only_for_those() -> None:
+    tracker = verdict.ProgressTracker()
+    events = [_event(1, 10 + k) for k in range(60)]
+    due = [k for k, e in enumerate(events) if tracker.track(e)]
+    assert due == [0, 25, 50] and tracker.updates == 60
+    read = [k for k, e in enumerate(events) if "params" in e.report.__dict__]
+    assert read == due, "the ranges of a report are decoded only when it is streamed"
+    assert (tracker.done, tracker.range_start_line, tracker.range_end_line) == (False, 61, 99)
+    final = _event(1)
+    assert tracker.track(final) and "params" not in final.report.__dict__  # done: no ranges to read
+    assert tracker.snapshot().dump() == {"updates": 61, "done": True, "range_end_line": 99}
+    copy = tracker.copy()
+    assert copy.track(_event(2, 3)) and copy.range_start_line == 4, "a copy streams its first report afresh"
+
+
+def test_a_fatal_report_is_always_streamed_with_its_range() -> None:
+    tracker = verdict.ProgressTracker()
+    assert tracker.track(_event(1, 5))
+    assert not tracker.track(_event(1, 6))
+    assert tracker.track(_event(1, 0, fatal=True))
+    assert (tracker.done, tracker.range_start_line) == (False, 1)
+
+
+def test_the_scope_filter_can_be_told_whether_any_diagnostic_is_completion_blocking() -> None:
+    stale = diag("Imports are out of date and should be rebuilt", 3)
+    error = diag("e")
+    assert verdict.scoped(error, "errors", any_blocking=False)
+    assert not verdict.scoped(error, "errors", any_blocking=True) and verdict.scoped(stale, "errors", any_blocking=True)
+    assert verdict.scoped(diag("w", 2), "all", any_blocking=True)
+    assert verdict.in_scope(error, "errors", [error, stale]) is False

@@ -1,8 +1,10 @@
 """One call's context: its runtime and event sink, the event watch on a document, and update-and-sync.
 
 Owns: forwarding Lean's progress, Lake setup lines and scoped diagnostics of the watched document as events
-(subscribed before the document is opened or changed, so nothing is missed), and the interpreted barrier that
-`sync`, `refresh`, `save` and `close_save` share (spec §3.7: incomplete, stale dependencies, or the verdict).
+(subscribed before the document is opened or changed, so nothing is missed; a small, flat cost per Lean
+notification), the interpreted barrier that `sync`, `refresh`, `save` and `close_save` share (spec §3.7:
+incomplete, stale dependencies, or the verdict), and which document a position request asks while Lean
+elaborates the document again (the document itself, or a probe mirror: DESIGN §4).
 Handler modules build on it; it never maps beam-lsp errors (the broker's boundary does) and never speaks MCP.
 The Lean client stack is imported lazily, so the registry stays cheap to import.
 """
@@ -18,6 +20,8 @@ import anyio
 
 from beam_lsp import Elaboration, path_to_uri
 
+from . import _mirrors as mirrors
+from . import _probe as probe
 from . import _verdict as verdict
 from . import models as m
 from ._util import single_errors
@@ -26,27 +30,71 @@ from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent
 from .workspace import WorkspaceDescriptor, resolve_path
 
 if TYPE_CHECKING:
-    from beam_lsp import LeanClient, LspEvent, SyncResult
+    from beam_lsp import DiagnosticsEvent, LeanClient, LspEvent, Position, SyncResult
 
     from ._documents import DocState
     from .runtime import WorkspaceRuntime
 
 
+def settled(client: LeanClient, doc: DocState) -> bool:
+    """Whether Lean's last progress says it finished (or failed) the document's current version."""
+    report = client.cache.document_progress(doc.uri)
+    return report.progress_version == doc.version and (report.done or report.fatal)
+
+
+def reelaborating(client: LeanClient, doc: DocState) -> bool:
+    """Whether Lean is elaborating the document again after a change (not the first elaboration after opening).
+
+    Lean 4.35's file worker answers position requests late while it elaborates (its task queue is full of the
+    file's declarations), so position requests then go to a probe mirror (`Call.position`).
+    """
+    return doc.version > 1 and not settled(client, doc)
+
+
 @dataclasses.dataclass
 class Watch:
-    """What one call watches: a document URI and, once known, its version and last progress."""
+    """What one call watches: a document URI and, once known, its version and last progress.
+
+    It also keeps what it streamed of the document's diagnostics: the ones already seen (each is streamed
+    once) and whether one of the version's diagnostics is completion-blocking (the `errors` scope then shows
+    only those).
+    """
 
     uri: str
     path: str
     version: int = 0
     progress: verdict.ProgressTracker = dataclasses.field(default_factory=verdict.ProgressTracker)
     seen: set[str] = dataclasses.field(default_factory=set)
+    _blocking: bool = False
 
     def bind(self, doc: DocState, changed: bool) -> None:
         """Set the tracked version; an unchanged document continues from its last known progress."""
         self.version = doc.version
         if not changed and self.progress.updates == 0:
             self.progress = doc.progress.copy()
+
+    def note(self, event: DiagnosticsEvent, scope: str | None) -> list[BrokerEvent]:
+        """Events for the diagnostics a publish added that were not seen before.
+
+        Lake setup lines, and the items in `scope` (None: none). Costs what the publish added, not what is
+        stored.
+        """
+        added = verdict.visible(event.added)
+        full = len(event.added) == len(event.diagnostics)  # a whole publish (or the first of its version)
+        blocking = any(verdict.is_completion_blocking(d) for d in added)
+        self._blocking = blocking if full else self._blocking or blocking
+        out: list[BrokerEvent] = []
+        for d in added:
+            key = d.model_dump_json()
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            if verdict.is_setup_line(d):
+                out.append(SetupEvent(d.message.strip(), self.path))
+            if scope is not None and verdict.scoped(d, scope, any_blocking=self._blocking):
+                item = verdict.item(d, path=self.path, uri=self.uri, version=event.version)
+                out.append(DiagnosticEvent(item.dump()))
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,35 +162,57 @@ class Call:
         await self.runtime.close_doc(self._client or self.runtime.live_client(), rel)
 
     @contextlib.asynccontextmanager
+    async def position(
+        self, client: LeanClient, doc: DocState, pos: Position, mirror: mirrors.Mirror | None = None
+    ) -> AsyncIterator[str]:
+        """The URI to ask Lean about `pos` of the document's current version, soonest (DESIGN §4).
+
+        The document itself when Lean finished its version or elaborates it for the first time; while Lean
+        elaborates it again after a change, a probe mirror holding the text up to the end of the declaration
+        around `pos` (`mirror`, or one checked out for the block), whose worker answers as soon as that
+        declaration is elaborated. Positions are the same in both, and so are the answers. The position must
+        have been validated against the document's text.
+        """
+        if not reelaborating(client, doc):
+            yield doc.uri
+            return
+        text = probe.declaration_text(client.document(doc.uri), pos)
+        async with contextlib.AsyncExitStack() as stack:
+            if mirror is None:
+                mirror = await stack.enter_async_context(self.runtime.pool(doc.uri).checkout(text))
+            await mirrors.show(client, mirror, text)
+            try:
+                yield mirror.uri
+            except Exception:
+                mirror.text = None  # a request that failed (a crashed worker?): the next one sends the text again
+                raise
+
+    @contextlib.asynccontextmanager
     async def watch(self, client: LeanClient, watch: Watch, scope: str | None) -> AsyncIterator[Watch]:
         """Forward the document's progress, setup lines and (scoped, deduplicated) diagnostics as events.
 
-        Subscribe *before* the document is opened or changed, so no early notification is missed.
+        Subscribe *before* the document is opened or changed, so no early notification is missed. The cost
+        per Lean notification is small and flat: a progress report is read from its summary (its ranges only
+        for a report streamed as an event, see `ProgressTracker.track`), reports of other documents are not
+        read at all, unread progress is coalesced, and a publish costs what it adds (only `added` is
+        deduplicated).
         """
         from beam_lsp import DiagnosticsEvent, ProgressEvent
 
         def handle(event: LspEvent) -> None:
-            if isinstance(event, ProgressEvent) and event.params.textDocument.uri == watch.uri:
-                v = event.params.textDocument.version
-                if v is None or v >= watch.version:
-                    watch.progress.feed(event.params)
+            if isinstance(event, ProgressEvent):
+                report = event.report
+                if report.uri != watch.uri or (report.version is not None and report.version < watch.version):
+                    return
+                if watch.progress.track(event):
                     self.emit(FileProgressEvent(watch.path, watch.progress.snapshot().dump()))
             elif isinstance(event, DiagnosticsEvent) and event.uri == watch.uri:
                 if event.version is not None and event.version < watch.version:
                     return
-                diags = verdict.visible(event.diagnostics)
-                for d in diags:
-                    key = d.model_dump_json()
-                    if key in watch.seen:
-                        continue
-                    watch.seen.add(key)
-                    if verdict.is_setup_line(d):
-                        self.emit(SetupEvent(d.message.strip(), watch.path))
-                    if scope is not None and verdict.in_scope(d, scope, diags):
-                        item = verdict.item(d, path=watch.path, uri=watch.uri, version=event.version)
-                        self.emit(DiagnosticEvent(item.dump()))
+                for out in watch.note(event, scope):
+                    self.emit(out)
 
-        async with client.subscribe() as events, anyio.create_task_group() as tg:
+        async with client.subscribe(coalesce_progress=True) as events, anyio.create_task_group() as tg:
 
             async def pump() -> None:
                 async for event in events:
@@ -210,7 +280,7 @@ class Call:
             items = [
                 verdict.item(d, path=path, uri=doc.uri, version=doc.version, save_blocking=d.is_error)
                 for d in diags
-                if verdict.in_scope(d, scope, diags)
+                if verdict.scoped(d, scope, any_blocking=bool(incomplete))
             ]
         sync = m.SyncResult(
             path=path,

@@ -1,9 +1,10 @@
 """What Beam tracks about a workspace's documents beside beam-lsp's mirror, for one Lean session.
 
-Owns: per-document state (version, text hash, imports, progress, checkpoint, recency and users), per-module
-event history for stale-dependency detection (spec §3.7), which documents exceed the open-document bound,
-reading sources from disk (regular files only, bounded in size), and the open-files report. It never talks to
-Lean: the runtime sends the messages and updates this state.
+Owns: per-document state (version, text hash, imports, progress, checkpoint, recency, users and the probe modes
+Lean answered for the version), a source's header (imports), per-module event history for stale-dependency
+detection (spec §3.7), which documents exceed the open-document bound, reading sources from disk (regular files
+only, bounded in size), and the open-files report. It never talks to Lean: the runtime sends the messages and
+updates this state.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()[:16]
 
 
-def header_imports(text: str) -> tuple[str, ...]:
-    """Module names a Lean file's header imports (deduplicated, in order)."""
+def _header(text: str) -> tuple[tuple[str, ...], int]:
+    """The module names a Lean file's header imports, and the offset where its first command starts."""
     out: list[str] = []
     in_comment = 0
-    for raw in text.splitlines():
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        start, offset = offset, offset + len(raw)
         line = raw.strip()
         if in_comment:
             if "-/" in line:
@@ -55,11 +58,21 @@ def header_imports(text: str) -> tuple[str, ...]:
         if words[0] == "public" and words[1:2] == ["import"]:
             words = words[1:]
         if words[0] != "import":
-            break
+            return tuple(out), start
         for name in words[1:]:
             if name != "all" and name not in out:
                 out.append(name)
-    return tuple(out)
+    return tuple(out), len(text)
+
+
+def header_imports(text: str) -> tuple[str, ...]:
+    """Module names a Lean file's header imports (deduplicated, in order)."""
+    return _header(text)[0]
+
+
+def header_text(text: str) -> str:
+    """A Lean file's header: its text before the line where the first command starts (imports, comments)."""
+    return text[: _header(text)[1]]
 
 
 _CHUNK = 64 * 1024
@@ -175,12 +188,15 @@ class DocState:
     """When a call last read the document (a sequence number): the open-document bound closes the oldest."""
     users: int = 0
     """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
+    goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
+    """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
 
     def opened(self, version: int, text: str) -> None:
         """The text was sent with didOpen at `version`."""
         self.version = version
         self.text_hash = text_hash(text)
         self.imports = header_imports(text)
+        self.goal_modes = {}
 
     def changed(self, version: int, text: str) -> None:
         """The text was sent with didChange at `version`: checkpoint and progress start over."""

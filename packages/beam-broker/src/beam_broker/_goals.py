@@ -1,7 +1,8 @@
 """Proof-state operations: `goals` before/after a tactic, `todo` items in a range, and `code_action_resolve`.
 
-Goals come from `Lean.Widget.getInteractiveGoals` (structured) with `$/lean/plainGoal` as the fallback; todo
-combines the lexical `sorry` scan, Lean's diagnostics and code actions (`_analysis` holds the pure rules).
+Goals come from `Lean.Widget.getInteractiveGoals` (structured) with `$/lean/plainGoal` as the fallback, asked of
+the document, or of a probe mirror while Lean elaborates the document again (`Call.position`); todo combines the
+lexical `sorry` scan, Lean's diagnostics and code actions (`_analysis` holds the pure rules).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
     text_doc = client.document(doc.uri)
     text_doc.validate(pos)
     start, end = analysis.tactic_span(text_doc, pos)
-    state = await goals_at(client, doc.uri, start if inp.mode == "before" else end)
+    at = start if inp.mode == "before" else end
+    async with call.position(client, doc, at) as uri:
+        state = await goals_at(client, uri, at)
     if state is None:
         raise invalid_params(analysis.NO_GOALS.format(line=inp.line, character=inp.character))
     return m.GoalsResult(workspace=call.workspace, goals=state.goals)

@@ -3,7 +3,9 @@
 Each source document gets at most `limit` mirrors (URIs beside the source, never written to disk); each one is
 a Lean file worker of its own. A probe checks a mirror out (`async with pool.checkout() as mirror`): probes on
 one mirror are serialized, concurrent probes use the other mirrors or queue on the least contended one. Idle
-mirrors are closed by the runtime's reaper. This module never decides what a probe's text is (`_probe`).
+mirrors are closed by the runtime's reaper. A mirror remembers the text it holds, so a position request that
+needs the same text again sends nothing but the request. This module never decides what a probe's text is
+(`_probe`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ._documents import header_text
+
 if TYPE_CHECKING:
     from beam_lsp import LeanClient
 
 _MIRROR = re.compile(r"_beamProbe\d+\.lean$")
+SPLIT_CHARS = 8192
+"""A probe that would make the best idle mirror re-elaborate more source than this gets a new mirror (if allowed)."""
 
 
 def is_mirror_path(path: str) -> bool:
@@ -31,18 +37,73 @@ def is_mirror_path(path: str) -> bool:
 
 @dataclasses.dataclass
 class Mirror:
-    """One private mirror document (a Lean file worker of its own)."""
+    """One private mirror document (a Lean file worker of its own), and the text it holds in Lean."""
 
     uri: str
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
     opened: bool = False
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     waiting: int = 0
+    text: str | None = None
+    header: str | None = None
 
     @property
     def idle(self) -> bool:
         """Nobody holds or waits for it."""
         return not self.lock.locked() and self.waiting == 0
+
+
+def _shared(a: str | None, b: str | None) -> int:
+    """The length of the beginning `a` and `b` share (slice comparisons: no loop over characters)."""
+    if not a or not b:
+        return 0
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _cost(mirror: Mirror, text: str | None) -> int:
+    """What putting `text` in a mirror costs Lean, in characters.
+
+    What it elaborates anew (counted twice), plus how much longer or shorter the mirror's text gets: dropping a
+    long elaborated tail is not free either, and a mirror holding a text of another length is better kept for
+    probes there.
+    """
+    held, wanted = mirror.text or "", text or ""
+    return 2 * (len(wanted) - _shared(held, wanted)) + abs(len(held) - len(wanted))
+
+
+async def write(client: LeanClient, mirror: Mirror, text: str) -> tuple[int, bool]:
+    """Put `text` in the mirror: didOpen the first time, didChange (no didSave) after.
+
+    Returns:
+        The mirror's new version, and whether Lean keeps the header it had (a change that leaves the imports
+        alone: only then may the caller take the reported barrier, see `LeanClient.sync`).
+    """
+    header = header_text(text)
+    if mirror.opened:
+        version = await client.change(mirror.uri, text, save=False)
+        kept = header == mirror.header
+    else:
+        version = await client.open(mirror.uri, text)
+        mirror.opened = True
+        kept = False
+    mirror.text, mirror.header = text, header
+    return version, kept
+
+
+async def show(client: LeanClient, mirror: Mirror, text: str) -> None:
+    """Make the mirror hold `text` (nothing is sent when it already does and its worker did not fail)."""
+    if not mirror.opened or mirror.text != text or client.cache.document_progress(mirror.uri).fatal:
+        await write(client, mirror, text)
 
 
 async def _close(client: LeanClient | None, mirror: Mirror) -> None:
@@ -66,11 +127,21 @@ class MirrorPool:
         stem = path.stem.replace(".", "_")
         return f"file://{path.parent.as_posix()}/{stem}_beamProbe{k}.lean"
 
-    def _slot(self) -> Mirror:
-        """An idle mirror, a new one (under the limit), or the least contended one to wait for."""
-        for mirror in self.mirrors:
-            if not mirror.lock.locked():
-                return mirror
+    def _slot(self, text: str | None) -> Mirror:
+        """The mirror for a probe whose text will be `text`: an idle one, a new one, or one to wait for.
+
+        Lean re-elaborates a mirror from the first character its text changes at, and forgets what came after:
+        so among the idle mirrors the one whose text is closest to `text` (`_cost`) is taken. When that
+        would still re-elaborate more than `SPLIT_CHARS` of `text` and the pool has room, a new mirror is made
+        instead (a worker start, cheaper than that much elaboration), so that probes alternating between distant
+        positions of a long file keep one warm mirror each.
+        """
+        idle = [m for m in self.mirrors if not m.lock.locked()]
+        if idle:
+            best = min(idle, key=lambda m: _cost(m, text))
+            full = len(self.mirrors) >= self.limit
+            if full or text is None or best.text is None or len(text) - _shared(best.text, text) <= SPLIT_CHARS:
+                return best
         if len(self.mirrors) < self.limit:
             # Never reuse a URI: a closed mirror's didClose may still be on its way to Lean.
             self._created += 1
@@ -80,9 +151,14 @@ class MirrorPool:
         return min(self.mirrors, key=lambda m: m.waiting)
 
     @contextlib.asynccontextmanager
-    async def checkout(self) -> AsyncIterator[Mirror]:
-        """Hold a mirror for one probe (waiting for it when every mirror is busy)."""
-        mirror = self._slot()
+    async def checkout(self, text: str | None = None) -> AsyncIterator[Mirror]:
+        """Hold a mirror for one probe (waiting for it when every mirror is busy).
+
+        Args:
+            text: What the probe will put in the mirror (or its beginning), to pick the mirror Lean has the
+                most of already elaborated.
+        """
+        mirror = self._slot(text)
         mirror.waiting += 1
         try:
             await mirror.lock.acquire()

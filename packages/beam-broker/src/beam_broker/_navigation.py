@@ -2,7 +2,11 @@
 
 Each answers for the caller's document version (workspace symbols excepted) with Lean's own LSP JSON; the
 request is sent right after the ordered change, so it never waits behind a whole-file barrier (DESIGN §4).
-lsprotocol is imported lazily, so the registry stays cheap to import.
+Positions are validated against Beam's copy of the text before anything is sent. Hover and signature help,
+which Lean answers from the declaration at the position alone, go to a probe mirror while Lean elaborates the
+document again after a change (`Call.position`); definition, references and symbols always ask the document
+(the watchdog's index and whole-file answers would differ for a mirror). lsprotocol is imported lazily, so
+the registry stays cheap to import.
 """
 
 from __future__ import annotations
@@ -58,13 +62,16 @@ def lsp_json(value: Any) -> Any:
 
 async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, Position]:
     client, doc = await call.checked(inp.path, inp.version)
-    return client, doc, Position(line=inp.line, character=inp.character)
+    pos = Position(line=inp.line, character=inp.character)
+    client.document(doc.uri).validate(pos)
+    return client, doc, pos
 
 
 async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
     """Lean's hover at a position: `{contents, range}`, or `{"result": null}`."""
     client, doc, pos = await _at(call, inp)
-    found = lsp_json(await client.hover(doc.uri, pos))
+    async with call.position(client, doc, pos) as uri:
+        found = lsp_json(await client.hover(uri, pos))
     if found is None:
         return m.HoverResult(m.NullResult(workspace=call.workspace, result=None))
     return m.HoverResult(m.Hover(workspace=call.workspace, **found))
@@ -73,7 +80,8 @@ async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
 async def signature_help(call: Call, inp: m.PositionInput) -> m.SignatureHelpResult:
     """Lean's signature help at a position, or `{"result": null}`."""
     client, doc, pos = await _at(call, inp)
-    found = lsp_json(await client.signature_help(doc.uri, pos))
+    async with call.position(client, doc, pos) as uri:
+        found = lsp_json(await client.signature_help(uri, pos))
     if found is None:
         return m.SignatureHelpResult(m.NullResult(workspace=call.workspace, result=None))
     return m.SignatureHelpResult(m.SignatureHelp(workspace=call.workspace, **found))

@@ -3,7 +3,8 @@
 A probe never touches the source document: its text is placed in a private mirror holding the source up to
 the insertion point, the probe text, and nothing after it (truncation keeps a probe's cost proportional to the
 enclosing declaration; an unchanged prefix lets Lean reuse its snapshots). Pure text surgery on LSP positions
-plus the rules that attribute Lean's messages to the probe; no I/O.
+(including the text a position request needs in a mirror, and the `by` rule that settles a probe's mode without
+Lean) plus the rules that attribute Lean's messages to the probe; no I/O.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from beam_lsp import LeanDiagnostic, Position, TextDocument, severity_label, utf16_len
 
 from ._analysis import indent, inline_tactic_column
+from ._documents import header_text
 
 _TRACE = re.compile(r"^\[[A-Za-z_][\w.]*\]")
 
@@ -88,6 +90,32 @@ def command_basis(doc: TextDocument, pos: Position) -> Basis:
         if text.strip():
             end_line = i
     return Basis("command", _line_end(doc, end_line), 0)
+
+
+def without_tactics(doc: TextDocument, pos: Position) -> bool:
+    """Whether no tactic block can hold the position, from the text alone: a command mode probe, surely.
+
+    Lean has tactic goals only inside a `by` block. The command around the position (from the line where it
+    starts in column 0 to its end, `command_basis`; a blank line belongs to the command before it) holding no
+    `by` at all (not even inside a word or a comment) settles it without asking Lean; anything else is for
+    Lean to say.
+    """
+    start = pos.line
+    while start > 0 and not (doc.line_text(start).strip() and indent(doc.line_text(start)) == 0):
+        start -= 1
+    begin = doc.offset_at(Position(line=start, character=0))
+    return "by" not in doc.text[begin : command_basis(doc, pos).prefix_end]
+
+
+def declaration_text(doc: TextDocument, pos: Position) -> str:
+    """The document's text up to the end of the command (declaration) containing `pos`, then a newline.
+
+    A mirror holding it answers position requests at `pos` as the document would: the text before the cut is
+    the same, so are positions, and Lean elaborates nothing after the declaration (DESIGN §4). The cut is never
+    inside the header (a mirror whose imports change restarts its Lean worker).
+    """
+    end = max(command_basis(doc, pos).prefix_end, len(header_text(doc.text)))
+    return doc.text[:end] + "\n"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,10 +14,11 @@ from beam_lsp import Elaboration, Position
 
 from . import _analysis as analysis
 from . import _handles as handles
+from . import _mirrors as mirrors
 from . import _probe as probe
 from . import _verdict as verdict
 from . import models as m
-from ._call import Call, Watch
+from ._call import Call, Watch, reelaborating
 from ._goals import goals_at
 from ._util import single_errors
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from beam_lsp import LeanClient
 
     from ._documents import DocState
+    from ._mirrors import Mirror
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +70,30 @@ async def _run_at(call: Call, inp: m.RunAtInput, *, keep_handle: bool) -> m.RunR
     text_doc = client.document(doc.uri)
     pos = Position(line=inp.line, character=inp.character)
     text_doc.validate(pos)
-    goal = await client.plain_goal(doc.uri, pos)
-    basis = probe.proof_basis(text_doc, pos) if goal is not None else probe.command_basis(text_doc, pos)
-    outcome = await _probe(call, client, doc, text_doc.text, basis, [inp.text])
+    async with call.runtime.pool(doc.uri).checkout(probe.declaration_text(text_doc, pos)) as mirror:
+        proof = await _proof_mode(call, client, doc, pos, mirror)
+        basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
+        outcome = await _probe(call, client, doc, mirror, text_doc.text, basis, [inp.text])
     handle = _mint(call, doc, basis, (inp.text,)) if keep_handle and outcome.success else None
     return _result(call, outcome, handle)
+
+
+async def _proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Position, mirror: Mirror) -> bool:
+    """Whether Lean has tactic goals at the position (proof mode), asked once per document version.
+
+    A command with no `by` in it has none (`probe.without_tactics`), so Lean is not asked. Otherwise, while Lean
+    elaborates the document again after a change, the question goes to the probe's mirror holding the source
+    up to the end of the declaration (`Call.position`), never to the busy main worker.
+    """
+    key = (pos.line, pos.character)
+    proof = doc.goal_modes.get(key)
+    if proof is None and probe.without_tactics(client.document(doc.uri), pos):
+        proof = False
+    if proof is None:
+        async with call.position(client, doc, pos, mirror) as uri:
+            proof = await client.plain_goal(uri, pos) is not None
+        doc.goal_modes[key] = proof
+    return proof
 
 
 async def _run_with(call: Call, inp: m.RunWithInput, *, linear: bool) -> m.RunResult:
@@ -80,7 +101,9 @@ async def _run_with(call: Call, inp: m.RunWithInput, *, linear: bool) -> m.RunRe
     if linear:
         call.runtime.handles.take(record.raw)
     texts = (*record.texts, inp.text)
-    outcome = await _probe(call, client, doc, client.document(doc.uri).text, record.basis, list(texts))
+    source = client.document(doc.uri).text
+    async with call.runtime.pool(doc.uri).checkout(source[: record.basis.prefix_end]) as mirror:
+        outcome = await _probe(call, client, doc, mirror, source, record.basis, list(texts))
     handle = _mint(call, doc, record.basis, texts) if outcome.success else None
     return _result(call, outcome, handle)
 
@@ -128,40 +151,48 @@ async def _resolve_handle(
 
 
 async def _probe(
-    call: Call, client: LeanClient, doc: DocState, source: str, basis: probe.Basis, texts: list[str]
+    call: Call,
+    client: LeanClient,
+    doc: DocState,
+    mirror: Mirror,
+    source: str,
+    basis: probe.Basis,
+    texts: list[str],
 ) -> _Outcome:
-    """Run the probe chain on a mirror of the document."""
+    """Run the probe chain on a checked-out mirror of the document.
+
+    A change that keeps the mirror's header takes the reported barrier (no `waitForDiagnostics`, which Lean
+    answers only after walking every declaration before the probe); a completion-blocking diagnostic (stale
+    imports) falls back to the full barrier.
+    """
     built = probe.build(source, basis, texts)
     state: m.ProofState | None = None
-    async with call.runtime.pool(doc.uri).checkout() as mirror:
-        watch = Watch(mirror.uri, call.runtime.display(doc.path))
-        with single_errors():
-            async with call.watch(client, watch, None):
-                if not mirror.opened:
-                    version = await client.open(mirror.uri, built.text)
-                    mirror.opened = True
-                else:
-                    version = await client.change(mirror.uri, built.text, save=False)
-                watch.version = version
+    watch = Watch(mirror.uri, call.runtime.display(doc.path))
+    with single_errors():
+        async with call.watch(client, watch, None):
+            watch.version, header_kept = await mirrors.write(client, mirror, built.text)
+            result = await client.sync(mirror.uri, reported=header_kept)
+            if header_kept and any(verdict.is_completion_blocking(d) for d in result.diagnostics):
                 result = await client.sync(mirror.uri)
-        diags = verdict.visible(result.diagnostics)
-        mine = [d for d in diags if probe.in_span(d, built.span_start, built.span_end)]
-        messages = [
-            m.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message)
-            for d in mine
-            if not probe.is_trace(d)
-        ]
-        traces = [d.message for d in mine if probe.is_trace(d)]
-        ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
-        if result.elaboration is not Elaboration.COMPLETE:
-            messages.append(m.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
-        if basis.mode == "proof" and ok:
-            # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
-            unsolved = [d for d in diags if analysis.is_unsolved_goals(d) and d not in mine]
-            if unsolved:
-                state = await goals_at(client, mirror.uri, built.span_end)
-                state = state or analysis.goals_from_unsolved(unsolved[-1])
-            state = state or m.ProofState(goals=[])
+    diags = verdict.visible(result.diagnostics)
+    mine = [d for d in diags if probe.in_span(d, built.span_start, built.span_end)]
+    messages = [
+        m.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
+    ]
+    traces = [d.message for d in mine if probe.is_trace(d)]
+    ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
+    if result.elaboration is not Elaboration.COMPLETE:
+        messages.append(m.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
+    if basis.mode == "proof" and ok:
+        # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
+        unsolved = [d for d in diags if analysis.is_unsolved_goals(d) and d not in mine]
+        if unsolved:
+            state = await goals_at(client, mirror.uri, built.span_end)
+            state = state or analysis.goals_from_unsolved(unsolved[-1])
+        state = state or m.ProofState(goals=[])
     if basis.mode == "proof" and not ok and basis.goal_position is not None:
-        state = await goals_at(client, doc.uri, basis.goal_position)
+        # The goals at the basis: the mirror holds the source's text up to there (the document is busy when
+        # Lean elaborates it again).
+        uri = mirror.uri if reelaborating(client, doc) else doc.uri
+        state = await goals_at(client, uri, basis.goal_position)
     return _Outcome(ok, messages, traces, state)

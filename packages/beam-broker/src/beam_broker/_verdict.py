@@ -9,11 +9,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from beam_lsp import LeanDiagnostic, LeanFileProgressParams, severity_label
+from beam_lsp import LeanDiagnostic, LeanFileProgressParams, Range, severity_label
 
 from . import models as m
+
+if TYPE_CHECKING:
+    from beam_lsp import ProgressEvent
 
 _STALE_TEXTS = (
     "Failed to build module dependencies.",
@@ -93,9 +96,14 @@ def item(
 
 def in_scope(d: LeanDiagnostic, scope: str, all_diags: Sequence[LeanDiagnostic]) -> bool:
     """The scope filter: `errors` shows completion-blocking ones if any, else errors and setup lines."""
+    return scoped(d, scope, any_blocking=scope != "all" and any(is_completion_blocking(x) for x in all_diags))
+
+
+def scoped(d: LeanDiagnostic, scope: str, *, any_blocking: bool) -> bool:
+    """`in_scope` when the caller knows whether any diagnostic of the set is completion-blocking."""
     if scope == "all":
         return True
-    if any(is_completion_blocking(x) for x in all_diags):
+    if any_blocking:
         return is_completion_blocking(d)
     return effective_severity(d) == "error" or is_setup_line(d)
 
@@ -149,29 +157,71 @@ def save_blocked_message(ready: m.Readiness) -> str:
     return "cannot save artifacts for a document with errors; diagnostics: " + " | ".join(parts) + tail
 
 
+PROGRESS_EVENT_STEP = 25
+"""A call streams a `FileProgressEvent` for the first report it sees, then every 25th, and every final one."""
+
+
 @dataclasses.dataclass
 class ProgressTracker:
-    """Accumulates `$/lean/fileProgress` into the `document_progress` shape (1-based line bounds)."""
+    """Accumulates `$/lean/fileProgress` into the `document_progress` shape (1-based line bounds).
+
+    `updates` counts the reports the broker read (its event stream coalesces reports it has not read yet, so
+    while Lean elaborates a long file this is fewer than Lean sent). A report's ranges are read only when they
+    are needed: for a report a call streams as an event (`track`: the range covering them, which beam-lsp scans
+    without decoding the report), or one fed whole (`feed`).
+    """
 
     updates: int = 0
     done: bool = False
     range_start_line: int | None = None
     range_end_line: int | None = None
+    reported_at: int | None = dataclasses.field(default=None, compare=False, repr=False)
+    """`updates` when the line range was last computed for a streamed event (None: never in this call)."""
 
     def feed(self, params: LeanFileProgressParams) -> None:
-        """Fold one notification in."""
+        """Fold one notification in, ranges included."""
         self.updates += 1
-        self.done = not params.processing
-        if params.processing:
-            self.range_start_line = min(p.range.start.line for p in params.processing) + 1
-            ends = [
-                p.range.end.line if p.range.end.character == 0 and p.range.end.line > 0 else p.range.end.line + 1
-                for p in params.processing
-            ]
-            # An empty range at a line start ((8,0)-(8,0)) would otherwise end before it starts.
-            self.range_end_line = max(*ends, self.range_start_line)
+        ranges = [p.range for p in params.processing]
+        if not ranges:
+            self._extent(None)
+            return
+        start = min(ranges, key=lambda r: (r.start.line, r.start.character)).start
+        end = max(ranges, key=lambda r: (r.end.line, r.end.character)).end
+        self._extent(Range(start=start, end=end))
+
+    def track(self, event: ProgressEvent) -> bool:
+        """Fold one report in from its summary; True when it is due as an event (then its extent is read).
+
+        Due: the first report this tracker streams, every `PROGRESS_EVENT_STEP`-th after it, and every final or
+        fatal one. Other reports only count, and leave the line range of the last due one.
+        """
+        report = event.report
+        self.updates += 1
+        due = (
+            report.done
+            or report.fatal
+            or self.reported_at is None
+            or self.updates >= self.reported_at + PROGRESS_EVENT_STEP
+        )
+        if due:
+            self.reported_at = self.updates
+            self._extent(None if report.done else report.extent)
         else:
+            self.done = False
+        return due
+
+    def _extent(self, extent: Range | None) -> None:
+        """Take the range covering what Lean still elaborates (None: done) as 1-based line bounds."""
+        self.done = extent is None
+        if extent is None:
             self.range_start_line = None
+            return
+        self.range_start_line = extent.start.line + 1
+        end = extent.end
+        # An end at a line start excludes that line; an empty range at a line start ((8,0)-(8,0)) would
+        # otherwise end before it starts.
+        end_line = end.line if end.character == 0 and end.line > 0 else end.line + 1
+        self.range_end_line = max(end_line, self.range_start_line)
 
     def snapshot(self) -> m.DocumentProgress:
         """The current value."""
@@ -183,5 +233,5 @@ class ProgressTracker:
         )
 
     def copy(self) -> ProgressTracker:
-        """An independent copy (a call starts from the document's last known progress)."""
-        return dataclasses.replace(self)
+        """An independent copy (a call starts from the document's last known progress; it streams afresh)."""
+        return dataclasses.replace(self, reported_at=None)
