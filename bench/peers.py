@@ -266,11 +266,10 @@ async def cold_start(beam: Server, peer: Server, rounds: int) -> float:
 
 async def run(root: Path, tc: Toolchain, peer_exe: Path, rounds: int, slow_rounds: int) -> dict[str, float]:
     env = tc.env()
+    cmd = shlex.split(os.environ.get("BEAM_BENCH_SERVER", "")) or server_binary()
     beam = Server(
         "lean-beam-mcp",
-        StdioServerParameters(
-            command=server_binary()[0], args=[*server_binary()[1:], "--lean-cmd", shlex.join(tc.server_cmd())], env=env
-        ),
+        StdioServerParameters(command=cmd[0], args=[*cmd[1:], "--lean-cmd", shlex.join(tc.server_cmd())], env=env),
     )
     peer = Server(
         "lean-lsp-mcp", StdioServerParameters(command=str(peer_exe), env=env | {"LEAN_PROJECT_PATH": str(root)})
