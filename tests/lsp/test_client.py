@@ -31,7 +31,6 @@ from beam_lsp import (
     ServerExited,
     path_to_uri,
 )
-from beam_lsp import client as client_module
 from beam_lsp import errors as codes
 from beam_lsp._events import EventStream, LspEvent
 from beam_lsp.client import SHUTDOWN_TIMEOUT
@@ -275,17 +274,6 @@ async def test_completion_takes_every_shape_lsp_allows(
 
         monkeypatch.setattr(client, "request", request)
         assert await client.completion(uri, P(0, 0)) == expected
-
-
-def test_locations_and_symbols_keep_the_shape_lean_chose() -> None:
-    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
-    link = {"targetUri": "file:///a.lean", "targetRange": rng, "targetSelectionRange": rng}
-    location = {"uri": "file:///a.lean", "range": rng}
-    assert [type(x) for x in client_module._locations([link, location])] == [types.LocationLink, types.Location]
-    information = {"name": "n", "kind": 12, "location": location}
-    document = {"name": "n", "kind": 12, "range": rng, "selectionRange": rng}
-    assert type(client_module._symbol(information)) is types.SymbolInformation
-    assert type(client_module._symbol(document)) is types.DocumentSymbol
 
 
 async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_it_expires(tmp_path: Path) -> None:

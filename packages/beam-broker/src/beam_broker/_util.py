@@ -2,20 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
+from beam_lsp.errors import unwrap_group as single_errors
 
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
-
-
-@contextlib.contextmanager
-def single_errors() -> Iterator[None]:
-    """Re-raise a lone exception out of a task group's exception group (task groups are internal here)."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
+__all__ = ["single_errors"]

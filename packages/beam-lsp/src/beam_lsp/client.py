@@ -17,13 +17,12 @@ import dataclasses
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import anyio
 from anyio.abc import Process
-from lsprotocol import converters, types
 
 from ._barrier import Barrier, SyncResult
 from ._events import Broadcast, DiagnosticsEvent, EventStream, LspEvent, ProgressEvent, ServerExitedEvent
@@ -31,23 +30,18 @@ from ._framing import DEFAULT_MAX_MESSAGE_BYTES, FrameReader
 from ._handshake import initialize_params, install_handlers
 from ._process import ServerProcess, spawn
 from ._progress import FileProgress, compact_report
+from ._requests import LeanRequests
 from .diagnostics import DiagnosticsCache
 from .documents import TextDocument, path_to_uri
-from .errors import BeamLspError, DocumentNotOpen, RpcNeedsReconnect, ServerExited, WorkerCrashed
+from .errors import BeamLspError, DocumentNotOpen, ServerExited, WorkerCrashed, unwrap_group
 from .jsonrpc import JsonRpcPeer
 from .lean import (
-    LeanDiagnostic,
-    PlainGoal,
-    PlainTermGoal,
-    Position,
-    Range,
-    RpcConnectResult,
     publish_params,
 )
 from .redaction import Redactor
 
 if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
+    pass
 
 __all__ = [
     "ClientStats",
@@ -60,8 +54,6 @@ __all__ = [
     "SyncResult",
 ]
 
-_conv = converters.get_converter()
-T = TypeVar("T")
 
 INITIALIZE_TIMEOUT: Final = 120.0
 SHUTDOWN_TIMEOUT: Final = 5.0
@@ -83,7 +75,7 @@ class ClientStats:
     events_dropped: int
 
 
-class LeanClient:
+class LeanClient(LeanRequests):
     """An async client for one Lean language server process (`lake serve` or `lean --server`).
 
     Use `LeanClient.start(...)` as an async context manager; leaving it shuts the server down (`shutdown`, `exit`, then
@@ -150,7 +142,7 @@ class LeanClient:
         assert process.stderr is not None
         client = cls(process, cache, redactor, max_message_bytes)
         try:
-            with _unwrap_single_group():
+            with unwrap_group():
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(client._server.stderr.pump, process.stderr)
                     tg.start_soon(client._server.watch, client._rpc.serve)
@@ -403,149 +395,8 @@ class LeanClient:
             self._barrier.worker_crashed(doc.uri if doc else None, doc.version if doc else None)
             raise
 
-    async def _at(self, lsp_method: str, uri: str, position: Position, /, **extra: Any) -> Any:
-        self.document(uri).validate(position)
-        params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json"), **extra}
-        return await self.request(lsp_method, params)
-
-    async def hover(self, uri: str, position: Position) -> types.Hover | None:
-        """`textDocument/hover`.
-
-        Raises:
-            DocumentNotOpen: The document is not open.
-            InvalidPosition: The position is outside the text.
-            ResponseError: Lean answered with an error.
-        """
-        return _structure(await self._at("textDocument/hover", uri, position), types.Hover)
-
-    async def plain_goal(self, uri: str, position: Position) -> PlainGoal | None:
-        """`$/lean/plainGoal`: the tactic goals at a position (None outside tactic proofs)."""
-        result = await self._at("$/lean/plainGoal", uri, position)
-        return None if result is None else PlainGoal.model_validate(result)
-
-    async def plain_term_goal(self, uri: str, position: Position) -> PlainTermGoal | None:
-        """`$/lean/plainTermGoal`: the expected type at a term (None when there is none)."""
-        result = await self._at("$/lean/plainTermGoal", uri, position)
-        return None if result is None else PlainTermGoal.model_validate(result)
-
-    async def signature_help(self, uri: str, position: Position) -> types.SignatureHelp | None:
-        """`textDocument/signatureHelp`."""
-        return _structure(await self._at("textDocument/signatureHelp", uri, position), types.SignatureHelp)
-
-    async def definition(self, uri: str, position: Position) -> list[types.Location | types.LocationLink]:
-        """`textDocument/definition`; Lean answers `Location[]` (ilean index) or `LocationLink[]` (worker)."""
-        return _locations(await self._at("textDocument/definition", uri, position))
-
-    async def declaration(self, uri: str, position: Position) -> list[types.Location | types.LocationLink]:
-        """`textDocument/declaration` (same shapes as `definition`)."""
-        return _locations(await self._at("textDocument/declaration", uri, position))
-
-    async def references(
-        self, uri: str, position: Position, *, include_declaration: bool = True
-    ) -> list[types.Location]:
-        """`textDocument/references` across the project (ilean data plus open files)."""
-        context = {"includeDeclaration": include_declaration}
-        result = await self._at("textDocument/references", uri, position, context=context)
-        return [_conv.structure(r, types.Location) for r in result or []]
-
-    async def document_symbols(self, uri: str) -> list[types.DocumentSymbol | types.SymbolInformation]:
-        """`textDocument/documentSymbol` (Lean waits for the whole file)."""
-        self.document(uri)
-        result = await self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
-        return [_symbol(item) for item in result or []]
-
-    async def workspace_symbols(self, query: str) -> list[types.SymbolInformation]:
-        """`workspace/symbol` (fuzzy, at most 100 results from Lean; empty query gives none)."""
-        result = await self.request("workspace/symbol", {"query": query})
-        return [_conv.structure(r, types.SymbolInformation) for r in result or []]
-
-    async def code_actions(
-        self, uri: str, range_: Range, *, diagnostics: Sequence[LeanDiagnostic] = ()
-    ) -> list[dict[str, Any]]:
-        """`textDocument/codeAction`; actions are returned as raw JSON so their `data` round-trips exactly."""
-        self.document(uri).validate_range(range_)
-        context = {"diagnostics": [d.wire() for d in diagnostics]}
-        params = {"textDocument": {"uri": uri}, "range": range_.model_dump(mode="json"), "context": context}
-        return list(await self.request("textDocument/codeAction", params) or [])
-
-    async def resolve_code_action(self, action: Mapping[str, Any]) -> dict[str, Any]:
-        """`codeAction/resolve` for an action returned by `code_actions` (sent back verbatim)."""
-        return dict(await self.request("codeAction/resolve", dict(action)) or {})
-
-    async def completion(self, uri: str, position: Position) -> dict[str, Any]:
-        """`textDocument/completion` as a raw `CompletionList` (`{isIncomplete, items}`).
-
-        Items are raw JSON so their opaque `data` round-trips to `resolve_completion` exactly; a bare item array
-        (allowed by LSP) is returned as a complete list, and a null answer as an empty one.
-
-        Raises:
-            DocumentNotOpen: The document is not open.
-            InvalidPosition: The position is outside the text.
-        """
-        result = await self._at("textDocument/completion", uri, position)
-        if isinstance(result, list):
-            return {"isIncomplete": False, "items": result}
-        return dict(result or {"isIncomplete": False, "items": []})
-
-    async def resolve_completion(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        """`completionItem/resolve` for an item `completion` returned (sent back verbatim; Lean adds `detail`)."""
-        return dict(await self.request("completionItem/resolve", dict(item)) or {})
-
-    # ---- Lean RPC -------------------------------------------------------------------------------------
-    async def rpc_connect(self, uri: str) -> int | str:
-        """`$/lean/rpc/connect`: open an RPC session for a document; returns the session id."""
-        self.document(uri)
-        result = await self.request("$/lean/rpc/connect", {"uri": uri})
-        return RpcConnectResult.model_validate(result).sessionId
-
-    async def rpc_call(self, uri: str, session_id: int | str, position: Position, method: str, params: Any) -> Any:
-        """`$/lean/rpc/call`: call a Lean `@[server_rpc_method]` (e.g. `Lean.Widget.getInteractiveGoals`).
-
-        Raises:
-            RpcNeedsReconnect: The session expired; connect again.
-        """
-        return await self._at("$/lean/rpc/call", uri, position, sessionId=session_id, method=method, params=params)
-
-    async def rpc_release(self, uri: str, session_id: int | str, refs: Sequence[Any]) -> None:
-        """`$/lean/rpc/release`: free RPC references."""
-        await self._rpc.notify("$/lean/rpc/release", {"uri": uri, "sessionId": session_id, "refs": list(refs)})
-
-    async def rpc_keep_alive(self, uri: str, session_id: int | str) -> None:
-        """`$/lean/rpc/keepAlive`: keep a session alive (Lean drops sessions idle for ~30 s)."""
-        await self._rpc.notify("$/lean/rpc/keepAlive", {"uri": uri, "sessionId": session_id})
-
-    async def interactive_goals(self, uri: str, position: Position) -> Any:
-        """Structured goals at a position via `Lean.Widget.getInteractiveGoals` (raw JSON, None if none).
-
-        The RPC session is opened once per document and reused; an expired session is reconnected once.
-        """
-        params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json")}
-        for attempt in (0, 1):
-            session = self._rpc_sessions.get(uri)
-            if session is None:
-                session = self._rpc_sessions[uri] = await self.rpc_connect(uri)
-            try:
-                return await self.rpc_call(uri, session, position, "Lean.Widget.getInteractiveGoals", params)
-            except RpcNeedsReconnect:
-                self._rpc_sessions.pop(uri, None)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
-
-
-@contextlib.contextmanager
-def _unwrap_single_group() -> Iterator[None]:
-    """Re-raise a lone exception out of a task group's exception group.
-
-    The client's task group is an implementation detail: a caller's own exception raised inside
-    `async with LeanClient.start(...)` (or a handshake failure) must reach it unwrapped.
-    """
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
+    async def _notify(self, method: str, params: Any) -> None:
+        await self._rpc.notify(method, params)
 
 
 def _uri_of(params: Any) -> str | None:
@@ -554,23 +405,3 @@ def _uri_of(params: Any) -> str | None:
         if isinstance(td, dict) and isinstance(td.get("uri"), str):
             return str(td["uri"])
     return None
-
-
-def _structure(value: Any, kind: type[T]) -> T | None:
-    return None if value is None else _conv.structure(value, kind)
-
-
-def _locations(result: Any) -> list[types.Location | types.LocationLink]:
-    return [_location(item) for item in result or []]
-
-
-def _location(item: Any) -> types.Location | types.LocationLink:
-    if "targetUri" in item:
-        return _conv.structure(item, types.LocationLink)
-    return _conv.structure(item, types.Location)
-
-
-def _symbol(item: Any) -> types.DocumentSymbol | types.SymbolInformation:
-    if "location" in item:
-        return _conv.structure(item, types.SymbolInformation)
-    return _conv.structure(item, types.DocumentSymbol)

@@ -20,7 +20,13 @@ Every error message that can contain text from Lean or the environment is redact
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
@@ -130,6 +136,21 @@ _BY_CODE: dict[int, type[ResponseError]] = {
     WORKER_CRASHED: WorkerCrashed,
     RPC_NEEDS_RECONNECT: RpcNeedsReconnect,
 }
+
+
+@contextlib.contextmanager
+def unwrap_group() -> Iterator[None]:
+    """Re-raise a lone exception out of a task group's exception group.
+
+    Task groups inside Beam are implementation details: a caller's own exception raised in their block (or one
+    failure of their work) must reach the caller unwrapped. Groups of several exceptions are left as they are.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
 
 
 def response_error(code: int, message: str, data: Any = None) -> ResponseError:
