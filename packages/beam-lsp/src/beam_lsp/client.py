@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -40,8 +39,6 @@ from .lean import (
 )
 from .redaction import Redactor
 
-if sys.version_info < (3, 11):
-    pass
 
 __all__ = [
     "ClientStats",
