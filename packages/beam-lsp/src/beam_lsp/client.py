@@ -39,7 +39,6 @@ from .lean import (
 )
 from .redaction import Redactor
 
-
 __all__ = [
     "ClientStats",
     "DiagnosticsEvent",
