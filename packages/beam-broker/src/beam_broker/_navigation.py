@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -60,6 +61,10 @@ def lsp_json(value: Any) -> Any:
     return _plain(_converter().unstructure(value))
 
 
+PositionRequest = Callable[["LeanClient", str, Position], Awaitable[Any]]
+"""One of `LeanClient`'s position requests (hover, signature help), on a document or mirror URI."""
+
+
 async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, Position]:
     client, doc = await call.checked(inp.path, inp.version)
     pos = Position(line=inp.line, character=inp.character)
@@ -67,11 +72,16 @@ async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, P
     return client, doc, pos
 
 
-async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
-    """Lean's hover at a position: `{contents, range}`, or `{"result": null}`."""
+async def _answered(call: Call, inp: m.PositionInput, ask: PositionRequest) -> Any:
+    """Lean's answer at a position as LSP JSON, from a mirror while the document re-elaborates (`Call.position`)."""
     client, doc, pos = await _at(call, inp)
     async with call.position(client, doc, pos) as uri:
-        found = lsp_json(await client.hover(uri, pos))
+        return lsp_json(await ask(client, uri, pos))
+
+
+async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
+    """Lean's hover at a position: `{contents, range}`, or `{"result": null}`."""
+    found = await _answered(call, inp, lambda client, uri, pos: client.hover(uri, pos))
     if found is None:
         return m.HoverResult(m.NullResult(workspace=call.workspace, result=None))
     return m.HoverResult(m.Hover(workspace=call.workspace, **found))
@@ -79,9 +89,7 @@ async def hover(call: Call, inp: m.PositionInput) -> m.HoverResult:
 
 async def signature_help(call: Call, inp: m.PositionInput) -> m.SignatureHelpResult:
     """Lean's signature help at a position, or `{"result": null}`."""
-    client, doc, pos = await _at(call, inp)
-    async with call.position(client, doc, pos) as uri:
-        found = lsp_json(await client.signature_help(uri, pos))
+    found = await _answered(call, inp, lambda client, uri, pos: client.signature_help(uri, pos))
     if found is None:
         return m.SignatureHelpResult(m.NullResult(workspace=call.workspace, result=None))
     return m.SignatureHelpResult(m.SignatureHelp(workspace=call.workspace, **found))
