@@ -196,7 +196,7 @@ async def test_goals_come_from_a_mirror_while_the_document_elaborates_again_and_
 ) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": PROOF})
     asked = spy(monkeypatch, "interactive_goals", "plain_goal")
-    at = {"path": "A.lean", "line": 1, "character": 4, "mode": "before"}
+    at: dict[str, Any] = {"path": "A.lean", "line": 1, "character": 4, "mode": "before"}
     async with open_broker({"goal_trigger": "exact", "rpc": True, "elab_ms": 60_000}) as broker:
         await call(broker, "update", root, path="A.lean")
         first = await call(broker, "goals", root, version=1, **at)  # opened and elaborating: the document

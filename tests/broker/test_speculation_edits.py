@@ -147,7 +147,7 @@ async def test_goals_right_after_an_edit_at_the_top_come_from_a_mirror_as_when_s
     path = demo_root / "Demo/Long.lean"
     path.write_text(long_text("MyNat.zero").replace(TARGET, target))
     synced = await call(broker, "sync", demo_root, path="Demo/Long.lean")
-    goals = {"path": "Demo/Long.lean", "line": 6, "character": 2, "mode": "before"}
+    goals: dict[str, Any] = {"path": "Demo/Long.lean", "line": 6, "character": 2, "mode": "before"}
     failing = at(6, 2, "bogus_tactic", path="Demo/Long.lean")  # fails: its proof state is the goals at the basis
     settled = await call(broker, "goals", demo_root, version=synced["version"], **goals)
     settled_probe = await call(broker, "run_at", demo_root, **{**failing, "version": synced["version"]})

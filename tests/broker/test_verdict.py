@@ -109,7 +109,7 @@ def _event(version: int, *starts: int, fatal: bool = False) -> Any:
 
     kind = 2 if fatal else 1
     rng = [{"start": {"line": s, "character": 0}, "end": {"line": 99, "character": 0}} for s in starts]
-    params = {"textDocument": {"uri": "file:///x.lean", "version": version}, "processing": []}
+    params: dict[str, Any] = {"textDocument": {"uri": "file:///x.lean", "version": version}, "processing": []}
     params["processing"] = [{"range": r, "kind": kind} for r in rng]
     return ProgressEvent(FileProgress.from_params(params))
 

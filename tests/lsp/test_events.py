@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from beam_lsp import DiagnosticsEvent, LeanClient, ProgressEvent, ServerExited, ServerExitedEvent, path_to_uri
-from beam_lsp._events import Broadcast, LspEvent
+from beam_lsp._events import Broadcast, EventStream, LspEvent
 from beam_lsp._progress import FileProgress
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
@@ -17,11 +17,11 @@ from tests.support.toolchain import Toolchain
 pytestmark = pytest.mark.anyio
 
 
-def _drain(stream: anyio.abc.ObjectReceiveStream[LspEvent]) -> list[LspEvent]:
-    seen = []
+def _drain(stream: EventStream) -> list[LspEvent]:
+    seen: list[LspEvent] = []
     while True:
         try:
-            seen.append(stream.receive_nowait())  # type: ignore[attr-defined]
+            seen.append(stream.receive_nowait())
         except (anyio.WouldBlock, anyio.EndOfStream):
             return seen
 
