@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bench import broker_overhead, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
+from bench import broker_overhead, cli, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
 
-BENCHES = {
+BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "lsp_overhead": lsp_overhead.main,
     "broker_overhead": broker_overhead.main,
     "mcp_overhead": mcp_overhead.main,
@@ -16,6 +17,7 @@ BENCHES = {
     "http_load": http_load.main,
     "peers": peers.main,
     "cpu": cpu.main,
+    "cli": cli.main,
 }
 
 

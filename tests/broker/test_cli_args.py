@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,29 +17,29 @@ from pydantic import BaseModel
 
 from beam_broker import OPERATIONS, BrokerError
 from beam_broker import _cli_args as cli_args
+from beam_broker import _cli_commands as cli_commands
 from beam_broker import cli as beam_cli
 from beam_broker import errors as codes
 from beam_broker._cli_args import (
     HelpFormatter,
     Inputs,
-    Shape,
-    cli_text,
-    command_name,
     commands_table,
-    field_args,
-    first_sentence,
     locate,
     operation_arguments,
     resolve_cli_path,
-    shape,
     split_target,
     synopsis,
 )
-from beam_broker._cli_args import _kind_of as kind_of
+from beam_broker._cli_commands import Command, Shape, cli_text, command_name, field_args, first_sentence, shape
+from beam_broker._cli_commands import _kind_of as kind_of
 from beam_broker._position import Source, Target
 from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
 from beam_broker.operations import BY_NAME
 from tests.support.projects import fake_project
+
+
+def command(name: str) -> Command:
+    return Command.of(BY_NAME[name])
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -50,7 +54,7 @@ def action_for(parser: argparse.ArgumentParser, dest: str) -> argparse.Action:
 
 def parse(*argv: str, stdin: str = "") -> dict[str, Any]:
     args = beam_cli.build_parser().parse_args(argv)
-    return operation_arguments(BY_NAME[args.operation], args, Inputs(stdin=io.StringIO(stdin)))
+    return operation_arguments(command(args.operation), args, Inputs(stdin=io.StringIO(stdin)))
 
 
 def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices() -> None:
@@ -168,10 +172,10 @@ def test_relative_paths_follow_the_current_directory_inside_the_project(tmp_path
 def test_descriptions_become_cli_help() -> None:
     assert cli_text("Like lean_run_at, but see lean_nope.") == "Like `lean-beam run-at`, but see lean_nope."
     assert first_sentence("One: two. Three.") == "One" and first_sentence("no stop") == "no stop"
-    assert synopsis(BY_NAME["references"]) == "FILE:LINE:COL [--version N] [--no-include-declaration]"
-    assert synopsis(BY_NAME["document_symbols"]) == "PATH [--version N]"
-    assert synopsis(BY_NAME["todo"]).startswith("FILE[:LINE:COL-LINE:COL] [--version N] [--kinds")
-    assert synopsis(BY_NAME["todo"]).endswith(
+    assert synopsis(command("references")) == "FILE:LINE:COL [--version N] [--no-include-declaration]"
+    assert synopsis(command("document_symbols")) == "PATH [--version N]"
+    assert synopsis(command("todo")).startswith("FILE[:LINE:COL-LINE:COL] [--version N] [--kinds")
+    assert synopsis(command("todo")).endswith(
         "[--kinds {sorry,hole,diagnostic,code_action,incomplete_proof},...] [--suggest {none,basic}]"
     )
     wrapped = HelpFormatter("lean-beam")._split_lines("use lean-beam sync   often", 12)
@@ -216,7 +220,7 @@ def test_position_fields_that_form_neither_a_position_nor_a_range_are_refused() 
 
 def test_a_lean_position_fills_the_lsp_fields_with_the_utf16_column() -> None:
     source = Source.of("prelude\n/- 𝔸𝔹 é -/ def u := x\n")
-    hover, todo = BY_NAME["hover"], BY_NAME["todo"]
+    hover, todo = command("hover"), command("todo")
     args: dict[str, Any] = {}
     locate(hover, args, split_target(hover, "A.lean:2:19"), source)
     assert args == {"line": 1, "character": 21}  # two astral characters before column 19: two more UTF-16 units
@@ -232,7 +236,7 @@ def test_a_lean_position_fills_the_lsp_fields_with_the_utf16_column() -> None:
     args = {"line": 3, "character": 4}
     locate(hover, args, split_target(hover, "A.lean"), source)  # the flags, for scripts
     assert args == {"line": 3, "character": 4}
-    sync = BY_NAME["sync"]
+    sync = command("sync")
     assert split_target(sync, "A.lean:1:2") == Target("A.lean:1:2")  # a plain path for file commands
     args = {}
     locate(sync, args, Target("A.lean"), source)
@@ -240,7 +244,7 @@ def test_a_lean_position_fills_the_lsp_fields_with_the_utf16_column() -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "raw", "given", "fragment"),
+    ("name", "raw", "given", "fragment"),
     [
         ("hover", "A.lean", {}, "needs FILE:LINE:COL"),
         ("hover", "A.lean", {"line": 1}, "needs FILE:LINE:COL"),
@@ -249,11 +253,54 @@ def test_a_lean_position_fills_the_lsp_fields_with_the_utf16_column() -> None:
     ],
 )
 def test_a_missing_or_doubled_position_is_invalid_input(
-    command: str, raw: str, given: dict[str, int], fragment: str
+    name: str, raw: str, given: dict[str, int], fragment: str
 ) -> None:
-    spec = BY_NAME[command.replace("-", "_")]
+    spec = command(name)
     with pytest.raises(BrokerError) as info:
         locate(spec, dict(given), split_target(spec, raw), Source.of("x\n"))
     assert info.value.code == codes.INVALID_INPUT and fragment in info.value.message
     with pytest.raises(BrokerError, match=r"cannot read A\.lean to cover all of it"):
-        locate(BY_NAME["todo"], {}, Target("A.lean"), None)  # no text to find the end of the file in
+        locate(command("todo"), {}, Target("A.lean"), None)  # no text to find the end of the file in
+
+
+def _loads_in_a_fresh_process(cache: Path) -> dict[str, Any]:
+    """What a fresh `lean-beam` process loads to build its parser, with `cache` as its cache home."""
+    script = (
+        "import json, sys\n"
+        "from beam_broker import cli\n"
+        "cli.build_parser()\n"
+        "print(json.dumps({m: m in sys.modules for m in ('pydantic', 'beam_broker.models', 'beam_broker.operations')}))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    loaded: dict[str, Any] = json.loads(done.stdout)
+    return loaded
+
+
+def test_commands_derived_once_are_read_back_equal_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    derived = cli_commands.derive_commands()
+    assert [c.name for c in derived] == [spec.name for spec in OPERATIONS]
+    assert cli_commands.commands() == derived  # derived, and written
+    [cached] = (tmp_path / "lean-beam").glob("commands-*.json")
+    assert tuple(Command.from_json(item) for item in json.loads(cached.read_text())) == derived
+    cached.write_text('[{"name": "hover"}]')  # damaged: derived again, and rewritten
+    assert cli_commands.commands() == derived
+    assert tuple(Command.from_json(item) for item in json.loads(cached.read_text())) == derived
+
+
+def test_a_warm_cache_builds_the_parser_without_the_registry_models(tmp_path: Path) -> None:
+    first = _loads_in_a_fresh_process(tmp_path)
+    assert first["beam_broker.models"] is True  # nothing cached yet: derived from the registry
+    again = _loads_in_a_fresh_process(tmp_path)
+    assert again == {"pydantic": False, "beam_broker.models": False, "beam_broker.operations": False}
+
+
+def test_an_unwritable_cache_still_gives_every_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert cli_commands.commands() == cli_commands.derive_commands()
+    assert blocker.read_text() == "not a directory"

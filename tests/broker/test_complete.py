@@ -15,7 +15,7 @@ import pytest
 from beam_broker import OPERATIONS
 from beam_broker import _complete as complete
 from beam_broker import cli as beam_cli
-from beam_broker._cli_args import command_name
+from beam_broker._cli_commands import command_name
 
 TIMEOUT = 30
 ZSH_CAPTURE = r"""

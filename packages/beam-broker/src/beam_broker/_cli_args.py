@@ -1,15 +1,10 @@
-"""`lean-beam` subcommands derived from the operation registry, and their arguments turned back into JSON.
+"""`lean-beam` subcommands from the operations' commands, and their arguments turned back into JSON.
 
-Owns: one argparse subparser per `OPERATIONS` entry (arguments generated from the input model's fields),
-help text adapted from the registry's descriptions, and reading option values (`@FILE`, `-` for stdin, JSON
-objects, comma lists) into the `arguments` object of `Broker.call`. It lists no operation by hand and never
-validates what the input model validates: bad values reach the broker and come back as `invalidInput`.
-
-Two conveniences are derived from the input models too. An operation whose model has position fields (`line` and
-`character`, or `start_line` ... `end_character`) takes its position in the file argument, as Lean prints it
-(`Demo/Proofs.lean:4:31`, or a range `FILE:4:0-9:0`; see `_position`), and its LSP flags become optional. An
-operation whose model has a `version` field may omit `--version`: the command then reads the file first (the
-`update` step) and answers for that version.
+Owns: one argparse subparser per operation (`_cli_commands.Command`: arguments generated from the input model's
+fields, help text adapted from the registry's descriptions), reading option values (`@FILE`, `-` for stdin, JSON
+objects, comma lists) into the `arguments` object of `Broker.call`, and a position in the file argument turned
+into the operation's LSP fields. It lists no operation by hand and never validates what the input model
+validates: bad values reach the broker and come back as `invalidInput`.
 """
 
 from __future__ import annotations
@@ -17,203 +12,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import json
 import os
-import re
 import sys
 import textwrap
-import types
-import typing
-from collections.abc import Mapping
-from typing import Any, Literal, TextIO
-
-from pydantic.fields import FieldInfo
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from beam_lsp.strict_json import loads_object
 
+from ._cli_commands import VERSION, Command, command_name, derive_commands, first_sentence
 from ._position import PositionError, Source, Target, parse_target
 from .config import DEFAULT_MAX_SOURCE_BYTES
 from .errors import invalid_input
-from .operations import BY_NAME, OPERATIONS, PROGRESS, OperationSpec
 
-Kind = Literal["str", "text", "int", "bool", "choice", "list", "json"]
-
-_SKIPPED = frozenset({"workspace"})
-_POSITIONAL = "path"
-_TEXT_FIELDS = frozenset({"text"})
-_DEST_PREFIX = "field_"
-VERSION = "version"
-"""The document-version field: optional on the command line (the `update` step supplies it)."""
 MAX_VALUE_CHARS = DEFAULT_MAX_SOURCE_BYTES
 """Longest `@FILE` value read (characters): a text or JSON argument is never bigger than a source file."""
-
-
-def command_name(spec: OperationSpec) -> str:
-    """The subcommand of an operation: its name with dashes (`run_at_handle` -> `run-at-handle`)."""
-    return spec.name.replace("_", "-")
-
-
-def cli_text(text: str) -> str:
-    """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
-    text = text.replace(PROGRESS, "")
-
-    def command(match: re.Match[str]) -> str:
-        spec = BY_NAME.get(match.group(1))
-        return f"`lean-beam {command_name(spec)}`" if spec is not None else match.group(0)
-
-    text = re.sub(r"\blean_([a-z_]+)", command, text)
-    return re.sub(r"\s{2,}", " ", text).strip()
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of a description (for the command list)."""
-    end = re.search(r"[.:;](\s|$)", text)
-    return text[: end.start()] if end else text
-
-
-@dataclasses.dataclass(frozen=True)
-class FieldArg:
-    """How one input-model field appears on the command line."""
-
-    name: str
-    kind: Kind
-    required: bool
-    default: Any
-    choices: tuple[str, ...] = ()
-    implied: bool = False
-    """Required by the model, but the command line can supply it (a position in FILE:LINE:COL, the version)."""
-
-    @property
-    def dest(self) -> str:
-        """The argparse destination (prefixed so fields never collide with global options)."""
-        return _DEST_PREFIX + self.name
-
-    @property
-    def flag(self) -> str:
-        """The option spelling (`diagnostic_scope` -> `--diagnostic-scope`)."""
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def positional(self) -> bool:
-        """Whether the field is the positional argument."""
-        return self.name == _POSITIONAL
-
-    @property
-    def mandatory(self) -> bool:
-        """Whether argparse insists on it (required by the model and not supplied otherwise)."""
-        return self.required and not self.implied and self.kind != "bool"
-
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    """How an operation's file argument reads: a plain file, a position, or a range (derived from its model).
-
-    Attributes:
-        positions: The prefixes of its `<prefix>line`/`<prefix>character` field pairs, in model order: `()` for
-            none, `("",)` for a position, `("start_", "end_")` for a range.
-        versioned: It has a `version` field.
-    """
-
-    positions: tuple[str, ...] = ()
-    versioned: bool = False
-
-    @property
-    def point(self) -> bool:
-        """It takes one position (`FILE:LINE:COL`)."""
-        return len(self.positions) == 1
-
-    @property
-    def range(self) -> bool:
-        """It takes a range (`FILE:LINE:COL-LINE:COL`, or the whole file)."""
-        return len(self.positions) == 2
-
-    def fields(self) -> tuple[str, ...]:
-        """The LSP fields its positions fill, in order (`line`, `character`, or the four range fields)."""
-        return tuple(f"{prefix}{part}" for prefix in self.positions for part in ("line", "character"))
-
-    @property
-    def metavar(self) -> str:
-        """How the file argument is shown in usage lines."""
-        if self.point:
-            return "FILE:LINE:COL"
-        if self.range:
-            return "FILE[:LINE:COL-LINE:COL]"
-        return "PATH"
-
-
-def shape(spec: OperationSpec) -> Shape:
-    """The file-argument shape of an operation, from its input model's field names.
-
-    Raises:
-        TypeError: Position fields that form neither one position nor one range.
-    """
-    fields = spec.input_model.model_fields
-    prefixes = tuple(n[:-4] for n in fields if n.endswith("line") and f"{n[:-4]}character" in fields)
-    if _POSITIONAL not in fields:
-        prefixes = ()
-    if len(prefixes) > 2 or (len(prefixes) == 2 and "" in prefixes):
-        raise TypeError(f"lean-beam cannot take the positions {prefixes!r} of {spec.name} from a file argument")
-    return Shape(prefixes, VERSION in fields and _POSITIONAL in fields)
-
-
-def field_args(spec: OperationSpec) -> list[FieldArg]:
-    """The command-line arguments of an operation, in input-model order (the workspace is implied).
-
-    Raises:
-        TypeError: A field type the CLI cannot express (a new model field needs a rule here).
-    """
-    out = []
-    form = shape(spec)
-    implied = {*form.fields(), *((VERSION,) if form.versioned else ())}
-    for name, info in spec.input_model.model_fields.items():
-        if name in _SKIPPED:
-            continue
-        kind, choices = _kind_of(info.annotation)
-        if kind == "str" and name in _TEXT_FIELDS:
-            kind = "text"
-        required = info.is_required()
-        out.append(FieldArg(name, kind, required, None if required else info.default, choices, name in implied))
-    return out
-
-
-def _kind_of(annotation: Any) -> tuple[Kind, tuple[str, ...]]:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(members) == 1:
-            return _kind_of(members[0])
-    elif origin is Literal:
-        return "choice", tuple(str(a) for a in typing.get_args(annotation))
-    elif origin is list:
-        (item,) = typing.get_args(annotation)
-        item_kind, choices = _kind_of(item)
-        if item_kind in ("str", "choice"):
-            return "list", choices
-    elif origin is dict or annotation is dict:
-        return "json", ()
-    elif annotation is bool:
-        return "bool", ()
-    elif annotation is int:
-        return "int", ()
-    elif annotation is str:
-        return "str", ()
-    raise TypeError(f"lean-beam cannot express an input field of type {annotation!r}")
-
-
-PATH_HELP = (
-    "Lean source file: relative to the current directory when that is inside the project, else to the "
-    "project root; or absolute."
-)
-POINT_HELP = (
-    "LINE counts from 1 and COL from 0 in characters (code points), exactly as Lean prints positions in "
-    "its messages (`Demo/Proofs.lean:4:31`); FILE:LINE means column 0."
-)
-RANGE_HELP = "FILE alone means the whole file; a range is FILE:LINE:COL-LINE:COL, positions as Lean prints them."
-VERSION_HELP = (
-    "Default: read the file from disk first (as `lean-beam update`) and answer for that version. A version "
-    "from an earlier `lean-beam update`/`sync` is only meaningful through the same daemon."
-)
-FLAG_HELP = "For scripts, instead of the position in the file argument."
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -228,51 +41,23 @@ class HelpFormatter(argparse.HelpFormatter):
         )
 
 
-def _help(info: FieldInfo, arg: FieldArg, form: Shape) -> str:
-    description = PATH_HELP if arg.positional else cli_text(info.description or "")
-    parts = [description]
-    if arg.positional and form.point:
-        parts.append(POINT_HELP)
-    elif arg.positional and form.range:
-        parts.append(RANGE_HELP)
-    elif arg.implied and arg.name == VERSION:
-        parts.append(VERSION_HELP)
-    elif arg.implied:
-        parts.append(FLAG_HELP)
-    if arg.kind == "text":
-        parts.append("Literal text, @FILE to read a file, or - for standard input (@@ starts a literal '@').")
-    elif arg.kind == "json":
-        parts.append("A JSON object: inline text, @FILE, or - for standard input.")
-    elif arg.kind == "list":
-        parts.append("Comma-separated" + (f" ({', '.join(arg.choices)})." if arg.choices else "."))
-    if arg.mandatory and not arg.positional:
-        parts.append("Required.")
-    elif arg.implied or "default" in description.lower():
-        pass
-    elif arg.kind == "bool" or (not arg.required and arg.default is not None and arg.kind != "list"):
-        shown = json.dumps(arg.default) if arg.kind == "bool" else arg.default
-        parts.append(f"Default: {shown}.")
-    return " ".join(p for p in parts if p).replace("%", "%%")
-
-
 def add_operation(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    spec: OperationSpec,
+    command: Command,
     parents: list[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
-    """Add the subcommand of one operation; its namespace carries `operation = spec.name`."""
-    description = cli_text(spec.description)
+    """Add the subcommand of one operation; its namespace carries `operation = command.name`."""
+    description = command.description
     parser = subparsers.add_parser(
-        command_name(spec),
+        command_name(command),
         help=first_sentence(description).replace("%", "%%"),
         description=description.replace("%", "%%"),
         parents=parents,
         formatter_class=HelpFormatter,
     )
-    fields = spec.input_model.model_fields
-    form = shape(spec)
-    for arg in field_args(spec):
-        text = _help(fields[arg.name], arg, form)
+    form = command.shape
+    for arg in command.args:
+        text = arg.help
         if arg.positional:
             parser.add_argument(arg.dest, metavar=form.metavar, help=text)
         elif arg.kind == "bool":
@@ -291,16 +76,18 @@ def add_operation(
             else:
                 kwargs.update(metavar=arg.name.upper())
             parser.add_argument(arg.flag, **kwargs)
-    parser.set_defaults(operation=spec.name)
+    parser.set_defaults(operation=command.name)
     return parser
 
 
 def add_operations(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+    found: Sequence[Command],
 ) -> None:
-    """One subcommand per registry entry, in registry order."""
-    for spec in OPERATIONS:
-        add_operation(subparsers, spec, parents)
+    """One subcommand per command, in registry order."""
+    for command in found:
+        add_operation(subparsers, command, parents)
 
 
 @dataclasses.dataclass
@@ -354,7 +141,7 @@ def _object(text: str, flag: str) -> dict[str, Any]:
         raise invalid_input(f"{flag}: {exc}") from None
 
 
-def operation_arguments(spec: OperationSpec, namespace: argparse.Namespace, inputs: Inputs) -> dict[str, Any]:
+def operation_arguments(command: Command, namespace: argparse.Namespace, inputs: Inputs) -> dict[str, Any]:
     """The `arguments` object for `Broker.call` (without the workspace); omitted options are left out.
 
     Raises:
@@ -362,7 +149,7 @@ def operation_arguments(spec: OperationSpec, namespace: argparse.Namespace, inpu
     """
     values: Mapping[str, Any] = vars(namespace)
     out: dict[str, Any] = {}
-    for arg in field_args(spec):
+    for arg in command.args:
         raw = values.get(arg.dest)
         if raw is None:
             continue
@@ -391,13 +178,13 @@ def resolve_cli_path(path: str, root: str, cwd: str) -> str:
     return path
 
 
-def split_target(spec: OperationSpec, raw: str) -> Target:
+def split_target(spec: Command, raw: str) -> Target:
     """The file argument of an operation split into file and position (a plain path for other operations).
 
     Raises:
         BrokerError: `invalidInput` for a line 0, or a range given to an operation that takes one position.
     """
-    form = shape(spec)
+    form = spec.shape
     if not form.positions:
         return Target(raw)
     try:
@@ -413,7 +200,7 @@ def split_target(spec: OperationSpec, raw: str) -> Target:
     return target
 
 
-def locate(spec: OperationSpec, arguments: dict[str, Any], target: Target, source: Source | None) -> None:
+def locate(spec: Command, arguments: dict[str, Any], target: Target, source: Source | None) -> None:
     """Fill the operation's LSP position fields from the target's position (converted with the file's text).
 
     Without a position in the target the flags must give all of them; a range operation with neither covers the
@@ -422,7 +209,7 @@ def locate(spec: OperationSpec, arguments: dict[str, Any], target: Target, sourc
     Raises:
         BrokerError: `invalidInput` when the position is missing, incomplete, or given twice.
     """
-    form = shape(spec)
+    form = spec.shape
     names = form.fields()
     if not names:
         return
@@ -448,14 +235,14 @@ def locate(spec: OperationSpec, arguments: dict[str, Any], target: Target, sourc
     raise invalid_input(usage)
 
 
-def synopsis(spec: OperationSpec) -> str:
+def synopsis(spec: Command) -> str:
     """The arguments of a subcommand in usage style (`FILE:LINE:COL [--version N] [--no-include-declaration]`).
 
     The LSP position flags, which a position in the file argument replaces, are left out.
     """
-    form = shape(spec)
+    form = spec.shape
     parts = []
-    for arg in field_args(spec):
+    for arg in spec.args:
         if arg.positional:
             parts.append(form.metavar)
             continue
@@ -476,10 +263,10 @@ def synopsis(spec: OperationSpec) -> str:
 def commands_table() -> str:
     """The Markdown table of registry subcommands in docs/cli.md (`python -m beam_broker._cli_args`)."""
     lines = ["| command | arguments | what it does |", "| --- | --- | --- |"]
-    for spec in OPERATIONS:
-        args = synopsis(spec).replace("|", "\\|")
+    for command in derive_commands():
+        args = synopsis(command).replace("|", "\\|")
         shown = f"`{args}`" if args else "(none)"
-        lines.append(f"| `{command_name(spec)}` | {shown} | {first_sentence(cli_text(spec.description))}. |")
+        lines.append(f"| `{command_name(command)}` | {shown} | {first_sentence(command.description)}. |")
     return "\n".join(lines) + "\n"
 
 

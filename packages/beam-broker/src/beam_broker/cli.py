@@ -2,7 +2,8 @@
 
 Owns: the top-level parser, running one operation (through the root's daemon when it answers, else in-process;
 with the `update` step first when no `--version` is given), and the exit status of an operation. Subcommands and
-their options are generated from `OPERATIONS` (`_cli_args`); positions are `_position`'s; what is printed is
+their options are generated from `OPERATIONS` (`_cli_args`; `_cli_commands` caches what they need as plain data,
+so a call through the daemon never loads the registry's models); positions are `_position`'s; what is printed is
 `_render`'s, `_human`'s and `_progress`'s; the shared options, exit codes and event loop are `_cli_base`'s; the
 daemon commands `_cli_daemon`'s. Nothing here decides what an operation does.
 
@@ -28,7 +29,7 @@ from typing import Any, Final
 from beam_lsp.redaction import Redactor
 
 from . import _cli_args as cli_args
-from . import _cli_daemon
+from . import _cli_commands, _cli_daemon
 from . import _daemon_client as client
 from .__about__ import __version__
 from ._cli_base import (
@@ -46,14 +47,14 @@ from ._cli_base import (
     run,
     workspace_root,
 )
+from ._cli_commands import VERSION, Command
 from ._human import View, lean_errors, refused_save, render, render_error
 from ._logging import RedactingFormatter
 from ._progress import Reporter, Terminal, progress_mode
 from ._render import Sources, print_json
 from .config import BrokerConfig
 from .errors import BrokerError
-from .events import BrokerEvent
-from .operations import BY_NAME
+from .events import BrokerEvent, CallContext
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -151,8 +152,11 @@ def _common_options() -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `lean-beam` parser: registry operations, `stats`, `daemon`, `doctor` and `completion`."""
+def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+    """The `lean-beam` parser: the operations' commands, `stats`, `daemon`, `doctor` and `completion`.
+
+    `found` is the operations' commands (default `_cli_commands.commands()`).
+    """
     common = _common_options()
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -163,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    cli_args.add_operations(commands, [common])
+    cli_args.add_operations(commands, [common], _cli_commands.commands() if found is None else found)
     _cli_daemon.add_commands(commands, common)
     doctor = commands.add_parser(
         "doctor",
@@ -227,7 +231,7 @@ async def call(
             result = first.get("result")
             if not isinstance(result, Mapping):
                 return first
-            args[cli_args.VERSION] = result[cli_args.VERSION]
+            args[VERSION] = result[VERSION]
         return await send(op, args)
 
     if not options.no_daemon:
@@ -251,7 +255,6 @@ async def call(
             return answer
     options.note("running Lean in this process (cold start; `lean-beam daemon start` keeps it warm)")
     from .broker import Broker  # the Lean stack loads only for an in-process call
-    from .events import CallContext
 
     try:
         async with Broker.open(BrokerConfig(lean_cmd=options.lean_cmd)) as broker:
@@ -267,21 +270,20 @@ async def call(
         return {"error": exc.wire()}
 
 
-def _operation(args: argparse.Namespace, options: Options) -> int:
-    spec = BY_NAME[args.operation]
+def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int:
     root = workspace_root(options)
     arguments = cli_args.operation_arguments(spec, args, cli_args.Inputs())
     sources = Sources(root)
-    form = cli_args.shape(spec)
+    form = spec.shape
     path: str | None = None
     if isinstance(arguments.get("path"), str):
         target = cli_args.split_target(spec, arguments["path"])
         path = arguments["path"] = cli_args.resolve_cli_path(target.path, root, os.getcwd())
         cli_args.locate(spec, arguments, target, sources.get(path) if form.positions else None)
     arguments["workspace"] = {"root": root}
-    if options.human and "diagnostics_in_result" in spec.input_model.model_fields:
+    if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
-    fresh = form.versioned and cli_args.VERSION not in arguments
+    fresh = form.versioned and VERSION not in arguments
 
     terminal = Terminal(sys.stdout, sys.stderr)
     mode = progress_mode(sys.stderr, quiet=options.quiet)
@@ -294,7 +296,7 @@ def _operation(args: argparse.Namespace, options: Options) -> int:
     view = View(sources, path, reporter.printed)
     result = answer.get("result")
     if isinstance(result, Mapping):
-        out.value(result, lambda value: render(spec.output_model.__name__, value, view))
+        out.value(result, lambda value: render(spec.output, value, view))
         return EXIT_LEAN_ERRORS if lean_errors(result) else EXIT_OK
     error = answer.get("error")
     if isinstance(error, Mapping) and refused_save(error) is not None:
@@ -329,7 +331,8 @@ def _exit_status(code: object) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lean-beam`; returns the exit status (see the module docstring)."""
-    parser = build_parser()
+    found = _cli_commands.commands()
+    parser = build_parser(found)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
@@ -344,8 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options.of(args)
         redactor = options.redactor()
         _log_to_stderr(redactor)
-        if getattr(args, "operation", None) is not None:
-            return _operation(args, options)
+        operation = getattr(args, "operation", None)
+        if operation is not None:
+            [spec] = [command for command in found if command.name == operation]
+            return _operation(spec, args, options)
         handler: Callable[[argparse.Namespace, Options], int] = args.handler
         return handler(args, options)
     except BrokerError as exc:
