@@ -87,7 +87,7 @@ async def _time_process(cmd: list[str]) -> float:
 async def cold_start(rounds: int) -> float:
     cmd = server_binary()
     python_pass = [sys.executable, "-c", "pass"]
-    import_broker = [sys.executable, "-c", "import beam_broker"]
+    import_broker = [sys.executable, "-c", "import beam_broker.operations"]  # the registry and its models
     await _time_to_answer(cmd, "tools/list")  # warm the OS file cache
     discover, listing, floor, imports = [], [], [], []
     for _ in range(rounds):
@@ -96,7 +96,9 @@ async def cold_start(rounds: int) -> float:
         listing.append(await _time_to_answer(cmd, "tools/list"))
         imports.append(await _time_process(import_broker))
     report("mcp cold start to server/discover", discover, floor, "lean-beam-mcp", "python -c pass")
-    return report("mcp cold start to tools/list", listing, imports, "lean-beam-mcp", "python -c 'import beam_broker'")
+    return report(
+        "mcp cold start to tools/list", listing, imports, "lean-beam-mcp", "python -c 'import beam_broker.operations'"
+    )
 
 
 async def hover_stdio(rounds: int, root: Path, tc: Any) -> float:
