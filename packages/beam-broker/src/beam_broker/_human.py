@@ -4,7 +4,8 @@ Owns one renderer per output model of the registry (keyed by the model's class n
 without one fails a test, and falls back to JSON here), the exit status a result implies (Lean reported errors in
 the file), and errors as text. Diagnostics and positions print as Lean prints them (`_render`); goals as Lean
 shows them (`hyps ⊢ target`); hover as its text; symbols as an indented outline; probe results as messages
-followed by the goals after. It reads files only through `Sources` and never calls the broker.
+followed by the goals after (one block per batch attempt); axioms, profiler times and scratch messages as Lean
+prints them. It reads files only through `Sources` and never calls the broker.
 """
 
 from __future__ import annotations
@@ -153,12 +154,18 @@ def _drop(result: Result, view: View) -> list[str]:
     return [f"nothing to drop: no Lean runtime for {root}"]
 
 
-def _run(result: Result, view: View) -> list[str]:
+def _messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Run messages as Lean prints them: information as its text, the rest prefixed by their severity."""
     out = []
-    for message in result.get("messages") or []:
+    for message in messages:
         severity = str(message.get("severity"))
         text = str(message.get("text", ""))
         out.append(text if severity == "information" else f"{severity_word(severity)}: {text}")
+    return out
+
+
+def _run(result: Result, view: View) -> list[str]:
+    out = _messages(result.get("messages") or [])
     out.extend(str(t) for t in result.get("traces") or [])
     state = result.get("proof_state")
     if isinstance(state, Mapping):
@@ -331,6 +338,49 @@ def _outline(result: Result, view: View) -> list[str]:
     return out or ["nothing declared"]
 
 
+def _attempts(result: Result, view: View) -> list[str]:
+    out = []
+    for i, attempt in enumerate(result.get("attempts") or [], 1):
+        out.append(f"attempt {i}: {'succeeded' if attempt.get('success') else 'failed'}")
+        out.extend(f"  {line}" if line else "" for line in _run(attempt, view))
+    return out or ["no attempts"]
+
+
+def _axioms(result: Result, view: View) -> list[str]:
+    out = _messages(result.get("messages") or [])
+    name = result.get("name")
+    if result.get("uses_sorry"):
+        out.append(f"warning: {name} depends on sorryAx (a sorry, or an error Lean recovered from)")
+    others = [a for a in result.get("nonstandard") or [] if a != "sorryAx"]
+    if others:
+        out.append(f"{name} depends on nonstandard axioms: {', '.join(others)}")
+    return out or [f"{name}: Lean printed no axioms"]
+
+
+def _profile(result: Result, view: View) -> list[str]:
+    out = [f"{result.get('name')}: {result.get('total_ms')} ms"]
+    out.extend(f"  {c.get('category')}: {c.get('ms')} ms" for c in result.get("categories") or [])
+    for line in result.get("lines") or []:
+        where = view.where(view.path or "?", {"line": _int(line.get("line")), "character": 0})
+        out.append(f"{where}: {line.get('ms')} ms: {line.get('text')}")
+    steps = result.get("slowest") or []
+    if steps:
+        out.append("slowest steps (time of their own):")
+        out.extend(f"  [{s.get('trace_class')}] {s.get('self_ms')} ms: {s.get('text')}" for s in steps)
+    return out + _messages(result.get("messages") or [])
+
+
+def _run_code(result: Result, view: View) -> list[str]:
+    out = []
+    for message in result.get("messages") or []:
+        start = (message.get("range") or {}).get("start") or {}
+        where = f"<scratch>:{_int(start.get('line')) + 1}:{_int(start.get('character'))}"
+        out.append(f"{where}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+    if not out:
+        out.append("ok" if result.get("success") else "error: the text did not elaborate")
+    return out
+
+
 RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "DropResult": _drop,
     "RunResult": _run,
@@ -348,6 +398,10 @@ RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "CloseResult": _close,
     "CompletionsResult": _completions,
     "OutlineResult": _outline,
+    "AttemptsResult": _attempts,
+    "AxiomsResult": _axioms,
+    "ProfileResult": _profile,
+    "RunCodeResult": _run_code,
 }
 """Output model name -> renderer (`HoverResult` and `SignatureHelpResult` also cover `{"result": null}`)."""
 

@@ -4,8 +4,8 @@ Each source document gets at most `limit` mirrors (URIs beside the source, never
 a Lean file worker of its own. A probe checks a mirror out (`async with pool.checkout() as mirror`): probes on
 one mirror are serialized, concurrent probes use the other mirrors or queue on the least contended one. Idle
 mirrors are closed by the runtime's reaper. A mirror remembers the text it holds, so a position request that
-needs the same text again sends nothing but the request. This module never decides what a probe's text is
-(`_probe`).
+needs the same text again sends nothing but the request. A batch of probes (`lean_attempts`) holds one mirror
+checked out and whatever `spares` finds free at once. This module never decides what a probe's text is (`_probe`).
 """
 
 from __future__ import annotations
@@ -143,12 +143,15 @@ class MirrorPool:
             if full or text is None or best.text is None or len(text) - _shared(best.text, text) <= SPLIT_CHARS:
                 return best
         if len(self.mirrors) < self.limit:
-            # Never reuse a URI: a closed mirror's didClose may still be on its way to Lean.
-            self._created += 1
-            mirror = Mirror(self.mirror_uri(self._created))
-            self.mirrors.append(mirror)
-            return mirror
+            return self._new()
         return min(self.mirrors, key=lambda m: m.waiting)
+
+    def _new(self) -> Mirror:
+        # Never reuse a URI: a closed mirror's didClose may still be on its way to Lean.
+        self._created += 1
+        mirror = Mirror(self.mirror_uri(self._created))
+        self.mirrors.append(mirror)
+        return mirror
 
     @contextlib.asynccontextmanager
     async def checkout(self, text: str | None = None) -> AsyncIterator[Mirror]:
@@ -169,6 +172,32 @@ class MirrorPool:
         finally:
             mirror.last_used = time.monotonic()
             mirror.lock.release()
+
+    @contextlib.asynccontextmanager
+    async def spares(self, text: str | None, most: int) -> AsyncIterator[list[Mirror]]:
+        """Hold up to `most` more mirrors for a batch of probes, never waiting: only mirrors free right now.
+
+        Idle mirrors come first, the one holding the text closest to `text` first (`_cost`), then new ones within
+        the limit. The caller already holds one mirror (`checkout`); mirrors busy with other probes are left to
+        them, so a batch never queues behind another call for its extra mirrors.
+        """
+        taken: list[Mirror] = []
+        try:
+            while len(taken) < most:
+                idle = [m for m in self.mirrors if m.idle]
+                if idle:
+                    mirror = min(idle, key=lambda m: _cost(m, text))
+                elif len(self.mirrors) < self.limit:
+                    mirror = self._new()
+                else:
+                    break
+                mirror.lock.acquire_nowait()
+                taken.append(mirror)
+            yield taken
+        finally:
+            for mirror in taken:
+                mirror.last_used = time.monotonic()
+                mirror.lock.release()
 
     async def close_all(self, client: LeanClient | None) -> None:
         """Close every open mirror in Lean and forget them."""

@@ -2,7 +2,9 @@
 
 A probe runs on a mirror of the source document checked out of its pool (`_mirrors`), with the text `_probe`
 builds; its messages are the diagnostics inside the probe's span, its proof state the goals after it. Handles
-(`_handles`) are chains replayed on a mirror. The source document is never touched.
+(`_handles`) are chains replayed on a mirror. The source document is never touched. The other operations that run
+text on mirrors build on the same steps: `proof_mode`, `run_probe` and `mint` (`_attempts`), `elaborate`
+(`_axioms`, `_profile`, `_scratch`).
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ from ._util import single_errors
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 
 if TYPE_CHECKING:
-    from beam_lsp import LeanClient
+    from beam_lsp import LeanClient, SyncResult
 
     from ._documents import DocState
     from ._mirrors import Mirror
 
 
 @dataclasses.dataclass(frozen=True)
-class _Outcome:
+class Outcome:
+    """What one probe chain did: the `RunResult` fields but the handle."""
+
     success: bool
     messages: list[m.RunMessage]
     traces: list[str]
@@ -71,14 +75,14 @@ async def _run_at(call: Call, inp: m.RunAtInput, *, keep_handle: bool) -> m.RunR
     pos = Position(line=inp.line, character=inp.character)
     text_doc.validate(pos)
     async with call.runtime.pool(doc.uri).checkout(probe.declaration_text(text_doc, pos)) as mirror:
-        proof = await _proof_mode(call, client, doc, pos, mirror)
+        proof = await proof_mode(call, client, doc, pos, mirror)
         basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
-        outcome = await _probe(call, client, doc, mirror, text_doc.text, basis, [inp.text])
-    handle = _mint(call, doc, basis, (inp.text,)) if keep_handle and outcome.success else None
+        outcome = await run_probe(call, client, doc, mirror, text_doc.text, basis, [inp.text])
+    handle = mint(call, doc, basis, (inp.text,)) if keep_handle and outcome.success else None
     return _result(call, outcome, handle)
 
 
-async def _proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Position, mirror: Mirror) -> bool:
+async def proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Position, mirror: Mirror) -> bool:
     """Whether Lean has tactic goals at the position (proof mode), asked once per document version.
 
     A command with no `by` in it has none (`probe.without_tactics`), so Lean is not asked. Otherwise, while Lean
@@ -103,12 +107,12 @@ async def _run_with(call: Call, inp: m.RunWithInput, *, linear: bool) -> m.RunRe
     texts = (*record.texts, inp.text)
     source = client.document(doc.uri).text
     async with call.runtime.pool(doc.uri).checkout(source[: record.basis.prefix_end]) as mirror:
-        outcome = await _probe(call, client, doc, mirror, source, record.basis, list(texts))
-    handle = _mint(call, doc, record.basis, texts) if outcome.success else None
+        outcome = await run_probe(call, client, doc, mirror, source, record.basis, list(texts))
+    handle = mint(call, doc, record.basis, texts) if outcome.success else None
     return _result(call, outcome, handle)
 
 
-def _result(call: Call, outcome: _Outcome, handle: dict[str, Any] | None) -> m.RunResult:
+def _result(call: Call, outcome: Outcome, handle: dict[str, Any] | None) -> m.RunResult:
     return m.RunResult(
         workspace=call.workspace,
         success=outcome.success,
@@ -119,7 +123,8 @@ def _result(call: Call, outcome: _Outcome, handle: dict[str, Any] | None) -> m.R
     )
 
 
-def _mint(call: Call, doc: DocState, basis: probe.Basis, texts: tuple[str, ...]) -> dict[str, Any]:
+def mint(call: Call, doc: DocState, basis: probe.Basis, texts: tuple[str, ...]) -> dict[str, Any]:
+    """A fresh opaque handle for a successful probe chain at `basis` of the document's version."""
     rt = call.runtime
     token = rt.session_token() or ""
     raw = rt.handles.mint(token, doc.uri, doc.version, basis, texts)
@@ -150,7 +155,24 @@ async def _resolve_handle(
     return client, doc, record
 
 
-async def _probe(
+async def elaborate(call: Call, client: LeanClient, mirror: Mirror, text: str, path: str) -> SyncResult:
+    """Put `text` in a checked-out mirror and wait until Lean has elaborated it; its progress goes out as events.
+
+    A change that keeps the mirror's header takes the reported barrier (no `waitForDiagnostics`, which Lean
+    answers only after walking every declaration before the probe); a completion-blocking diagnostic (stale
+    imports) falls back to the full barrier. `path` is what the events name.
+    """
+    watch = Watch(mirror.uri, path)
+    with single_errors():
+        async with call.watch(client, watch, None):
+            watch.version, header_kept = await mirrors.write(client, mirror, text)
+            result = await client.sync(mirror.uri, reported=header_kept)
+            if header_kept and any(verdict.is_completion_blocking(d) for d in result.diagnostics):
+                result = await client.sync(mirror.uri)
+    return result
+
+
+async def run_probe(
     call: Call,
     client: LeanClient,
     doc: DocState,
@@ -158,22 +180,11 @@ async def _probe(
     source: str,
     basis: probe.Basis,
     texts: list[str],
-) -> _Outcome:
-    """Run the probe chain on a checked-out mirror of the document.
-
-    A change that keeps the mirror's header takes the reported barrier (no `waitForDiagnostics`, which Lean
-    answers only after walking every declaration before the probe); a completion-blocking diagnostic (stale
-    imports) falls back to the full barrier.
-    """
+) -> Outcome:
+    """Run the probe chain on a checked-out mirror of the document (`elaborate`) and read its outcome."""
     built = probe.build(source, basis, texts)
     state: m.ProofState | None = None
-    watch = Watch(mirror.uri, call.runtime.display(doc.path))
-    with single_errors():
-        async with call.watch(client, watch, None):
-            watch.version, header_kept = await mirrors.write(client, mirror, built.text)
-            result = await client.sync(mirror.uri, reported=header_kept)
-            if header_kept and any(verdict.is_completion_blocking(d) for d in result.diagnostics):
-                result = await client.sync(mirror.uri)
+    result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
     diags = verdict.visible(result.diagnostics)
     mine = [d for d in diags if probe.in_span(d, built.span_start, built.span_end)]
     messages = [
@@ -195,4 +206,4 @@ async def _probe(
         # Lean elaborates it again).
         uri = mirror.uri if reelaborating(client, doc) else doc.uri
         state = await goals_at(client, uri, basis.goal_position)
-    return _Outcome(ok, messages, traces, state)
+    return Outcome(ok, messages, traces, state)

@@ -19,8 +19,22 @@ from pydantic import BaseModel, ValidationError
 
 from beam_lsp.strict_json import InvalidText, find_invalid_text
 
-from . import _completions, _goals, _navigation, _outline, _save, _speculation, _sync, _workspaces
+from . import (
+    _attempts,
+    _axioms,
+    _completions,
+    _goals,
+    _navigation,
+    _outline,
+    _profile,
+    _save,
+    _scratch,
+    _speculation,
+    _sync,
+    _workspaces,
+)
 from . import models as m
+from . import probe_models as pm
 from .errors import BrokerError, invalid_input
 from .workspace import resolve
 
@@ -430,6 +444,76 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         ),
         read_only=True,
         version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    OperationSpec(
+        "attempts",
+        _attempts.attempts,
+        pm.AttemptsInput,
+        pm.AttemptsResult,
+        _d(
+            "Run several alternative Lean texts at one position of a document version, each on its own as "
+            "lean_run_at would (tactics on the goals there inside a proof, else a command after the enclosing "
+            "command), concurrently on the document's probe mirrors. Each attempt answers success, messages, traces "
+            "and the goals after it, in the order of texts; with handles: true a successful attempt also returns "
+            "next_handle (for lean_run_with). The cost follows the enclosing declaration, not the rest of the file.",
+            SPECULATIVE,
+        ),
+        destructive=False,
+        version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    OperationSpec(
+        "axioms",
+        _axioms.axioms,
+        pm.AxiomsInput,
+        pm.AxiomsResult,
+        _d(
+            "The axioms a declaration depends on, from Lean's #print axioms run as a command probe on a private "
+            "mirror of a document version: the declaration Lean lists at line and character, or name (as it "
+            "resolves right after that declaration, or after the document's last line without a position). "
+            "uses_sorry flags sorryAx (a sorry, or an "
+            "error Lean recovered from); nonstandard lists the axioms beyond propext, Classical.choice and "
+            "Quot.sound. axioms is null when Lean printed no list (see messages: an unknown name, say). The source "
+            "file is never touched."
+        ),
+        read_only=True,
+        version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    OperationSpec(
+        "profile",
+        _profile.profile,
+        pm.ProfileInput,
+        pm.ProfileResult,
+        _d(
+            "Elaborate the declaration Lean lists at a position of a document version with Lean's profiler on "
+            "(set_option profiler and trace.profiler), on a private mirror holding the source up to it, and return "
+            "Lean's times: per category (elaboration, type checking, ...), per source line, and the trace steps with "
+            "the most time of their own (steps under threshold_ms are left out), plus the declaration's messages. "
+            "The source file is never touched."
+        ),
+        read_only=True,
+        version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    OperationSpec(
+        "run_code",
+        _scratch.run_code,
+        pm.RunCodeInput,
+        pm.RunCodeResult,
+        _d(
+            "Check a standalone Lean text in the context of a workspace (its header may import the workspace's "
+            "modules and dependencies) in a private in-memory document: no file is written to the project. Returns "
+            "every message Lean reports (#eval and #check output included) with its range in the text, and success "
+            "when there is no error. The text is bounded by the workspace's source size limit. Lean elaboration is "
+            "not an OS sandbox: project code and #eval may perform IO."
+        ),
+        read_only=True,
         progress=_FULL_PROGRESS,
         extension=True,
     ),

@@ -1,0 +1,199 @@
+"""Input and output models of the operations that check Lean text on probe mirrors, beyond `lean_run_at`.
+
+`lean_attempts` (alternative texts at one position), `lean_axioms` (`#print axioms` of a declaration),
+`lean_profile` (one declaration under Lean's profiler) and `lean_run_code` (a standalone text in a private
+document). The conventions are `models`' own (closed strict inputs, frozen replies whose JSON schema is the
+tool's outputSchema, `workspace` first); this module only adds these operations' shapes (`models` holds the
+seed's operations and the rest of issue 12's).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from .models import (
+    CHAR_DESC,
+    LINE_DESC,
+    VERSION_DESC,
+    WORKSPACE_DESC,
+    PathInput,
+    ProofState,
+    RunMessage,
+    _In,
+    _Out,
+    _Reply,
+)
+from .workspace import WorkspaceDescriptor
+
+ATTEMPTS_MAX = 32
+"""Most alternative texts one `lean_attempts` call takes."""
+PROFILE_THRESHOLD_MS = 10
+"""Default `threshold_ms` of `lean_profile` (Lean's own default for `trace.profiler.threshold`)."""
+PROFILE_STEPS = 20
+"""How many trace steps `lean_profile` returns (those with the most time of their own)."""
+STANDARD_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
+"""The axioms of Lean's standard library that `lean_axioms` does not count as nonstandard."""
+SORRY_AXIOM = "sorryAx"
+"""The axiom `sorry` (and Lean's error recovery) elaborates to."""
+_NAME_PART = r"(?:«[^«»\r\n]+»|[^\s.«»()\[\]{}:;,#@`\"$]+)"
+NAME_PATTERN = rf"^{_NAME_PART}(?:\.{_NAME_PART})*$"
+"""One Lean identifier, as `lean_axioms` takes it: it goes into `#print axioms <name>`, so it never holds a space
+outside `«»` (which would let a second command follow) nor a character no identifier has."""
+
+
+class AttemptsInput(PathInput):
+    """`lean_attempts`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    line: int = Field(description=LINE_DESC, ge=0)
+    character: int = Field(description=CHAR_DESC, ge=0)
+    texts: list[str] = Field(
+        min_length=1,
+        max_length=ATTEMPTS_MAX,
+        description=f"Alternative Lean texts to run at the position, each on its own (1..{ATTEMPTS_MAX}).",
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    handles: bool = Field(False, description="Also return next_handle for each successful attempt (for lean_run_with).")
+
+
+class AxiomsInput(PathInput):
+    """`lean_axioms`: the declaration at (`line`, `character`), or `name`, or `name` as it resolves there."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        pattern=NAME_PATTERN,
+        description="Declaration name (one Lean identifier: dot-separated parts, «quoted» where Lean needs it), as "
+        "it resolves right after the declaration at line and character when they are given, else after the "
+        "document's last line. Without it: the declaration Lean lists there.",
+    )
+    line: int | None = Field(
+        None, ge=0, description=f"{LINE_DESC} With character: a position in a declaration of the document."
+    )
+    character: int | None = Field(None, ge=0, description=f"{CHAR_DESC} With line.")
+
+    @model_validator(mode="after")
+    def _a_declaration(self) -> AxiomsInput:
+        if (self.line is None) != (self.character is None):
+            raise ValueError("line and character go together")
+        if self.name is None and self.line is None:
+            raise ValueError("name, or line and character, is required")
+        return self
+
+
+class ProfileInput(PathInput):
+    """`lean_profile`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    line: int = Field(description=f"{LINE_DESC} A position in the declaration to profile.", ge=0)
+    character: int = Field(description=CHAR_DESC, ge=0)
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    threshold_ms: int = Field(
+        PROFILE_THRESHOLD_MS,
+        ge=0,
+        le=60_000,
+        description="Trace steps shorter than this many milliseconds are left out (trace.profiler.threshold; "
+        "0 keeps every step).",
+    )
+
+
+class RunCodeInput(_In):
+    """`lean_run_code`."""
+
+    text: str = Field(
+        description="A standalone Lean file's text (its own header: imports of the workspace's modules and "
+        "dependencies). Never written to disk."
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class Attempt(_Out):
+    """One alternative of `lean_attempts`, as `lean_run_at` would answer it (without `workspace`)."""
+
+    success: bool
+    messages: list[RunMessage] = Field(default_factory=list)
+    traces: list[str] = Field(default_factory=list)
+    proof_state: ProofState | None
+    next_handle: dict[str, Any] | None
+
+
+class AttemptsResult(_Reply):
+    """`lean_attempts`: one attempt per text, in the order of `texts`; `mode` is where they ran."""
+
+    version: int
+    mode: Literal["proof", "command"]
+    attempts: list[Attempt]
+
+
+class AxiomsResult(_Reply):
+    """`lean_axioms`: the axioms Lean's `#print axioms` lists (null when it printed no list: see `messages`).
+
+    `name` is the full name Lean printed (`Foo.t1`), or the name probed when Lean printed none.
+    """
+
+    version: int
+    name: str
+    axioms: list[str] | None
+    uses_sorry: bool
+    nonstandard: list[str]
+    messages: list[RunMessage]
+
+
+class ProfileCategory(_Out):
+    """Time Lean's profiler (`set_option profiler true`) accounted to one category, summed."""
+
+    category: str
+    ms: float
+
+
+class ProfileLine(_Out):
+    """Profiler time Lean reported at one source line (zero-based) of the declaration, and the line's text."""
+
+    line: int
+    ms: float
+    text: str
+
+
+class ProfileStep(_Out):
+    """A node of Lean's `trace.profiler` tree: its class, time, time of its own (children not listed), depth."""
+
+    trace_class: str
+    ms: float
+    self_ms: float
+    depth: int
+    line: int
+    text: str
+
+
+class ProfileResult(_Reply):
+    """`lean_profile`: one declaration elaborated with Lean's profiler on, on a mirror."""
+
+    version: int
+    name: str
+    range: dict[str, Any]
+    success: bool
+    total_ms: float
+    categories: list[ProfileCategory]
+    lines: list[ProfileLine]
+    slowest: list[ProfileStep]
+    messages: list[RunMessage]
+
+
+class CodeMessage(_Out):
+    """A message Lean reports for a `lean_run_code` text, with its range in that text (LSP coordinates)."""
+
+    severity: Literal["information", "warning", "error"]
+    text: str
+    range: dict[str, Any]
+
+
+class RunCodeResult(_Reply):
+    """`lean_run_code`: `success` when Lean elaborated the text without errors."""
+
+    success: bool
+    messages: list[CodeMessage]
