@@ -259,3 +259,57 @@ def test_the_outline_lists_imports_then_declarations_indented_by_namespace(view:
         "two                                6:4",
     ]
     assert render("OutlineResult", {"imports": None, "declarations": []}, view) == ["nothing declared"]
+
+
+def test_batch_attempts_print_one_block_per_text_in_order(view: View) -> None:
+    ok = {"success": True, "messages": [{"severity": "information", "text": "byTerm : MyTrue"}], "proof_state": None}
+    bad = {"success": False, "messages": [], "proof_state": {"goals": [GOAL]}, "next_handle": None}
+    assert render("AttemptsResult", {"mode": "proof", "attempts": [ok, bad]}, view) == [
+        "attempt 1: succeeded",
+        "  byTerm : MyTrue",
+        "attempt 2: failed",
+        "  p : Prop",
+        "  hp : p",
+        "  ⊢ p",
+    ]
+
+
+def test_axioms_print_lean_s_answer_and_flag_sorry_and_nonstandard_axioms(view: View) -> None:
+    said = "'t' depends on axioms: [sorryAx, myAx]"
+    result = {"name": "t", "axioms": ["sorryAx", "myAx"], "uses_sorry": True, "nonstandard": ["sorryAx", "myAx"],
+              "messages": [{"severity": "information", "text": said}]}  # fmt: skip
+    assert render("AxiomsResult", result, view) == [
+        said,
+        "warning: t depends on sorryAx (a sorry, or an error Lean recovered from)",
+        "t depends on nonstandard axioms: myAx",
+    ]
+    assert render("AxiomsResult", {"name": "u", "axioms": None, "nonstandard": [], "messages": []}, view) == [
+        "u: Lean printed no axioms"
+    ]
+
+
+def test_a_profile_prints_times_per_category_line_and_step(view: View) -> None:
+    result = {
+        "name": "two",
+        "total_ms": 1.5,
+        "categories": [{"category": "elaboration", "ms": 1.5}],
+        "lines": [{"line": 5, "ms": 1.5, "text": "def two : MyNat := MyNat.succ MyNat.one"}],
+        "slowest": [{"trace_class": "Elab.command", "ms": 1.2, "self_ms": 0.8, "text": "def two"}],
+        "messages": [{"severity": "warning", "text": "unused"}],
+    }
+    assert render("ProfileResult", result, view) == [
+        "two: 1.5 ms",
+        "  elaboration: 1.5 ms",
+        "Demo/Proofs.lean:6:0: 1.5 ms: def two : MyNat := MyNat.succ MyNat.one",
+        "slowest steps (time of their own):",
+        "  [Elab.command] 0.8 ms: def two",
+        "warning: unused",
+    ]
+
+
+def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View) -> None:
+    message = {"severity": "error", "text": "Unknown identifier `x`", "range": rng(2, 7)}
+    assert render("RunCodeResult", {"success": False, "messages": [message]}, view) == [
+        "<scratch>:3:7: error: Unknown identifier `x`"
+    ]
+    assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]

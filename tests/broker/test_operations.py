@@ -18,6 +18,7 @@ from pydantic_core import PydanticUndefined
 from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
+from beam_broker import probe_models as pm
 from beam_broker.operations import OperationSpec, Progress, Scope, implemented
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project
@@ -73,8 +74,10 @@ def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
 def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() -> None:
     assert OPERATIONS[: len(SEED)] == tuple(SEED), "the seed's operations come first, in the seed's order"
     added = OPERATIONS[len(SEED) :]
-    assert [spec.tool for spec in added] == ["lean_completions", "lean_outline"]
-    for spec in added:
+    assert [spec.tool for spec in added] == [
+        "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code"
+    ]  # fmt: skip
+    for spec in added[:2]:
         assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
         assert spec.destructive is None and not spec.idempotent and not spec.fence and spec.scope is Scope.WORKSPACE
         assert spec.key == spec.name and not spec.document_progress
@@ -86,6 +89,27 @@ def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() 
     )
     assert (BY_NAME["outline"].input_model, BY_NAME["outline"].output_model) == (m.OutlineInput, m.OutlineResult)
     assert BY_TOOL["lean_outline"].preparation("A.lean") == "lean_outline on A.lean: preparing the Lean workspace"
+
+
+def test_the_probe_operations_beyond_the_seed_tell_the_truth_about_what_they_keep() -> None:
+    probes = [BY_NAME[name] for name in ("attempts", "axioms", "profile", "run_code")]
+    for spec in probes:
+        assert spec.extension and spec.cancellable and not spec.idempotent and not spec.fence, spec.name
+        assert spec.scope is Scope.WORKSPACE and spec.key == spec.name and not spec.document_progress, spec.name
+        assert spec.progress == Progress.PREPARATION | Progress.SETUP | Progress.FILE, spec.name
+    attempts, axioms, profile, run_code = probes
+    # attempts may mint handles (state that outlives the call), like run_at_handle: not read-only, not destructive
+    assert (attempts.read_only, attempts.destructive) == (False, False)
+    assert all(spec.read_only and spec.destructive is None for spec in (axioms, profile, run_code))
+    assert attempts.version_bound and axioms.version_bound and profile.version_bound
+    assert not run_code.version_bound, "a scratch text belongs to no document version"
+    assert [(s.input_model, s.output_model) for s in probes] == [
+        (pm.AttemptsInput, pm.AttemptsResult),
+        (pm.AxiomsInput, pm.AxiomsResult),
+        (pm.ProfileInput, pm.ProfileResult),
+        (pm.RunCodeInput, pm.RunCodeResult),
+    ]
+    assert run_code.preparation(None) == "lean_run_code: preparing the Lean workspace"
 
 
 @pytest.mark.parametrize(
@@ -290,9 +314,10 @@ def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
     ints = {name for _, name in _typed_fields(int)}
     bools = {name for _, name in _typed_fields(bool)}
     assert ints == {
-        "version", "line", "character", "start_line", "start_character", "end_line", "end_character", "limit"
+        "version", "line", "character", "start_line", "start_character", "end_line", "end_character", "limit",
+        "threshold_ms",
     }  # fmt: skip
-    assert bools == {"diagnostics_in_result", "include_declaration"}
+    assert bools == {"diagnostics_in_result", "include_declaration", "handles"}
     assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) + 5 * len(_typed_fields(bool))
 
 

@@ -49,12 +49,15 @@ UPSTREAM_ORDER = [
     "lean_close_save",
     "lean_close",
 ]
-ADDED = ["lean_completions", "lean_outline"]
+ADDED = ["lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code"]
 """The tools beyond the seed's surface, after it in this order (`--tools beam` leaves them out)."""
 ALL_TOOLS = [*UPSTREAM_ORDER, *ADDED]
 READ_ONLY = {
     "lean_completions",
     "lean_outline",
+    "lean_axioms",
+    "lean_profile",
+    "lean_run_code",
     "beam_version",
     "beam_stats",
     "lean_run_at",
@@ -84,7 +87,7 @@ FORBIDDEN_PROPERTIES = {
     "include_diagnostics",
 }
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
-EXECUTION = ("lean_run_at", "lean_run_at_handle", "lean_run_with", "lean_run_with_linear")
+EXECUTION = ("lean_run_at", "lean_run_at_handle", "lean_run_with", "lean_run_with_linear", "lean_attempts")
 
 
 def _keywords(node: Any) -> set[str]:
@@ -151,7 +154,7 @@ def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None
     for name, tool in full.items():
         if name in READ_ONLY:
             assert tool["annotations"] == {"readOnlyHint": True}, name
-        elif name in ("lean_run_at_handle", "lean_run_with"):
+        elif name in ("lean_run_at_handle", "lean_run_with", "lean_attempts"):
             assert tool["annotations"] == {"destructiveHint": False}, name
         elif name in ("lean_drop_workspace", "lean_close"):
             assert tool["annotations"] == {"idempotentHint": True}, name
@@ -237,6 +240,10 @@ def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routi
         ("lean_close", ["path", "workspace"], []),
         ("lean_completions", ["path", "version", "line", "character", "workspace"], ["limit"]),
         ("lean_outline", ["path", "version", "workspace"], []),
+        ("lean_attempts", ["path", "version", "line", "character", "texts", "workspace"], ["handles"]),
+        ("lean_axioms", ["path", "version", "workspace"], ["character", "line", "name"]),
+        ("lean_profile", ["path", "version", "line", "character", "workspace"], ["threshold_ms"]),
+        ("lean_run_code", ["text", "workspace"], []),
         (
             "beam_feedback_report",
             ["title", "summary", "reproduction", "expected", "actual", "workspace"],
@@ -286,6 +293,12 @@ def test_field_shapes_follow_the_helper_conventions(full: dict[str, dict[str, An
     assert feedback["bundle"]["enum"] == ["none", "dir", "zip"]
     limit = full["lean_completions"]["inputSchema"]["properties"]["limit"]
     assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", 1, 500, 50)
+    texts = full["lean_attempts"]["inputSchema"]["properties"]["texts"]
+    assert (texts["type"], texts["items"]["type"], texts["minItems"], texts["maxItems"]) == ("array", "string", 1, 32)
+    name = full["lean_axioms"]["inputSchema"]["properties"]["name"]
+    assert name["type"] == "string" and name["pattern"].startswith("^") and name["minLength"] == 1
+    threshold = full["lean_profile"]["inputSchema"]["properties"]["threshold_ms"]
+    assert (threshold["minimum"], threshold["maximum"], threshold["default"]) == (0, 60_000, 10)
 
 
 def test_descriptions_carry_the_contract_sentences(full: dict[str, dict[str, Any]]) -> None:
@@ -374,6 +387,11 @@ async def _every_tool(h: Harness, root: Path) -> dict[str, dict[str, Any]]:
     await call("lean_document_symbols", **at)
     await call("lean_completions", **at, line=3, character=15, limit=5)
     await call("lean_outline", **at)
+    attempted = await call("lean_attempts", **at, line=3, character=0, texts=["#check d", "ERROR_HERE"], handles=True)
+    assert [a["success"] for a in attempted["attempts"]] == [True, False]
+    await call("lean_axioms", **at, line=3, character=0)
+    await call("lean_profile", **at, line=0, character=0)
+    await call("lean_run_code", text="def e : Nat := 2\n")
     await call("lean_workspace_symbols", query="t")
     await call("lean_goals", **at, line=0, character=21, mode="before")
     await call("lean_todo", **at, start_line=0, start_character=0, end_line=3, end_character=0)

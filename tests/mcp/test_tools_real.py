@@ -1,7 +1,8 @@
 """Every tool on real Lean: each answers a successful call with a result its outputSchema describes.
 
 The harness calls every tool (the seed's 24 and the added ones); the official MCP SDK client, driving the installed
-`lean-beam-mcp` over stdio, exercises the added tools end to end and `--tools beam`.
+`lean-beam-mcp` over stdio, exercises the added tools end to end (each result checked against the listed
+outputSchema) and `--tools beam`.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ async def test_every_tool_result_on_real_lean_validates_against_its_output_schem
         action = next(item["code_action"] for item in items if item["kind"] == "code_action")
         await call("lean_code_action_resolve", **todo, code_action=action)
         await call("lean_run_at", **proofs, line=8, character=5, text="#check two")
+        await call("lean_attempts", **proofs, line=3, character=0, texts=["#check byTerm", "#check nope"], handles=True)
+        await call("lean_axioms", **proofs, line=3, character=0)
+        await call("lean_profile", **proofs, line=5, character=0)
+        await call("lean_run_code", text="prelude\nimport Demo.Basic\n#check myTrue\n")
         handle = (await call("lean_run_at_handle", **proofs, line=3, character=0, text="def a1 : MyNat := MyNat.one"))[
             "next_handle"
         ]
@@ -137,6 +142,58 @@ async def test_the_sdk_client_gets_completions_and_an_outline_from_real_lean(
     [probe] = outline["declarations"]
     assert (probe["name"], probe["kind"]) == ("probe", "def")
     assert updates[0] == "lean_outline on Demo/Dotted.lean: preparing the Lean workspace"
+
+
+AXIOMS = (
+    "prelude\nimport Demo.Basic\n\ntheorem clean : MyTrue := myTrue\n\nuniverse u\naxiom sorryAx (α : Sort u) : α\n"
+    "theorem usesSorry : MyTrue := sorryAx MyTrue\n"
+)
+"""Without Init, `sorry` cannot elaborate: the fixture declares Lean's `sorryAx` (what a `sorry` elaborates to)."""
+
+
+async def test_the_sdk_client_runs_attempts_axioms_a_profile_and_a_scratch_run_on_real_lean(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    (demo_root / "Demo" / "Ax.lean").write_text(AXIOMS, encoding="utf-8")
+    ws = {"workspace": {"root": str(demo_root)}}
+    before = sorted(p.relative_to(demo_root) for p in demo_root.rglob("*"))
+    results: dict[str, dict[str, Any]] = {}
+    async with sdk(lean_toolchain) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        for name in ("lean_axioms", "lean_profile", "lean_run_code"):
+            annotations = tools[name].annotations
+            assert annotations is not None and annotations.read_only_hint is True, name
+        annotations = tools["lean_attempts"].annotations
+        assert annotations is not None and annotations.destructive_hint is False and not annotations.read_only_hint
+
+        async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+            result = await client.call_tool(tool, {**ws, **arguments})
+            assert result.is_error is False and isinstance(result.structured_content, dict), (tool, result)
+            jsonschema.validate(result.structured_content, tools[tool].output_schema)
+            results[tool] = result.structured_content
+            return result.structured_content
+
+        with anyio.fail_after(120):
+            version = (await call("lean_sync", path="Demo/Ax.lean"))["version"]
+            at = {"path": "Demo/Ax.lean", "version": version}
+            texts = ["#check clean", "theorem z : MyTrue := nope", "theorem w : MyTrue := clean"]
+            attempted = await call("lean_attempts", **at, line=3, character=0, texts=texts)
+            clean = await call("lean_axioms", **at, line=3, character=0)
+            sorry = await call("lean_axioms", **at, name="usesSorry")
+            profiled = await call("lean_profile", **at, line=7, character=0)
+            scratch = await call("lean_run_code", text="prelude\nimport Demo.Basic\n#check myTrue\n")
+            synced = await call("lean_sync", path="Demo/Ax.lean")
+    assert attempted["mode"] == "command"
+    assert [a["success"] for a in attempted["attempts"]] == [True, False, True]
+    assert attempted["attempts"][0]["messages"] == [{"severity": "information", "text": "clean : MyTrue"}]
+    assert (clean["name"], clean["axioms"], clean["uses_sorry"]) == ("clean", [], False)
+    assert (sorry["name"], sorry["axioms"], sorry["uses_sorry"]) == ("usesSorry", ["sorryAx"], True)
+    assert profiled["name"] == "usesSorry" and profiled["total_ms"] > 0
+    assert any(c["category"] == "elaboration" and c["ms"] > 0 for c in profiled["categories"])
+    assert scratch["success"] is True
+    assert [(m["text"], m["range"]["start"]["line"]) for m in scratch["messages"]] == [("myTrue : MyTrue", 2)]
+    assert synced["version"] == version and (demo_root / "Demo" / "Ax.lean").read_text() == AXIOMS
+    assert sorted(p.relative_to(demo_root) for p in demo_root.rglob("*")) == before, "no file is written"
 
 
 async def test_the_beam_surface_over_the_sdk_is_upstreams_24_tools(lean_toolchain: Toolchain, demo_root: Path) -> None:

@@ -1,0 +1,247 @@
+"""Batch attempts: alternative texts at one position, each run on its own, concurrently on probe mirrors.
+
+The fake lane checks the answers (one per text, in order, each as `run_at` would give it), the handles, the mirror
+bound, input validation and the scheduler (`run_all`: every mirror takes the next waiting alternative, an idle
+mirror helps a slow one, the first failure cancels the rest). The real lane checks command and proof mode on
+Lean 4.35 (prelude fixtures: without Init no tactic parses, so proof-mode attempts fail with Lean's errors and the
+goals at the basis).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from beam_broker import Broker
+from beam_broker import errors as codes
+from beam_broker._attempts import run_all
+from beam_broker._mirrors import Mirror
+from beam_broker._speculation import Outcome
+
+from .support import call, error_of, fake_project, open_broker
+
+pytestmark = pytest.mark.anyio
+SOURCE = "def x := 1\n\ndef y := 2\n"
+
+
+def at(path: str, line: int, character: int, texts: list[str], version: int = 1, **more: Any) -> dict[str, Any]:
+    return {"path": path, "version": version, "line": line, "character": character, "texts": texts, **more}
+
+
+# ---- fake lane: answers -------------------------------------------------------------------------------
+async def test_every_text_is_answered_in_order_with_its_own_success_and_messages(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    async with open_broker({"elab_ms": 5}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        result = await call(broker, "attempts", root, **at("A.lean", 0, 0, ["def a := x", "ERROR_HERE", "#check y"]))
+        source = await call(broker, "sync", root, path="A.lean")
+    assert result["workspace"] == {"root": str(root)} and result["version"] == 1 and result["mode"] == "command"
+    assert [a["success"] for a in result["attempts"]] == [True, False, True]
+    assert result["attempts"][1]["messages"] == [{"severity": "error", "text": "unknown identifier 'ERROR_HERE'"}]
+    assert all(a["messages"] == [] for a in result["attempts"][::2])
+    assert all(a["proof_state"] is None and a["next_handle"] is None for a in result["attempts"])
+    assert source["version"] == 1 and (root / "A.lean").read_text() == SOURCE, "the source is never touched"
+
+
+async def test_proof_mode_attempts_report_the_goals_after_each_one(tmp_path: Path) -> None:
+    first = "theorem t : True /- GOALS_HERE -/ := by"
+    root = fake_project(tmp_path / "proj", {"A.lean": f"{first}\n  skip\n"})
+    async with open_broker() as broker:
+        await call(broker, "update", root, path="A.lean")
+        result = await call(broker, "attempts", root, **at("A.lean", 0, len(first), ["fine", "ERROR_HERE"]))
+    assert result["mode"] == "proof"
+    fine, bad = result["attempts"]
+    assert fine["success"] is True and fine["proof_state"]["goals"], "goals remain after it"
+    assert bad["success"] is False and bad["messages"][0]["text"] == "unknown identifier 'ERROR_HERE'"
+
+
+async def test_handles_are_kept_for_the_successful_attempts_only_and_continue_with_run_with(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    async with open_broker() as broker:
+        await call(broker, "update", root, path="A.lean")
+        texts = ["def a1 := x", "ERROR_HERE", "def a3 := y"]
+        result = await call(broker, "attempts", root, **at("A.lean", 0, 0, texts, handles=True))
+        first, failed, third = result["attempts"]
+        assert failed["next_handle"] is None
+        assert first["next_handle"] is not None and third["next_handle"] is not None
+        assert first["next_handle"] != third["next_handle"]
+        continued = await call(broker, "run_with", root, path="A.lean", handle=third["next_handle"], text="#check a3")
+        assert continued["success"] is True
+        released = await call(broker, "release", root, path="A.lean", handle=first["next_handle"])
+    assert released["result"] is None
+
+
+@pytest.mark.parametrize(("bound", "mirrors"), [(1, 1), (2, 2), (3, 3)])
+async def test_a_batch_runs_on_spare_mirrors_within_the_per_document_bound(
+    tmp_path: Path, bound: int, mirrors: int
+) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    texts = [f"def n{i} := {i}" for i in range(5)] + ["ERROR_HERE"]
+    async with open_broker({"elab_ms": 20}, mirrors_per_document=bound) as broker:
+        await call(broker, "update", root, path="A.lean")
+        result = await call(broker, "attempts", root, **at("A.lean", 2, 0, texts))
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        pool = runtime.pools[(root / "A.lean").as_uri()]
+        assert len(pool.mirrors) == mirrors and all(m.idle for m in pool.mirrors)
+        assert broker.open_documents() == [str(root / "A.lean")], "mirrors are never documents"
+    assert [a["success"] for a in result["attempts"]] == [True] * 5 + [False]
+    assert not [p for p in root.rglob("*") if "_beamProbe" in p.name], "mirrors are never written to disk"
+
+
+async def test_a_batch_leaves_mirrors_busy_with_other_probes_alone(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    async with open_broker(mirrors_per_document=2) as broker:
+        await call(broker, "update", root, path="A.lean")
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        pool = runtime.pool((root / "A.lean").as_uri())
+        async with pool.checkout() as busy:  # another call's probe holds one mirror
+            result = await call(broker, "attempts", root, **at("A.lean", 0, 0, ["#check x", "#check y"]))
+            assert len(pool.mirrors) == 2 and busy.lock.locked()
+    assert [a["success"] for a in result["attempts"]] == [True, True]
+
+
+# ---- fake lane: input -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("texts", "problem"),
+    [([], "at least 1 item"), ([f"#check x{i}" for i in range(33)], "at most 32 items"), (["#check x", 1], "string")],
+)
+async def test_texts_must_be_one_to_32_strings(tmp_path: Path, texts: list[Any], problem: str) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    async with open_broker() as broker:
+        err = await error_of(broker, "attempts", root, **at("A.lean", 0, 0, texts))
+    assert err.code == codes.INVALID_INPUT and problem in err.message
+
+
+async def test_a_bad_position_a_stale_version_or_a_loose_flag_is_refused(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    async with open_broker() as broker:
+        await call(broker, "update", root, path="A.lean")
+        bad = await error_of(broker, "attempts", root, **at("A.lean", 9, 0, ["#check x"]))
+        stale = await error_of(broker, "attempts", root, **at("A.lean", 0, 0, ["#check x"], version=3))
+        loose = await error_of(broker, "attempts", root, **at("A.lean", 0, 0, ["#check x"], handles="true"))
+        extra = await error_of(broker, "attempts", root, **at("A.lean", 0, 0, ["#check x"], text="#check x"))
+    assert bad.code == codes.INVALID_PARAMS and stale.code == codes.CONTENT_MODIFIED
+    assert loose.code == codes.INVALID_INPUT and extra.code == codes.INVALID_INPUT
+    assert extra.data == {"fields": ["text"]}
+
+
+# ---- fake lane: the scheduler -------------------------------------------------------------------------
+def outcome(index: int) -> Outcome:
+    return Outcome(True, [], [f"answer {index}"], None)
+
+
+async def test_run_all_answers_in_order_whichever_mirror_ran_each() -> None:
+    mirrors = [Mirror(f"file:///m{k}.lean") for k in range(3)]
+    ran: dict[int, str] = {}
+
+    async def run(mirror: Mirror, index: int) -> Outcome:
+        await anyio.lowlevel.checkpoint()
+        ran[index] = mirror.uri
+        return outcome(index)
+
+    with anyio.fail_after(10):
+        outcomes = await run_all(mirrors, 7, run)
+    assert [o.traces for o in outcomes] == [[f"answer {i}"] for i in range(7)]
+    assert set(ran) == set(range(7)) and set(ran.values()) == {m.uri for m in mirrors}
+
+
+async def test_an_idle_mirror_helps_a_slow_alternative_and_the_first_answer_wins() -> None:
+    fast, stuck = Mirror("file:///fast.lean"), Mirror("file:///stuck.lean")
+    cancelled: list[int] = []
+    runs: list[tuple[str, int]] = []
+
+    async def run(mirror: Mirror, index: int) -> Outcome:
+        runs.append((mirror.uri, index))
+        if mirror is stuck:  # a cold worker that would take forever: only a cancel ends it
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.append(index)
+        await anyio.lowlevel.checkpoint()
+        return outcome(index)
+
+    with anyio.fail_after(10):
+        outcomes = await run_all([fast, stuck], 3, run)
+    assert [o.traces for o in outcomes] == [["answer 0"], ["answer 1"], ["answer 2"]]
+    assert (stuck.uri, 1) in runs and (fast.uri, 1) in runs, "the fast mirror helped with alternative 1"
+    assert cancelled == [1], "the slow run was cancelled once the helper answered"
+
+
+async def test_the_first_failure_cancels_the_other_alternatives_and_is_raised_alone() -> None:
+    mirrors = [Mirror("file:///a.lean"), Mirror("file:///b.lean")]
+    started = anyio.Event()
+    cancelled: list[int] = []
+
+    async def run(mirror: Mirror, index: int) -> Outcome:
+        if index == 0:
+            await started.wait()
+            raise RuntimeError("the Lean server is gone")
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.append(index)
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(10), pytest.raises(RuntimeError, match="the Lean server is gone"):
+        await run_all(mirrors, 4, run)
+    assert cancelled == [1]
+
+
+# ---- real Lean lane -----------------------------------------------------------------------------------
+@pytest.mark.lean
+async def test_command_attempts_each_see_the_source_before_them_and_not_each_other(
+    broker: Broker, demo_root: Path
+) -> None:
+    await call(broker, "sync", demo_root, path="Demo/Proofs.lean")
+    texts = [
+        "#check byTerm",
+        "theorem z : MyTrue := nope",
+        "def temp : MyNat := MyNat.zero",
+        "#check temp",
+        "#check two",
+    ]
+    result = await call(broker, "attempts", demo_root, **at("Demo/Proofs.lean", 3, 0, texts, handles=True))
+    assert result["mode"] == "command"
+    checked, nope, temp, other, later = result["attempts"]
+    assert checked["success"] is True and checked["messages"] == [
+        {"severity": "information", "text": "byTerm : MyTrue"}
+    ]
+    assert nope["success"] is False and nope["messages"][0] == {
+        "severity": "error",
+        "text": "Unknown identifier `nope`",
+    }
+    assert temp["success"] is True and temp["next_handle"] is not None
+    assert other["success"] is False, "an attempt never sees another attempt's declarations"
+    assert later["success"] is False, "nor the source after the position (`two` comes later)"
+    assert nope["next_handle"] is None and other["next_handle"] is None
+    continued = await call(broker, "run_with", demo_root, path="Demo/Proofs.lean", handle=temp["next_handle"],
+                           text="#check temp")  # fmt: skip
+    assert continued["messages"] == [{"severity": "information", "text": "temp : MyNat"}]
+    source = await call(broker, "sync", demo_root, path="Demo/Proofs.lean")
+    assert source["version"] == 1 and source["diagnostics"]["counts"]["total"] == 0
+    assert "temp" not in (demo_root / "Demo/Proofs.lean").read_text()
+
+
+@pytest.mark.lean
+async def test_proof_attempts_report_lean_errors_and_the_goals_at_the_position(broker: Broker, demo_root: Path) -> None:
+    (demo_root / "Demo/Probe.lean").write_text(
+        "prelude\nimport Demo.Basic\n\ntheorem open2 (p : Prop) (hp : p) : p := by\n  {}\n"
+    )
+    await call(broker, "sync", demo_root, path="Demo/Probe.lean")
+    result = await call(broker, "attempts", demo_root, **at("Demo/Probe.lean", 4, 2, ["bogus_tactic", "nope"]))
+    goal = {
+        "goalPrefix": "⊢ ",
+        "target": "p",
+        "hyps": [{"names": ["p"], "type": "Prop"}, {"names": ["hp"], "type": "p"}],
+    }
+    assert result["mode"] == "proof" and len(result["attempts"]) == 2
+    for attempt in result["attempts"]:
+        assert attempt["success"] is False and [m["severity"] for m in attempt["messages"]] == ["error"]
+        assert attempt["proof_state"] == {"goals": [goal]}
