@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bench import broker_overhead, cli, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
+from bench import attempts, broker_overhead, cli, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
 
 BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "lsp_overhead": lsp_overhead.main,
@@ -18,6 +18,7 @@ BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "peers": peers.main,
     "cpu": cpu.main,
     "cli": cli.main,
+    "attempts": attempts.main,
 }
 
 

@@ -3,7 +3,9 @@
 Not a benchmark: a transcript for `tox -e demo` to print. It starts the installed `lean-beam-mcp` over stdio
 with the real toolchain, discovers it, lists its tools, syncs the clean, broken, warning and unsolved-goals
 files (with a progress token, a per-request log level and `diagnostic_scope: "all"`), asks for a hover and
-goals, and drops the workspace, printing every message the client receives.
+goals, an outline and completions, runs speculative text (a handle chain, a batch of alternative attempts at one
+position, a standalone scratch snippet), checks a declaration's axioms, and drops the workspace, printing every
+message the client receives.
 """
 
 from __future__ import annotations
@@ -124,6 +126,23 @@ async def main() -> int:
                 line=4,
                 character=2,
                 text="exact hp",
+            )
+            batch = await call(
+                "lean_attempts",
+                "three alternatives after byTerm, each on its own",
+                path="Demo/Proofs.lean",
+                version=proofs,
+                line=3,
+                character=0,
+                texts=["#check byTerm", "theorem t1 : MyTrue := MyNat.zero", "theorem t2 : MyTrue := byTerm"],
+            )
+            if batch is not None:
+                print(f"  each attempt's success, in order: {[a['success'] for a in batch['attempts']]}")
+            await call("lean_axioms", "byTerm", path="Demo/Proofs.lean", version=proofs, line=3, character=0)
+            await call(
+                "lean_run_code",
+                "a scratch snippet (never on disk)",
+                text="prelude\nimport Demo.Basic\n#check MyNat.one\n#print axioms myTrue\n",
             )
             await call("lean_hover", "stale version", path="Demo/Proofs.lean", version=99, line=3, character=29)
             await call("lean_drop_workspace", "")

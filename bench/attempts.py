@@ -1,0 +1,119 @@
+"""Batch attempts: `lean_attempts` with N=8 alternatives vs one `lean_run_at`, through `lean-beam-mcp` over stdio.
+
+The subject and the baseline alternate in one run, on one `lean-beam-mcp` child with the lane's real Lean and the
+default mirror bound (2 probe mirrors per document), at the top of a file of 1500 declarations
+(`tests.support.projects.long_file(1500)`): each call brings fresh texts (new theorem names), so nothing is cached
+between calls but Lean's unchanged prefix. Rows:
+
+- warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (the issue's target: at most 3x);
+- per alternative: the same batch divided by 8, against the same `lean_run_at`;
+- tail: the 8-alternative batch on the 1500-declaration file vs on a file with none after the target (the cost
+  follows the enclosing declaration, not the file: the ratio should stay near 1);
+- cold: the first call on a freshly opened document (its mirrors start their Lean workers): a batch of 8 vs one
+  `lean_run_at`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from tests.support import projects
+
+from bench._common import built_project, interleaved, report
+from bench.mcp_overhead import META, StdioMcp, server_binary
+
+N = 8
+DECLARATIONS = 1500
+LINE = 3
+"""The line of `theorem target` in `projects.long_file` (0-based): the probes are commands after it."""
+
+
+async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        tc, root = built_project(Path(tmp) / "demo")
+        (root / "Demo/Long.lean").write_text(projects.long_file(DECLARATIONS), encoding="utf-8")
+        (root / "Demo/Short.lean").write_text(projects.long_file(0), encoding="utf-8")
+        ws = {"root": str(root)}
+        cmd = [*server_binary(), "--lean-cmd", shlex.join(tc.server_cmd())]
+        proc = await anyio.open_process(cmd, env=tc.env(), stderr=subprocess.DEVNULL)
+        ratios: dict[str, float] = {}
+        async with proc:
+            mcp = StdioMcp(proc)
+            names = itertools.count()
+
+            async def tool(name: str, **arguments: Any) -> dict[str, Any]:
+                params = {"name": name, "arguments": {"workspace": ws, **arguments}, "_meta": META}
+                result = await mcp.request("tools/call", params)
+                assert result["isError"] is False, result
+                out: dict[str, Any] = result["structuredContent"]
+                return out
+
+            def text() -> str:
+                return f"theorem probe{next(names)} (p : Prop) (hp : p) : p := target p hp"
+
+            def run_at(path: str) -> Callable[[], Awaitable[object]]:
+                async def go() -> object:
+                    out = await tool("lean_run_at", path=path, version=1, line=LINE, character=0, text=text())
+                    assert out["success"], out
+                    return out
+
+                return go
+
+            def attempts(path: str) -> Callable[[], Awaitable[object]]:
+                async def go() -> object:
+                    texts = [text() for _ in range(N)]
+                    out = await tool("lean_attempts", path=path, version=1, line=LINE, character=0, texts=texts)
+                    assert all(a["success"] for a in out["attempts"]) and out["mode"] == "command", out
+                    return out
+
+                return go
+
+            for path in ("Demo/Long.lean", "Demo/Short.lean"):
+                await tool("lean_sync", path=path)
+            batch, single = await interleaved(attempts("Demo/Long.lean"), run_at("Demo/Long.lean"), rounds)
+            ratios["attempts8_vs_run_at"] = report(
+                f"lean_attempts N={N} vs one lean_run_at ({DECLARATIONS} declarations)",
+                batch,
+                single,
+                f"attempts N={N}",
+                "run_at",
+            )
+            ratios["per_attempt_vs_run_at"] = report(
+                "per alternative vs one lean_run_at", [t / N for t in batch], single, "per alternative", "run_at"
+            )
+            tail, none = await interleaved(attempts("Demo/Long.lean"), attempts("Demo/Short.lean"), rounds)
+            ratios["tail1500_vs_tail0"] = report(
+                f"lean_attempts N={N}, {DECLARATIONS} vs 0 declarations after", tail, none, "tail 1500", "tail 0"
+            )
+            cold_batch: list[float] = []
+            cold_single: list[float] = []
+            for i in range(cold_rounds):
+                for kind, times, go in (("A", cold_batch, attempts), ("R", cold_single, run_at)):
+                    path = f"Demo/Cold{kind}{i}.lean"
+                    (root / path).write_text(projects.long_file(DECLARATIONS), encoding="utf-8")
+                    await tool("lean_sync", path=path)
+                    t0 = time.perf_counter()
+                    await go(path)()
+                    times.append(time.perf_counter() - t0)
+                    await tool("lean_close", path=path)
+            ratios["cold_attempts8_vs_run_at"] = report(
+                f"cold mirrors: lean_attempts N={N} vs one lean_run_at", cold_batch, cold_single, "attempts", "run_at"
+            )
+            print(f"  (cold run_at median {statistics.median(cold_single) * 1e3:.1f} ms opens one Lean worker)")
+            assert proc.stdin is not None
+            await proc.stdin.aclose()
+            await proc.wait()
+        return ratios
+
+
+if __name__ == "__main__":
+    anyio.run(main)
