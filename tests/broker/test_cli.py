@@ -343,3 +343,27 @@ def test_probe_text_from_a_file_and_from_stdin(lean_cli: Cli, tmp_path: Path) ->
     failing = lean_cli(*at, "--text", "-", input="#check nope")
     assert failing.code == 0, failing.stderr  # a failing probe is a successful call
     assert failing.json["success"] is False and failing.json["messages"][0]["severity"] == "error"
+
+
+@pytest.mark.lean
+def test_attempts_take_one_text_option_per_alternative_commas_and_all(lean_cli: Cli, tmp_path: Path) -> None:
+    spliced = tmp_path / "alt.lean"
+    spliced.write_text("theorem viaFile : MyTrue := byTerm", encoding="utf-8")
+    texts = ("theorem c1 : MyTrue := byTerm -- first, second", "theorem bad : MyTrue := MyNat.zero", f"@{spliced}")
+    result = lean_cli("attempts", "Demo/Proofs.lean:9:0", *(a for t in texts for a in ("--text", t)))
+    assert result.code == 0, result.stderr
+    attempts = result.json["attempts"]
+    assert [a["success"] for a in attempts] == [True, False, True]  # three texts: the comma split nothing
+    assert "MyNat.zero" in attempts[1]["messages"][0]["text"]
+    abbreviated = lean_cli("attempts", "Demo/Proofs.lean:9:0", "--tex", "theorem t : MyTrue := byTerm")
+    assert abbreviated.code == 2  # no option is read from a prefix of its name
+
+
+@pytest.mark.lean
+def test_axioms_by_name_need_no_position_and_by_position_name_the_declaration(lean_cli: Cli) -> None:
+    by_name = lean_cli("axioms", "Demo/Proofs.lean", "--name", "byTerm")
+    assert by_name.code == 0, by_name.stderr
+    assert by_name.json["name"] == "byTerm" and by_name.json["axioms"] == []
+    at = lean_cli("axioms", "Demo/Proofs.lean:4:10")
+    assert at.code == 0, at.stderr
+    assert at.json["axioms"] == [] and at.json["uses_sorry"] is False

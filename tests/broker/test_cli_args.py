@@ -68,7 +68,8 @@ def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices(
             if arg.name == "path":
                 assert action.option_strings == []  # positional
                 continue
-            assert action.option_strings[0] == "--" + arg.name.replace("_", "-")
+            spelled = arg.name[:-1] if arg.name == "texts" else arg.name  # one `--text` per item of a text list
+            assert action.option_strings[0] == "--" + spelled.replace("_", "-")
             implied = arg.name == "version" or arg.name.endswith(("line", "character"))
             assert arg.implied == implied
             assert action.required == (fields[arg.name].is_required() and arg.kind != "bool" and not implied)
@@ -304,3 +305,38 @@ def test_an_unwritable_cache_still_gives_every_command(tmp_path: Path, monkeypat
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert cli_commands.commands() == cli_commands.derive_commands()
     assert blocker.read_text() == "not a directory"
+
+
+def test_a_list_of_texts_is_one_repeated_option_never_split_at_commas(tmp_path: Path) -> None:
+    alt = tmp_path / "alt.lean"
+    alt.write_text("exact ⟨a, b⟩", encoding="utf-8")
+    got = parse(
+        "attempts",
+        "A.lean:2:3",
+        "--text",
+        "constructor <;> simp [f, g]",
+        "--text",
+        f"@{alt}",
+        "--text",
+        "-",
+        stdin="omega",
+    )
+    assert got["texts"] == ["constructor <;> simp [f, g]", "exact ⟨a, b⟩", "omega"]
+    assert synopsis(command("attempts")) == "FILE:LINE:COL [--version N] --text TEXT ... [--handles]"
+    with pytest.raises(SystemExit):
+        parse("attempts", "A.lean:2:3", "--texts", "a")  # the field's own name is not an option
+    with pytest.raises(SystemExit):
+        parse("hover", "A.lean:2:3", "--vers", "1")  # nor is a prefix of an option
+
+
+def test_a_position_the_model_makes_optional_may_be_left_out() -> None:
+    axioms = command("axioms")
+    assert axioms.shape.point and axioms.shape.optional and axioms.shape.metavar == "FILE[:LINE:COL]"
+    assert not command("hover").shape.optional
+    args: dict[str, Any] = {"name": "Foo.bar"}
+    locate(axioms, args, split_target(axioms, "A.lean"), None)
+    assert args == {"name": "Foo.bar"}
+    locate(axioms, args, split_target(axioms, "A.lean:3:4"), Source.of("a\nb\nc\u00e9de\n"))
+    assert args == {"name": "Foo.bar", "line": 2, "character": 4}
+    with pytest.raises(BrokerError, match="needs FILE\\[:LINE:COL\\]"):
+        locate(axioms, {"line": 1}, split_target(axioms, "A.lean"), None)  # half a position is still refused

@@ -54,6 +54,7 @@ def add_operation(
         description=description.replace("%", "%%"),
         parents=parents,
         formatter_class=HelpFormatter,
+        allow_abbrev=False,  # `--text` must never be read as a prefix of another option
     )
     form = command.shape
     for arg in command.args:
@@ -71,6 +72,8 @@ def add_operation(
                 kwargs.update(choices=arg.choices)
             elif arg.kind == "list":
                 kwargs.update(metavar="A,B" if not arg.choices else "{" + ",".join(arg.choices) + "}[,...]")
+            elif arg.kind == "texts":
+                kwargs.update(action="append", metavar="TEXT")
             elif arg.kind == "json":
                 kwargs.update(metavar="JSON")
             else:
@@ -155,6 +158,8 @@ def operation_arguments(command: Command, namespace: argparse.Namespace, inputs:
             continue
         if arg.kind == "text":
             out[arg.name] = inputs.source(raw, arg.flag, escape=True)
+        elif arg.kind == "texts":
+            out[arg.name] = [inputs.source(item, arg.flag, escape=True) for item in raw]
         elif arg.kind == "json":
             out[arg.name] = _object(inputs.source(raw, arg.flag, escape=False), arg.flag)
         elif arg.kind == "list":
@@ -204,7 +209,7 @@ def locate(spec: Command, arguments: dict[str, Any], target: Target, source: Sou
     """Fill the operation's LSP position fields from the target's position (converted with the file's text).
 
     Without a position in the target the flags must give all of them; a range operation with neither covers the
-    whole file.
+    whole file, and an operation whose position is optional (`axioms`, which also takes a name) goes without.
 
     Raises:
         BrokerError: `invalidInput` when the position is missing, incomplete, or given twice.
@@ -225,6 +230,8 @@ def locate(spec: Command, arguments: dict[str, Any], target: Target, source: Sou
             arguments[f"{prefix}line"], arguments[f"{prefix}character"] = line, character
         return
     if len(given) == len(names):
+        return
+    if not given and form.optional:
         return
     if not given and form.range:
         if source is None:
@@ -255,6 +262,8 @@ def synopsis(spec: Command) -> str:
         value = {"int": "N", "json": "JSON", "choice": "{" + ",".join(arg.choices) + "}"}.get(arg.kind)
         if arg.kind == "list":
             value = "{" + ",".join(arg.choices) + "},..." if arg.choices else "A,B,..."
+        elif arg.kind == "texts":
+            value = "TEXT ..."
         text = f"{arg.flag} {value or arg.name.upper()}"
         parts.append(text if arg.mandatory else f"[{text}]")
     return " ".join(parts)

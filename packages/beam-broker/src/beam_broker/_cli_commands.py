@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 
     from .operations import OperationSpec
 
-Kind = Literal["str", "text", "int", "bool", "choice", "list", "json"]
+Kind = Literal["str", "text", "texts", "int", "bool", "choice", "list", "json"]
 
 _SKIPPED = frozenset({"workspace"})
 _POSITIONAL = "path"
 _TEXT_FIELDS = frozenset({"text"})
+_TEXTS_FIELDS = frozenset({"texts"})
+"""Lists of Lean texts: one repeatable option per item (`--text A --text B`), never split at commas."""
 _DEST_PREFIX = "field_"
 VERSION = "version"
 """The document-version field: optional on the command line (the `update` step supplies it)."""
@@ -96,8 +98,9 @@ class FieldArg:
 
     @property
     def flag(self) -> str:
-        """The option spelling (`diagnostic_scope` -> `--diagnostic-scope`)."""
-        return "--" + self.name.replace("_", "-")
+        """The option spelling (`diagnostic_scope` -> `--diagnostic-scope`; a list of texts `texts` -> `--text`)."""
+        name = self.name[:-1] if self.kind == "texts" else self.name
+        return "--" + name.replace("_", "-")
 
     @property
     def positional(self) -> bool:
@@ -118,10 +121,12 @@ class Shape:
         positions: The prefixes of its `<prefix>line`/`<prefix>character` field pairs, in model order: `()` for
             none, `("",)` for a position, `("start_", "end_")` for a range.
         versioned: It has a `version` field.
+        optional: Its position fields are optional in the model (`axioms` takes a name instead).
     """
 
     positions: tuple[str, ...] = ()
     versioned: bool = False
+    optional: bool = False
 
     @property
     def point(self) -> bool:
@@ -141,7 +146,7 @@ class Shape:
     def metavar(self) -> str:
         """How the file argument is shown in usage lines."""
         if self.point:
-            return "FILE:LINE:COL"
+            return "FILE[:LINE:COL]" if self.optional else "FILE:LINE:COL"
         if self.range:
             return "FILE[:LINE:COL-LINE:COL]"
         return "PATH"
@@ -159,7 +164,9 @@ def shape(spec: OperationSpec) -> Shape:
         prefixes = ()
     if len(prefixes) > 2 or (len(prefixes) == 2 and "" in prefixes):
         raise TypeError(f"lean-beam cannot take the positions {prefixes!r} of {spec.name} from a file argument")
-    return Shape(prefixes, VERSION in fields and _POSITIONAL in fields)
+    form = Shape(prefixes, VERSION in fields and _POSITIONAL in fields)
+    optional = bool(prefixes) and not any(fields[name].is_required() for name in form.fields())
+    return dataclasses.replace(form, optional=optional)
 
 
 def field_args(spec: OperationSpec) -> list[FieldArg]:
@@ -177,6 +184,8 @@ def field_args(spec: OperationSpec) -> list[FieldArg]:
         kind, choices = _kind_of(info.annotation)
         if kind == "str" and name in _TEXT_FIELDS:
             kind = "text"
+        elif kind == "list" and not choices and name in _TEXTS_FIELDS:
+            kind = "texts"
         required = info.is_required()
         default = None if required else json.loads(json.dumps(info.default))  # as the cache gives it back
         arg = FieldArg(name, kind, required, default, choices, name in implied)
@@ -228,7 +237,7 @@ def _help(info: FieldInfo, arg: FieldArg, form: Shape) -> str:
     description = PATH_HELP if arg.positional else cli_text(info.description or "")
     parts = [description]
     if arg.positional and form.point:
-        parts.append(POINT_HELP)
+        parts.append(POINT_HELP + (" The position is optional." if form.optional else ""))
     elif arg.positional and form.range:
         parts.append(RANGE_HELP)
     elif arg.implied and arg.name == VERSION:
@@ -237,6 +246,11 @@ def _help(info: FieldInfo, arg: FieldArg, form: Shape) -> str:
         parts.append(FLAG_HELP)
     if arg.kind == "text":
         parts.append("Literal text, @FILE to read a file, or - for standard input (@@ starts a literal '@').")
+    elif arg.kind == "texts":
+        parts.append(
+            "Repeat the option once per text, in order. Each is literal text, @FILE to read a file, or - for "
+            "standard input (@@ starts a literal '@')."
+        )
     elif arg.kind == "json":
         parts.append("A JSON object: inline text, @FILE, or - for standard input.")
     elif arg.kind == "list":
@@ -245,7 +259,7 @@ def _help(info: FieldInfo, arg: FieldArg, form: Shape) -> str:
         parts.append("Required.")
     elif arg.implied or "default" in description.lower():
         pass
-    elif arg.kind == "bool" or (not arg.required and arg.default is not None and arg.kind != "list"):
+    elif arg.kind == "bool" or (not arg.required and arg.default is not None and arg.kind not in ("list", "texts")):
         shown = json.dumps(arg.default) if arg.kind == "bool" else arg.default
         parts.append(f"Default: {shown}.")
     return " ".join(p for p in parts if p).replace("%", "%%")
@@ -293,7 +307,7 @@ class Command:
         """
         form = data["shape"]
         args = tuple(FieldArg(**{**arg, "choices": tuple(arg["choices"])}) for arg in data["args"])
-        shape_ = Shape(tuple(form["positions"]), bool(form["versioned"]))
+        shape_ = Shape(tuple(form["positions"]), bool(form["versioned"]), bool(form["optional"]))
         return cls(str(data["name"]), str(data["description"]), str(data["output"]), shape_, args)
 
 
