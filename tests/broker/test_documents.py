@@ -94,6 +94,8 @@ async def test_reading_a_source_reports_what_is_wrong_with_it(tmp_path: Path) ->
         ("Missing.lean", "file not found", "fileNotFound"),
         ("Bad.lean", "not UTF-8", "notUtf8"),
         ("Dir.lean", "not a regular file", "notRegularFile"),
+        ("x" * 300 + ".lean", "File name too long", "badPath"),  # found by the tool-argument fuzz
+        ("A.lean/B.lean", "Not a directory", "badPath"),
     ]:
         with pytest.raises(BrokerError) as info:
             await read_source(tmp_path / name)
@@ -102,7 +104,8 @@ async def test_reading_a_source_reports_what_is_wrong_with_it(tmp_path: Path) ->
     if os_can_lock_out(tmp_path / "Locked.lean"):
         with pytest.raises(BrokerError) as locked:
             await read_source(tmp_path / "Locked.lean")
-        assert locked.value.code == codes.INTERNAL_ERROR and "cannot read" in locked.value.message
+        assert locked.value.code == codes.INVALID_PARAMS and "cannot read" in locked.value.message
+        assert locked.value.data is not None and locked.value.data["reason"] == "permissionDenied"
 
 
 @pytest.fixture
@@ -212,15 +215,15 @@ def os_can_lock_out(path: Path) -> bool:
 async def test_an_open_that_fails_is_an_internal_error_or_names_what_cannot_be_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    failures = iter([OSError(errno.EACCES, "Permission denied"), OSError(errno.ENXIO, "No such device")])
+    failures = iter([OSError(errno.EIO, "Input/output error"), OSError(errno.ENXIO, "No such device")])
 
     def failing_open(path: object, flags: int) -> int:
         raise next(failures)
 
     monkeypatch.setattr(os, "open", failing_open)
-    with pytest.raises(BrokerError) as denied:
+    with pytest.raises(BrokerError) as broken:  # the disk, not the caller's path: internal
         await read_source(tmp_path / "A.lean")
-    assert denied.value.code == codes.INTERNAL_ERROR and "Permission denied" in denied.value.message
+    assert broken.value.code == codes.INTERNAL_ERROR and "Input/output error" in broken.value.message
     with pytest.raises(BrokerError) as gone:  # no such device, and nothing left to stat: kind unknown
         await read_source(tmp_path / "Gone.lean")
     assert gone.value.data is not None and (gone.value.data["reason"], gone.value.data["kind"]) == (

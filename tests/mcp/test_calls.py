@@ -6,6 +6,8 @@ Every call runs through the real broker over the scripted fake Lean server; a pr
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,9 +163,18 @@ async def test_lean_results_echo_the_canonical_workspace(root: str, tmp_path: Pa
         assert list((await h.stats())["workspaces"]) == [f"local:{root}"]  # aliases share one runtime
 
 
-async def test_an_unexpected_failure_inside_a_lean_operation_is_an_internal_error_tool_result(root: str) -> None:
-    loop = Path(root) / "Loop.lean"
-    loop.symlink_to(loop)  # reading it fails with ELOOP: nothing the broker classifies
+async def test_an_unexpected_failure_inside_a_lean_operation_is_an_internal_error_tool_result(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (Path(root) / "Loop.lean").write_text("def x := 1\n")
+    real_open = os.open
+
+    def failing_open(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith("Loop.lean"):  # the disk fails: nothing the broker classifies
+            raise OSError(errno.EIO, "Input/output error")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", failing_open)
     async with harness() as h:
         response, _ = await h.call("lean_update", ws(root, path="Loop.lean"))
         assert response["result"]["isError"] is True

@@ -111,6 +111,17 @@ def _too_large(path: Path, limit: int) -> BrokerError:
     )
 
 
+_PATH_ERRORS = {
+    errno.ENAMETOOLONG: "badPath",
+    errno.ENOTDIR: "badPath",
+    errno.ELOOP: "badPath",
+    errno.EISDIR: "notRegularFile",
+    errno.EACCES: "permissionDenied",
+    errno.EPERM: "permissionDenied",
+}
+"""Errors opening a source file that come from the path given (`invalidParams` with this `data.reason`)."""
+
+
 async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> str:
     """Read a Lean source file from disk (UTF-8): a regular file of at most `limit` bytes.
 
@@ -123,7 +134,8 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
 
     Raises:
         BrokerError: `invalidParams` with `data.reason`: `fileNotFound`, `notRegularFile` (`data.kind`),
-            `sourceTooLarge` (`data.limitBytes`) or `notUtf8`; `internalError` on other I/O errors.
+            `sourceTooLarge` (`data.limitBytes`), `notUtf8`, `badPath` (a name too long, a file used as a
+            directory, a symlink loop) or `permissionDenied`; `internalError` on other I/O errors.
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -132,6 +144,9 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, or a device without a driver
             raise _not_regular(path, _mode(path)) from None
+        reason = _PATH_ERRORS.get(exc.errno or 0)
+        if reason is not None:  # the path the caller gave, not Beam or the disk, is at fault
+            raise invalid_params(f"cannot read {path}: {exc.strerror}", {"reason": reason, "path": str(path)}) from None
         raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
