@@ -5,6 +5,11 @@ the file: the 300-tail / 0-tail ratio should stay near 1. A cold probe opens a n
 loads the imports); a warm one rewrites an open mirror and Lean reuses its unchanged prefix. What comes before
 the probe is not free: probes after the 300 declarations and before them, alternating on one document (each keeps
 a warm mirror of its own), show what Lean's walk over the earlier declarations costs per mirror version.
+
+The edit -> probe loop on a 1500-declaration file (`edit_then_probe`): an edit at the top, `update`, then a probe
+before the declarations at once, or after a pause (an agent's think time, `THINK` s) with the source edit applied
+to the probe's mirror at `update` (`_mirrors.follow`) and, in the same run, with that switched off; each against
+a probe of the settled file in the same round.
 """
 
 from __future__ import annotations
@@ -15,10 +20,16 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 from tests.support import projects
 
 from beam_broker import Broker, BrokerConfig
+from beam_broker import _mirrors as mirrors
 from bench._common import built_project, interleaved, report
+
+THINK = 0.25
+"""Seconds between an edit and the probe in the think-time rows."""
+EDIT_ROUNDS = 8
 
 
 async def main(rounds: int = 60, cold_rounds: int = 12) -> dict[str, float]:
@@ -67,4 +78,62 @@ async def main(rounds: int = 60, cold_rounds: int = 12) -> dict[str, float]:
                 await broker.call("close", {"workspace": ws, "path": path})
             ratios["cold_vs_warm"] = report("run_at, cold vs warm mirror", cold, warm, "cold", "warm")
             print(f"  (cold median {statistics.median(cold) * 1e3:.1f} ms includes opening a Lean worker)")
+            ratios.update(await edit_then_probe(broker, root))
         return ratios
+
+
+async def edit_then_probe(broker: Broker, root: Path) -> dict[str, float]:
+    """First probe after an edit at the top of a 1500-declaration file: at once, after `THINK` s, and the latter
+    without `_mirrors.follow`; each against the settled probe of its round."""
+    ws = {"root": str(root)}
+    path = "Demo/Edited.lean"
+    body = projects.long_file(1500)
+    head = "prelude\nimport Demo.Basic\n\n"
+    count = [0]
+
+    def text(value: str) -> str:
+        return f"{head}def edited : MyNat := {value}\n\n{body[len(head) :]}"
+
+    async def probe(version: int) -> float:
+        count[0] += 1
+        args = {"workspace": ws, "path": path, "version": version, "line": 4, "character": 0}
+        t0 = time.perf_counter()
+        result = await broker.call("run_at", {**args, "text": f"theorem probe{count[0]} : MyTrue := myTrue"})
+        elapsed = time.perf_counter() - t0
+        assert result["success"], result
+        return elapsed
+
+    original = mirrors.follow
+
+    async def not_followed(*args: object) -> int:
+        return 0
+
+    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("now", "think", "think_nofollow")}
+    value = ["MyNat.zero"]
+    (root / path).write_text(text(value[0]))
+    for i in range(EDIT_ROUNDS * 3 + 1):
+        kind = ("now", "think", "think_nofollow")[i % 3]
+        version = (await broker.call("sync", {"workspace": ws, "path": path}))["version"]
+        settled = await probe(version)
+        value[0] = "MyNat.one" if value[0] == "MyNat.zero" else "MyNat.zero"
+        (root / path).write_text(text(value[0]))
+        mirrors.follow = not_followed if kind == "think_nofollow" else original  # type: ignore[assignment]
+        try:
+            version = (await broker.call("update", {"workspace": ws, "path": path}))["version"]
+            if kind != "now":
+                await anyio.sleep(THINK)
+            first = await probe(version)
+        finally:
+            mirrors.follow = original
+        if i >= 1:  # the first round opens the mirror
+            samples[kind][0].append(first)
+            samples[kind][1].append(settled)
+    labels = {
+        "now": "run_at at once after an edit at the top",
+        "think": f"run_at {THINK} s after an edit at the top",
+        "think_nofollow": f"run_at {THINK} s after an edit at the top, edits not applied to mirrors",
+    }
+    return {
+        f"edit_{kind}_vs_settled": report(labels[kind], after, settled, "after the edit", "settled")
+        for kind, (after, settled) in samples.items()
+    }

@@ -7,6 +7,8 @@ from typing import Any, cast
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from beam_broker import _mirrors as mirrors
 from beam_broker._mirrors import SPLIT_CHARS, MirrorPool, is_mirror_path
@@ -167,3 +169,76 @@ async def test_a_probe_near_the_mirror_s_text_reuses_it_even_when_the_pool_has_r
         await mirrors.write(client(lean), first, HEAD + BODY)
     async with pool.checkout(HEAD + BODY + "theorem more : True := trivial\n") as again:
         assert again is first and len(pool.mirrors) == 1
+
+
+OLD = HEAD + "def a := 1\n\ndef b := 2\n\ndef c := 3\n"
+HELD = HEAD + "def a := 1\n\n#check b_probe\n"  # a probe after `def a`: the source's beginning, then the probe
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        (OLD.replace("a := 1", "a := 10"), HEAD + "def a := 10\n\n#check b_probe\n"),  # inside the copy
+        (OLD.replace("def a", "def z := 0\n\ndef a"), HEAD + "def z := 0\n\ndef a := 1\n\n#check b_probe\n"),
+        (OLD.replace("c := 3", "c := 4"), None),  # after the copy: the mirror is right as it is
+        (OLD.replace("def b", "def bb"), None),  # reaches past the copy (the probe's place): the probe decides
+        (OLD, None),
+    ],
+)
+def test_a_mirror_follows_a_source_edit_inside_its_copy_of_the_source(new: str, expected: str | None) -> None:
+    assert mirrors.followed(HELD, OLD, new) == expected
+
+
+def test_an_edit_lean_would_elaborate_long_again_is_not_followed() -> None:
+    body = "".join(f"def d{i} := {i}\n" for i in range(SPLIT_CHARS // 10))
+    old = HEAD + "def a := 1\n" + body
+    held = old + "#check probe\n"
+    assert mirrors.followed(held, old, old.replace("a := 1", "a := 2")) is None  # all of `body` again
+    assert mirrors.followed(held, old, old.replace("d1 :=", "d1' :=")) is None
+    last = f"def d{SPLIT_CHARS // 10 - 1}"
+    assert mirrors.followed(held, old, old.replace(last, last + "x")) == old.replace(last, last + "x") + (
+        "#check probe\n"
+    )
+
+
+@given(
+    prefix=st.text(alphabet="ab\n", max_size=30),
+    probe=st.text(alphabet="xy\n", min_size=1, max_size=10),
+    rest=st.text(alphabet="ab\n", max_size=30),
+    cut=st.integers(min_value=0, max_value=60),
+    width=st.integers(min_value=0, max_value=5),
+    inserted=st.text(alphabet="abc\n", max_size=5),
+)
+def test_following_an_edit_is_applying_it_to_the_mirror_s_copy(
+    prefix: str, probe: str, rest: str, cut: int, width: int, inserted: str
+) -> None:
+    old = HEAD + prefix + rest
+    held = HEAD + prefix + probe
+    cut = min(cut, len(old))
+    new = old[:cut] + inserted + old[cut + width :]
+    got = mirrors.followed(held, old, new)
+    copied = mirrors._shared(held, old)
+    delta = len(new) - len(old)
+    if got is not None:  # the mirror's copy, edited; the source after the copy unchanged; the probe untouched
+        assert got == new[: copied + delta] + held[copied:]
+        assert old[copied:] == new[copied + delta :] and got != held
+    if "c" in inserted and cut + inserted.index("c") < copied and cut + width <= copied:
+        assert got == held[:cut] + inserted + held[cut + width :]  # an edit that is surely inside: followed
+
+
+async def test_follow_changes_idle_opened_mirrors_and_leaves_busy_and_headerless_changes_alone() -> None:
+    pool = MirrorPool(SOURCE, 3)
+    lean = Recorder()
+    async with pool.checkout() as one:
+        await mirrors.write(client(lean), one, HELD)
+    async with pool.checkout() as two:  # the same text: `checkout` hands the same idle mirror back
+        assert two is one
+    new = OLD.replace("a := 1", "a := 10")
+    assert await mirrors.follow(client(lean), pool, OLD, new) == 1
+    assert one.text == HEAD + "def a := 10\n\n#check b_probe\n" and lean.sent[-1][0] == "change"
+    async with pool.checkout():  # busy: left to its probe
+        assert await mirrors.follow(client(lean), pool, new, OLD) == 0
+    sent = len(lean.sent)
+    other_header = new.replace(HEAD, "prelude\nimport Demo.Other\n")
+    assert await mirrors.follow(client(lean), pool, new, other_header) == 0  # a new header: the next probe's
+    assert len(lean.sent) == sent

@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from beam_broker import Broker
+from beam_broker import _mirrors as mirrors
 from beam_lsp import LeanClient
 from tests.support import projects
 
@@ -95,6 +96,35 @@ async def test_a_stale_import_message_in_a_reported_barrier_takes_the_full_barri
         second = await call(broker, "run_at", root, **at(0, 0, "#check x"))
     assert first == second and first["success"] is True
     assert barriers == [False, True, False], "opened: full; changed: reported, then full because of the message"
+
+
+async def test_an_edit_inside_a_mirror_s_copy_reaches_the_mirror_before_any_probe_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "def a := 1\n\ndef b := 2\n"})
+    followed = anyio.Event()
+    original = mirrors.follow
+
+    async def recorded(*args: Any) -> int:
+        changed = await original(*args)
+        followed.set()
+        return changed
+
+    monkeypatch.setattr(mirrors, "follow", recorded)
+    async with open_broker() as broker:
+        await call(broker, "sync", root, path="A.lean")
+        before = await call(broker, "run_at", root, **at(1, 0, "#check a"))
+        (root / "A.lean").write_text("def a := 10\n\ndef b := 2\n")
+        version = (await call(broker, "update", root, path="A.lean"))["version"]
+        with anyio.fail_after(TIMEOUT):
+            await followed.wait()
+        runtime = broker.cached(str(root))
+        assert runtime is not None and (client := runtime.live_client()) is not None
+        [mirror] = next(iter(runtime.pools.values())).mirrors
+        assert mirror.text is not None and mirror.text.startswith("def a := 10\n")
+        assert client.document(mirror.uri).text == mirror.text  # sent to Lean, not only remembered
+        after = await call(broker, "run_at", root, **at(1, 0, "#check a", version=version))
+    assert after == before and after["success"] is True
 
 
 # ---- real Lean lane -----------------------------------------------------------------------------------

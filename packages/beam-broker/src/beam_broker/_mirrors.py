@@ -4,8 +4,10 @@ Each source document gets at most `limit` mirrors (URIs beside the source, never
 a Lean file worker of its own. A probe checks a mirror out (`async with pool.checkout() as mirror`): probes on
 one mirror are serialized, concurrent probes use the other mirrors or queue on the least contended one. Idle
 mirrors are closed by the runtime's reaper. A mirror remembers the text it holds, so a position request that
-needs the same text again sends nothing but the request. A batch of probes (`lean_attempts`) holds one mirror
-checked out and whatever `spares` finds free at once. This module never decides what a probe's text is (`_probe`).
+needs the same text again sends nothing but the request, and an edit of the source is applied to its idle mirrors
+at once (`follow`), so the first probe after an edit finds Lean done with it. A batch of probes (`lean_attempts`)
+holds one mirror checked out and whatever `spares` finds free at once. This module never decides what a probe's
+text is (`_probe`).
 """
 
 from __future__ import annotations
@@ -104,6 +106,60 @@ async def show(client: LeanClient, mirror: Mirror, text: str) -> None:
     """Make the mirror hold `text` (nothing is sent when it already does and its worker did not fail)."""
     if not mirror.opened or mirror.text != text or client.cache.document_progress(mirror.uri).fatal:
         await write(client, mirror, text)
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """The length of the end `a` and `b` share, at most `limit` (slice comparisons, like `_shared`)."""
+    n = min(len(a), len(b), limit)
+    if n == 0 or a[len(a) - n :] == b[len(b) - n :]:
+        return n
+    lo, hi = 0, n  # the last lo characters match, the last hi do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def followed(held: str, old: str, new: str) -> str | None:
+    """The text a mirror holding `held` (a copy of `old`'s beginning, then a probe) holds with `old` -> `new` applied.
+
+    None when the edit does not touch the copied beginning (the mirror's text stays right as it is), reaches past
+    it, or would make Lean elaborate more than `SPLIT_CHARS` of it again.
+    """
+    copied = _shared(held, old)
+    start = _shared(old, new)
+    if start >= copied:
+        return None
+    end = len(old) - _common_suffix(old, new, len(old) - start)  # old[start:end] became new[start:end + delta]
+    if end > copied or copied - start > SPLIT_CHARS:
+        return None
+    return new[: copied + len(new) - len(old)] + held[copied:]
+
+
+async def follow(client: LeanClient, pool: MirrorPool, old: str, new: str) -> int:
+    """Apply a source edit to its idle mirrors at once, so Lean elaborates it there before the next probe asks.
+
+    Only an edit inside a mirror's copy of the source, that keeps the header and costs Lean at most `SPLIT_CHARS`
+    of it again, is followed; busy mirrors are left to their probes. Nothing waits for Lean. Returns how many
+    mirrors were changed.
+    """
+    changed = 0
+    for mirror in list(pool.mirrors):
+        if not mirror.idle or not mirror.opened or mirror.text is None:
+            continue
+        text = followed(mirror.text, old, new)
+        if text is None or header_text(text) != mirror.header:
+            continue
+        mirror.lock.acquire_nowait()
+        try:
+            await write(client, mirror, text)
+            changed += 1
+        finally:
+            mirror.lock.release()
+    return changed
 
 
 async def _close(client: LeanClient | None, mirror: Mirror) -> None:

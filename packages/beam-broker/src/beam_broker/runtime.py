@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor
 
+from . import _mirrors as mirrors
 from ._documents import DocState, Documents, read_source, text_hash
 from ._handles import HandleStore
 from ._logging import log_failure
@@ -283,9 +284,13 @@ class WorkspaceRuntime:
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
+                before = client.document(doc.uri).text
                 version = await client.change(doc.uri, text)
                 self.handles.invalidate_document(doc.uri, keep_version=version)
                 doc.changed(version, text)
+                pool = self.pools.get(doc.uri)
+                if pool is not None and pool.mirrors:
+                    self._tg.start_soon(self._follow, client, pool, before, text)
         if opened:
             for old in self.documents.beyond(self.config.max_open_documents, keep=doc):
                 await self.close_doc(client, str(old.path), idle_only=True)
@@ -366,6 +371,12 @@ class WorkspaceRuntime:
                     await pool.close_idle(client, idle)
                 except Exception as exc:  # a background task must not take the runtime (and its Lean) down
                     log_failure(log, self.redactor, exc, "closing idle probe mirrors of %s failed", self.root)
+
+    async def _follow(self, client: LeanClient, pool: MirrorPool, old: str, new: str) -> None:
+        try:
+            await mirrors.follow(client, pool, old, new)
+        except Exception as exc:  # a background task must not take the runtime (and its Lean) down
+            log_failure(log, self.redactor, exc, "applying an edit to the probe mirrors of %s failed", pool.source_uri)
 
     # ---- reports ------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
