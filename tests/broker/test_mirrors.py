@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from beam_broker import _mirrors as mirrors
-from beam_broker._mirrors import SPLIT_CHARS, MirrorPool, is_mirror_path
+from beam_broker._mirrors import FOLLOW_CHARS, SPLIT_CHARS, MirrorPool, is_mirror_path
 
 pytestmark = pytest.mark.anyio
 SOURCE = "file:///w/Demo/A.b.lean"
@@ -189,7 +189,7 @@ def test_a_mirror_follows_a_source_edit_inside_its_copy_of_the_source(new: str, 
     assert mirrors.followed(HELD, OLD, new) == expected
 
 
-def test_an_edit_lean_would_elaborate_long_again_is_not_followed() -> None:
+def test_an_edit_lean_would_elaborate_long_again_or_walk_a_long_copy_for_is_not_followed() -> None:
     body = "".join(f"def d{i} := {i}\n" for i in range(SPLIT_CHARS // 10))
     old = HEAD + "def a := 1\n" + body
     held = old + "#check probe\n"
@@ -199,6 +199,10 @@ def test_an_edit_lean_would_elaborate_long_again_is_not_followed() -> None:
     assert mirrors.followed(held, old, old.replace(last, last + "x")) == old.replace(last, last + "x") + (
         "#check probe\n"
     )
+    long_old = HEAD + "".join(f"def e{i} := {i}\n" for i in range(FOLLOW_CHARS // 10))
+    long_held = long_old + "#check probe\n"  # a probe at the end of a long file: every version walks it all
+    assert len(long_old) > FOLLOW_CHARS
+    assert mirrors.followed(long_held, long_old, long_old[:-2] + "7\n") is None
 
 
 @given(
@@ -226,19 +230,21 @@ def test_following_an_edit_is_applying_it_to_the_mirror_s_copy(
         assert got == held[:cut] + inserted + held[cut + width :]  # an edit that is surely inside: followed
 
 
-async def test_follow_changes_idle_opened_mirrors_and_leaves_busy_and_headerless_changes_alone() -> None:
+async def test_follow_changes_the_mirror_probed_last_when_idle_and_the_header_stays() -> None:
     pool = MirrorPool(SOURCE, 3)
     lean = Recorder()
-    async with pool.checkout() as one:
-        await mirrors.write(client(lean), one, HELD)
-    async with pool.checkout() as two:  # the same text: `checkout` hands the same idle mirror back
-        assert two is one
+    assert await mirrors.follow(client(lean), pool, OLD, OLD.replace("1", "2")) is False  # no mirror yet
+    async with pool.checkout() as early, pool.checkout() as other, pool.checkout() as late:  # three mirrors
+        for mirror in (early, other, late):
+            await mirrors.write(client(lean), mirror, HELD)
+    late.last_used = max(early.last_used, other.last_used) + 1  # probed last
     new = OLD.replace("a := 1", "a := 10")
-    assert await mirrors.follow(client(lean), pool, OLD, new) == 1
-    assert one.text == HEAD + "def a := 10\n\n#check b_probe\n" and lean.sent[-1][0] == "change"
-    async with pool.checkout():  # busy: left to its probe
-        assert await mirrors.follow(client(lean), pool, new, OLD) == 0
+    assert await mirrors.follow(client(lean), pool, OLD, new) is True
+    assert late.text == HEAD + "def a := 10\n\n#check b_probe\n" and lean.sent[-1] == ("change", late.uri, late.text)
+    assert early.text == HELD and other.text == HELD  # only the one probed last
+    async with pool.checkout(late.text):  # busy: left to its probe
+        assert await mirrors.follow(client(lean), pool, new, OLD) is False
     sent = len(lean.sent)
     other_header = new.replace(HEAD, "prelude\nimport Demo.Other\n")
-    assert await mirrors.follow(client(lean), pool, new, other_header) == 0  # a new header: the next probe's
+    assert await mirrors.follow(client(lean), pool, new, other_header) is False  # a new header: the next probe's
     assert len(lean.sent) == sent

@@ -105,7 +105,7 @@ async def test_an_edit_inside_a_mirror_s_copy_reaches_the_mirror_before_any_prob
     followed = anyio.Event()
     original = mirrors.follow
 
-    async def recorded(*args: Any) -> int:
+    async def recorded(*args: Any) -> bool:
         changed = await original(*args)
         followed.set()
         return changed

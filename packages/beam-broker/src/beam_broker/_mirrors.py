@@ -4,10 +4,10 @@ Each source document gets at most `limit` mirrors (URIs beside the source, never
 a Lean file worker of its own. A probe checks a mirror out (`async with pool.checkout() as mirror`): probes on
 one mirror are serialized, concurrent probes use the other mirrors or queue on the least contended one. Idle
 mirrors are closed by the runtime's reaper. A mirror remembers the text it holds, so a position request that
-needs the same text again sends nothing but the request, and an edit of the source is applied to its idle mirrors
-at once (`follow`), so the first probe after an edit finds Lean done with it. A batch of probes (`lean_attempts`)
-holds one mirror checked out and whatever `spares` finds free at once. This module never decides what a probe's
-text is (`_probe`).
+needs the same text again sends nothing but the request, and an edit of the source is applied at once to the
+mirror probed last (`follow`), so the first probe after an edit finds Lean done with it. A batch of probes
+(`lean_attempts`) holds one mirror checked out and whatever `spares` finds free at once. This module never
+decides what a probe's text is (`_probe`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 _MIRROR = re.compile(r"_beamProbe\d+\.lean$")
 SPLIT_CHARS = 8192
 """A probe that would make the best idle mirror re-elaborate more source than this gets a new mirror (if allowed)."""
+FOLLOW_CHARS = 65536
+"""A source edit is applied to a mirror (`follow`) only when its copy of the source is at most this long: each new
+version of a mirror costs Lean a walk over every declaration before the change, edited or not."""
 
 
 def is_mirror_path(path: str) -> bool:
@@ -127,11 +130,12 @@ def followed(held: str, old: str, new: str) -> str | None:
     """The text a mirror holding `held` (a copy of `old`'s beginning, then a probe) holds with `old` -> `new` applied.
 
     None when the edit does not touch the copied beginning (the mirror's text stays right as it is), reaches past
-    it, or would make Lean elaborate more than `SPLIT_CHARS` of it again.
+    it, or would cost Lean much: more than `SPLIT_CHARS` of the copy to elaborate again, or a copy longer than
+    `FOLLOW_CHARS` to walk.
     """
     copied = _shared(held, old)
     start = _shared(old, new)
-    if start >= copied:
+    if start >= copied or copied > FOLLOW_CHARS:
         return None
     end = len(old) - _common_suffix(old, new, len(old) - start)  # old[start:end] became new[start:end + delta]
     if end > copied or copied - start > SPLIT_CHARS:
@@ -139,27 +143,26 @@ def followed(held: str, old: str, new: str) -> str | None:
     return new[: copied + len(new) - len(old)] + held[copied:]
 
 
-async def follow(client: LeanClient, pool: MirrorPool, old: str, new: str) -> int:
-    """Apply a source edit to its idle mirrors at once, so Lean elaborates it there before the next probe asks.
+async def follow(client: LeanClient, pool: MirrorPool, old: str, new: str) -> bool:
+    """Apply a source edit to the mirror probed last, at once, so Lean elaborates it there before the next probe.
 
-    Only an edit inside a mirror's copy of the source, that keeps the header and costs Lean at most `SPLIT_CHARS`
-    of it again, is followed; busy mirrors are left to their probes. Nothing waits for Lean. Returns how many
-    mirrors were changed.
+    The next probe most likely comes near the last one, so only the most recently used mirror follows, and only
+    when it is idle (else it is its probe's), the edit lies inside its copy of the source, keeps the header and
+    costs Lean little (`followed`). Nothing waits for Lean. Returns whether the mirror was changed.
     """
-    changed = 0
-    for mirror in list(pool.mirrors):
-        if not mirror.idle or not mirror.opened or mirror.text is None:
-            continue
-        text = followed(mirror.text, old, new)
-        if text is None or header_text(text) != mirror.header:
-            continue
-        mirror.lock.acquire_nowait()
-        try:
-            await write(client, mirror, text)
-            changed += 1
-        finally:
-            mirror.lock.release()
-    return changed
+    opened = [m for m in pool.mirrors if m.opened and m.text is not None]
+    if not opened:
+        return False
+    mirror = max(opened, key=lambda m: m.last_used)
+    text = followed(mirror.text or "", old, new)
+    if not mirror.idle or text is None or header_text(text) != mirror.header:
+        return False
+    mirror.lock.acquire_nowait()
+    try:
+        await write(client, mirror, text)
+    finally:
+        mirror.lock.release()
+    return True
 
 
 async def _close(client: LeanClient | None, mirror: Mirror) -> None:
