@@ -187,3 +187,19 @@ def test_doctor_passes_on_real_lean_and_syncs_a_real_file(lean_cli: Cli) -> None
     scratch = lean_cli("--human", "doctor")
     assert scratch.code == 0 and scratch.stdout.splitlines()[-1] == "all checks passed"
     assert "synced a scratch file" in scratch.stdout
+
+
+def test_a_server_command_without_report_delay_zero_passes_with_a_hint(
+    setup: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = tmp_path / "bin" / "lean-server"
+    server.parent.mkdir(parents=True, exist_ok=True)
+    server.write_text("#!/bin/sh\nexit 0\n")
+    server.chmod(0o755)
+    monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", f"{server} --stdio")
+    _, checks, _ = doctor(capsys)
+    slow = checks["Lean server command"]
+    assert slow["status"] == "ok" and "-Dserver.reportDelayMs=0" in slow["hint"] and "200 ms" in slow["hint"]
+    monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", f"{server} --stdio -Dserver.reportDelayMs=0")
+    _, checks, _ = doctor(capsys)
+    assert checks["Lean server command"]["status"] == "ok" and "hint" not in checks["Lean server command"]
