@@ -20,7 +20,7 @@ from beam_broker.runtime import WorkspaceRuntime
 from beam_lsp import Redactor
 from tests.support.fixtures import fake_cmd
 
-from .support import SYSTEM_PATH, fake_project
+from .support import SYSTEM_PATH, call, fake_project, open_broker
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +167,19 @@ async def test_a_close_waits_for_the_messages_of_an_update_and_closes_once(tmp_p
             assert runtime.documents.is_current(doc) and client.is_open(doc.uri)
             doc.lock.release()
         assert runtime.documents.docs == {} and not client.is_open(doc.uri)
+
+
+async def test_a_lean_command_without_report_delay_zero_is_logged_once_per_runtime(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "def x := 1\n"})
+    fast = fake_project(tmp_path / "q", {"A.lean": "def x := 1\n"})
+    with caplog.at_level(logging.INFO, logger="beam_broker"):
+        async with open_broker() as broker:
+            await call(broker, "sync", root, path="A.lean")
+            await call(broker, "drop_workspace", root)
+            await call(broker, "sync", root, path="A.lean")  # a new runtime warns again: once per runtime
+        async with open_broker(cmd=[*fake_cmd(), "-Dserver.reportDelayMs=0"]) as broker:
+            await call(broker, "sync", fast, path="A.lean")
+    warned = [r.getMessage() for r in caplog.records if "reportDelayMs" in r.getMessage()]
+    assert len(warned) == 2 and all(str(root) in w and "200 ms" in w for w in warned)

@@ -153,3 +153,15 @@ def test_the_tools_flag_picks_the_listed_surface(flags: list[str], count: int) -
     tools = [tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]]
     assert len(tools) == count and tools[23] == "lean_close"
     assert ("lean_outline" in tools) is ("lean_run_code" in tools) is (count == 30)
+
+
+@pytest.mark.parametrize(
+    ("lean_cmd", "warned"),
+    [("/opt/lean-server --stdio", True), ("/opt/lake serve -- -Dserver.reportDelayMs=0", False)],
+)
+def test_a_lean_command_without_report_delay_zero_is_warned_about_at_start(lean_cmd: str, warned: bool) -> None:
+    done = subprocess.run(
+        [*SERVER, "--lean-cmd", lean_cmd], input="", capture_output=True, text=True, timeout=60, check=True
+    )
+    assert ("lacks -Dserver.reportDelayMs=0" in done.stderr) is warned, done.stderr
+    assert done.stdout == ""  # logs go to stderr, never to the MCP stream

@@ -190,6 +190,23 @@ async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | No
     return None
 
 
+def _warn_report_delay(lean_cmd: list[str] | None) -> None:
+    """Warn when the Lean server command lacks `-Dserver.reportDelayMs=0` (every probe would wait 200 ms)."""
+    from beam_broker.config import REPORT_DELAY_ARG, BrokerConfig, server_command
+    from beam_broker.errors import BrokerError
+
+    try:
+        cmd = server_command(BrokerConfig(lean_cmd=lean_cmd), os.environ)
+    except BrokerError:
+        return  # no command: the first Lean call says so
+    if REPORT_DELAY_ARG not in cmd:
+        logging.getLogger("beam_mcp").warning(
+            "the Lean server command lacks %s: Lean then holds every report for 200 ms and each probe and sync "
+            "waits that long; add it (after `--` for `lake serve`)",
+            REPORT_DELAY_ARG,
+        )
+
+
 def _warn_exposure(host: str, token: BearerToken | None, token_file: str | None) -> None:
     """Warn about what an HTTP endpoint exposes (no message names the token).
 
@@ -266,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if os.environ.get(TRACE_ENV) else logging.WARNING,
         format="lean-beam-mcp: %(levelname)s %(name)s: %(message)s",
     )
+    _warn_report_delay(lean_cmd)
     import anyio
 
     if args.self_check is not None:
