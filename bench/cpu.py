@@ -36,52 +36,13 @@ from typing import Any
 import anyio
 from tests.support import projects
 
-from bench._common import built_project
+from beam_lsp._process import children_map, descendants
+from bench._common import built_project, cpu_seconds
 from bench.mcp_overhead import server_binary
 from mcp import Client, StdioServerParameters
 
 DECLARATIONS = 1500
 SAMPLE_INTERVAL = 0.05
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of one process (its own, not its children's); None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15 of stat)
-
-
-def children_map() -> dict[int, list[int]]:
-    """Parent pid -> child pids, from /proc."""
-    out: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        out.setdefault(int(fields[1]), []).append(int(name))
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`."""
-    tree = children_map()
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def children(pid: int) -> set[int]:

@@ -31,7 +31,8 @@ import anyio
 import httpx
 from tests.deploy.cluster import META, MODERN, Cluster, cluster, haproxy_binary
 
-from bench._common import built_project
+from beam_lsp._process import descendants
+from bench._common import built_project, cpu_seconds
 
 WORKSPACES = 6
 PATH = "Demo/Proofs.lean"
@@ -87,23 +88,6 @@ class Workspace:
                 await self.ok(url, "lean_hover", path=PATH, version=1, line=3, character=29)
 
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def descendants(pid: int) -> list[int]:
-    """The live descendants of a process (its Lean servers and their workers, for a replica), from /proc."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        current = todo.pop()
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{current}/task").iterdir():
-                children = [int(child) for child in (task / "children").read_text().split()]
-                out += children
-                todo += children
-    return out
-
-
 def rss_mib(pids: list[int]) -> float:
     """Resident memory of these processes (MiB)."""
     total = 0
@@ -116,12 +100,7 @@ def rss_mib(pids: list[int]) -> float:
 
 def cpu_s(pids: list[int]) -> float:
     """CPU time (user + system) these processes have used so far (s)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICK
+    return sum(cpu_seconds(pid) or 0.0 for pid in pids)
 
 
 class Cpu:

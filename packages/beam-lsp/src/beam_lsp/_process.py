@@ -111,13 +111,13 @@ def _redacted_os_error(exc: OSError, redactor: Redactor) -> OSError:
     return type(exc)(*args)
 
 
-def descendants(pid: int) -> list[int]:
-    """PIDs of all descendants of `pid` (Linux /proc; empty elsewhere)."""
+def children_map() -> dict[int, list[int]]:
+    """Parent PID -> child PIDs of every process (Linux /proc; empty elsewhere)."""
     children: dict[int, list[int]] = collections.defaultdict(list)
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return {}
     for name in entries:
         if not name.isdigit():
             continue
@@ -130,6 +130,12 @@ def descendants(pid: int) -> list[int]:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 1:
             children[int(fields[1])].append(int(name))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs of all descendants of `pid` (Linux /proc; empty elsewhere)."""
+    children = children_map()
     out: list[int] = []
     todo = [pid]
     while todo:
