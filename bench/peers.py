@@ -53,6 +53,8 @@ TARGET = "theorem target (p : Prop) (hp : p) : p := by\n  skip\n"
 # empty (where the probe goes, before the 1500 declarations), line 6 is the `skip` of `theorem target`.
 EDITED_LINE, PROBE_LINE, GOAL_LINE = 3, 4, 6
 CALL_TIMEOUT = 300
+Call = Callable[[], Awaitable[object]]
+"""One timed call of a subject or a peer."""
 
 
 def long_text(top: str, end: str) -> str:
@@ -322,45 +324,40 @@ async def run(root: Path, tc: Toolchain, peer_exe: Path, rounds: int, slow_round
         ratios["hover_long_settled"] = row("hover at the top of the long file, settled", b, p)
 
         # Right after an edit: at the end, then at the top.
-        end_edits = [bench.edited("end") for _ in range(slow_rounds)]
-        b, p = await bench.after_edit(
-            end_edits, bench.beam_probe, bench.peer_probe, 4, "run_at after an edit at the end"
+        async def after_edits(
+            where: str, what: str, label: str, beam: Call, peer: Call, calls: int, settled: float
+        ) -> float:
+            edits = [bench.edited(where) for _ in range(slow_rounds)]
+            b, p = await bench.after_edit(edits, beam, peer, calls, f"{what} after an edit at the {where}")
+            ratio = row(f"{label} right after an edit at the {where}", b, p)
+            median = statistics.median(b)
+            print(f"peers   Beam after the {where} edit / Beam settled: {median / settled:.1f}x", flush=True)
+            return ratio
+
+        probe, peer_probe = bench.beam_probe, bench.peer_probe
+        ratios["run_at_after_end_edit"] = await after_edits(
+            "end", "run_at", "lean_run_at", probe, peer_probe, 4, settled_probe
         )
-        ratios["run_at_after_end_edit"] = row("lean_run_at right after an edit at the end", b, p)
-        print(
-            f"peers   Beam after the end edit / Beam settled: {statistics.median(b) / settled_probe:.1f}x", flush=True
+        ratios["run_at_after_top_edit"] = await after_edits(
+            "top", "run_at", "lean_run_at", probe, peer_probe, 4, settled_probe
         )
-        top_edits = [bench.edited("top") for _ in range(slow_rounds)]
-        b, p = await bench.after_edit(
-            top_edits, bench.beam_probe, bench.peer_probe, 4, "run_at after an edit at the top"
-        )
-        ratios["run_at_after_top_edit"] = row("lean_run_at right after an edit at the top", b, p)
-        print(
-            f"peers   Beam after the top edit / Beam settled: {statistics.median(b) / settled_probe:.1f}x", flush=True
-        )
-        top_edits = [bench.edited("top") for _ in range(slow_rounds)]
-        b, p = await bench.after_edit(
-            top_edits,
+        ratios["goals_after_top_edit"] = await after_edits(
+            "top",
+            "goals",
+            "goals",
             lambda: bench.beam_goals(LONG, GOAL_LINE, 2),
             lambda: bench.peer_goals(LONG, GOAL_LINE, 2),
             3,
-            "goals after an edit at the top",
+            settled_goals,
         )
-        ratios["goals_after_top_edit"] = row("goals right after an edit at the top", b, p)
-        print(
-            f"peers   Beam after the top edit / Beam settled: {statistics.median(b) / settled_goals:.1f}x", flush=True
-        )
-        top_edits = [bench.edited("top") for _ in range(slow_rounds)]
-        b, p = await bench.after_edit(
-            top_edits,
+        ratios["hover_after_top_edit"] = await after_edits(
+            "top",
+            "hover",
+            "hover",
             lambda: bench.beam_hover(LONG, EDITED_LINE, 13),
             lambda: bench.peer_hover(LONG, EDITED_LINE, 13),
             3,
-            "hover after an edit at the top",
-        )
-        ratios["hover_after_top_edit"] = row("hover right after an edit at the top", b, p)
-        print(
-            f"peers   Beam after the top edit / Beam settled: {statistics.median(b) / settled_hover:.1f}x", flush=True
+            settled_hover,
         )
     return ratios
 
