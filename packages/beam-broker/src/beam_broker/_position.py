@@ -19,8 +19,10 @@ import re
 from pathlib import Path
 from typing import Final
 
+from .config import DEFAULT_MAX_SOURCE_BYTES
+
 _TARGET: Final = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?(?:-(?P<eline>\d+):(?P<ecol>\d+))?$")
-MAX_SOURCE_CHARS: Final = 16 * 1024 * 1024
+MAX_SOURCE_CHARS: Final = DEFAULT_MAX_SOURCE_BYTES
 """Longest file read to convert positions (the broker's source size limit)."""
 
 
