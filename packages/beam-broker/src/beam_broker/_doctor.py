@@ -32,7 +32,7 @@ from . import _cli_args as cli_args
 from . import _daemon_client as client
 from ._cli_base import EXIT_OK, EXIT_SETUP, Options, Output, run, workspace_root
 from ._progress import Mode, Terminal, progress_mode
-from .config import REPORT_DELAY_ARG, SERVER_CMD_ENV, BrokerConfig, lake_command, server_command
+from .config import SERVER_CMD_ENV, BrokerConfig, lake_command, server_command, slow_reports
 from .errors import RUNTIME_SETUP, BrokerError
 
 Status = Literal["ok", "fail", "skip"]
@@ -79,13 +79,7 @@ def check_server_command(options: Options, env: Mapping[str, str]) -> Check:
     shown = options.redactor().redact(shlex.join(cmd))
     if shutil.which(cmd[0], path=env.get("PATH")) is None:
         return _fail(name, f"{shown} (from {source}): {cmd[0]} is not an executable", "fix the command or PATH")
-    if REPORT_DELAY_ARG not in cmd:
-        hint = (
-            f"add {REPORT_DELAY_ARG} (after `--` for `lake serve`): without it Lean holds every report for 200 ms, "
-            "and each probe and sync waits for it"
-        )
-        return Check(name, "ok", f"{shown} (from {source})", hint)
-    return _ok(name, f"{shown} (from {source})")
+    return Check(name, "ok", f"{shown} (from {source})", slow_reports(cmd))
 
 
 def check_lake(options: Options, env: Mapping[str, str]) -> Check:

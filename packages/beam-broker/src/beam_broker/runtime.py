@@ -36,7 +36,7 @@ from ._logging import log_failure
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._util import single_errors
-from .config import REPORT_DELAY_ARG, BrokerConfig, server_command
+from .config import BrokerConfig, server_command, slow_reports
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .workspace import cache_key, display_path, resolve_path
 
@@ -200,13 +200,9 @@ class WorkspaceRuntime:
 
     async def _start_session(self) -> LeanClient:
         cmd = server_command(self.config, self.env)
-        if REPORT_DELAY_ARG not in cmd and self._next_epoch == 1:  # once per runtime, not on every restart
-            log.info(  # info: the CLI's doctor and the MCP server's start-up warn about it
-                "the Lean server command for %s lacks %s: Lean holds every report for 200 ms, so each probe and "
-                "sync waits that long (lean-beam doctor checks this)",
-                self.root,
-                REPORT_DELAY_ARG,
-            )
+        slow = slow_reports(cmd)
+        if slow is not None and self._next_epoch == 1:  # once per runtime, not on every restart
+            log.info("%s: %s", self.root, slow)  # info: doctor and lean-beam-mcp's start-up say it louder
         epoch = self._next_epoch
         self._next_epoch += 1
         try:

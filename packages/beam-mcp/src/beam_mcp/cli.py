@@ -192,19 +192,16 @@ async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | No
 
 def _warn_report_delay(lean_cmd: list[str] | None) -> None:
     """Warn when the Lean server command lacks `-Dserver.reportDelayMs=0` (every probe would wait 200 ms)."""
-    from beam_broker.config import REPORT_DELAY_ARG, BrokerConfig, server_command
+    from beam_broker.config import BrokerConfig, server_command, slow_reports
     from beam_broker.errors import BrokerError
 
     try:
         cmd = server_command(BrokerConfig(lean_cmd=lean_cmd), os.environ)
     except BrokerError:
         return  # no command: the first Lean call says so
-    if REPORT_DELAY_ARG not in cmd:
-        logging.getLogger("beam_mcp").warning(
-            "the Lean server command lacks %s: Lean then holds every report for 200 ms and each probe and sync "
-            "waits that long; add it (after `--` for `lake serve`)",
-            REPORT_DELAY_ARG,
-        )
+    slow = slow_reports(cmd)
+    if slow is not None:
+        logging.getLogger("beam_mcp").warning("%s", slow)
 
 
 def _warn_exposure(host: str, token: BearerToken | None, token_file: str | None) -> None:
