@@ -111,21 +111,6 @@ async def show(client: LeanClient, mirror: Mirror, text: str) -> None:
         await write(client, mirror, text)
 
 
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """The length of the end `a` and `b` share, at most `limit` (slice comparisons, like `_shared`)."""
-    n = min(len(a), len(b), limit)
-    if n == 0 or a[len(a) - n :] == b[len(b) - n :]:
-        return n
-    lo, hi = 0, n  # the last lo characters match, the last hi do not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def followed(held: str, old: str, new: str) -> str | None:
     """The text a mirror holding `held` (a copy of `old`'s beginning, then a probe) holds with `old` -> `new` applied.
 
@@ -135,12 +120,12 @@ def followed(held: str, old: str, new: str) -> str | None:
     """
     copied = _shared(held, old)
     start = _shared(old, new)
-    if start >= copied or copied > FOLLOW_CHARS:
+    if start >= copied or copied > FOLLOW_CHARS or copied - start > SPLIT_CHARS:
         return None
-    end = len(old) - _common_suffix(old, new, len(old) - start)  # old[start:end] became new[start:end + delta]
-    if end > copied or copied - start > SPLIT_CHARS:
-        return None
-    return new[: copied + len(new) - len(old)] + held[copied:]
+    kept = copied + len(new) - len(old)  # where the copy ends in `new` if the edit lies inside it
+    if kept < 0 or old[copied:] != new[kept:]:
+        return None  # the edit reaches past the copy
+    return new[:kept] + held[copied:]
 
 
 async def follow(client: LeanClient, pool: MirrorPool, old: str, new: str) -> bool:
