@@ -5,8 +5,14 @@ default mirror bound (2 probe mirrors per document), at the top of a file of 150
 (`tests.support.projects.long_file(1500)`): each call brings fresh texts (new theorem names), so nothing is cached
 between calls but Lean's unchanged prefix. Rows:
 
-- warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (the issue's target: at most 3x);
+- warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (the issue's target: at most 3x). The
+  alternatives are theorems of their own names, which cannot see each other, so they share mirror versions
+  (`_probe.isolated`);
 - per alternative: the same batch divided by 8, against the same `lean_run_at`;
+- one name: 8 alternatives declaring the same theorem (one mirror version each, as alternatives that might see
+  each other run) vs one `lean_run_at`;
+- proof mode: 8 tactic alternatives at a `by` block of the same long file (one version each) vs one `lean_run_at`
+  of one of them (prelude fixtures parse only `{}`, which fails: each answer also asks Lean for the goals);
 - tail: the 8-alternative batch on the 1500-declaration file vs on a file with none after the target (the cost
   follows the enclosing declaration, not the file: the ratio should stay near 1);
 - cold: the first call on a freshly opened document (its mirrors start their Lean workers): a batch of 8 vs one
@@ -42,6 +48,8 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
         tc, root = built_project(Path(tmp) / "demo")
         (root / "Demo/Long.lean").write_text(projects.long_file(DECLARATIONS), encoding="utf-8")
         (root / "Demo/Short.lean").write_text(projects.long_file(0), encoding="utf-8")
+        proof_target = "theorem target (p : Prop) (hp : p) : p := by\n  {}\n"
+        (root / "Demo/Tactic.lean").write_text(projects.long_file(DECLARATIONS, target=proof_target), encoding="utf-8")
         ws = {"root": str(root)}
         cmd = [*server_binary(), "--lean-cmd", shlex.join(tc.server_cmd())]
         proc = await anyio.open_process(cmd, env=tc.env(), stderr=subprocess.DEVNULL)
@@ -68,16 +76,30 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
 
                 return go
 
-            def attempts(path: str) -> Callable[[], Awaitable[object]]:
+            def attempts(path: str, *, one_name: bool = False) -> Callable[[], Awaitable[object]]:
                 async def go() -> object:
                     texts = [text() for _ in range(N)]
+                    if one_name:  # the same theorem, each with another binder name
+                        name = texts[0].split()[1]
+                        texts = [f"theorem {name} (p : Prop) (h{j} : p) : p := target p h{j}" for j in range(N)]
                     out = await tool("lean_attempts", path=path, version=1, line=LINE, character=0, texts=texts)
                     assert all(a["success"] for a in out["attempts"]) and out["mode"] == "command", out
                     return out
 
                 return go
 
-            for path in ("Demo/Long.lean", "Demo/Short.lean"):
+            async def tactic_run_at() -> object:
+                out = await tool("lean_run_at", path="Demo/Tactic.lean", version=1, line=4, character=2, text="{}")
+                assert not out["success"] and out["proof_state"], out
+                return out
+
+            async def tactic_attempts() -> object:
+                texts = ["{}"] * N
+                out = await tool("lean_attempts", path="Demo/Tactic.lean", version=1, line=4, character=2, texts=texts)
+                assert out["mode"] == "proof" and all(a["proof_state"] for a in out["attempts"]), out
+                return out
+
+            for path in ("Demo/Long.lean", "Demo/Short.lean", "Demo/Tactic.lean"):
                 await tool("lean_sync", path=path)
             batch, single = await interleaved(attempts("Demo/Long.lean"), run_at("Demo/Long.lean"), rounds)
             ratios["attempts8_vs_run_at"] = report(
@@ -89,6 +111,16 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
             )
             ratios["per_attempt_vs_run_at"] = report(
                 "per alternative vs one lean_run_at", [t / N for t in batch], single, "per alternative", "run_at"
+            )
+            long_run_at = run_at("Demo/Long.lean")
+            same, single = await interleaved(attempts("Demo/Long.lean", one_name=True), long_run_at, rounds)
+            ratios["one_name_attempts8_vs_run_at"] = report(
+                f"lean_attempts N={N}, one theorem name (a version each) vs one lean_run_at", same, single,
+                f"attempts N={N}", "run_at",
+            )  # fmt: skip
+            proof, single = await interleaved(tactic_attempts, tactic_run_at, rounds)
+            ratios["proof_attempts8_vs_run_at"] = report(
+                f"proof mode: lean_attempts N={N} vs one lean_run_at", proof, single, f"attempts N={N}", "run_at"
             )
             tail, none = await interleaved(attempts("Demo/Long.lean"), attempts("Demo/Short.lean"), rounds)
             ratios["tail1500_vs_tail0"] = report(

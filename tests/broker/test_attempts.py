@@ -17,9 +17,11 @@ import anyio.lowlevel
 import pytest
 
 from beam_broker import Broker
+from beam_broker import _speculation as speculation
 from beam_broker import errors as codes
-from beam_broker._attempts import run_all
+from beam_broker._attempts import _groups, run_all
 from beam_broker._mirrors import Mirror
+from beam_broker._probe import Basis, build, build_batch, isolated
 from beam_broker._speculation import Outcome
 
 from .support import call, error_of, fake_project, open_broker
@@ -194,6 +196,66 @@ async def test_the_first_failure_cancels_the_other_alternatives_and_is_raised_al
     assert cancelled == [1]
 
 
+# ---- which batches share one mirror version -------------------------------------------------------------
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["#check a", "#check b"],
+        ["theorem p0 : T := x", "theorem p1 : T := y", "example : T := z"],
+        ["/-- doc -/\ntheorem p0 : T := by\n  simp\n  exact h", "private def p1 (n : N) : N := n", "#eval f 1"],
+        ["#print axioms foo", "#reduce two", "lemma l.one : T := t"],
+    ],
+)
+def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str]) -> None:
+    assert isolated(texts)
+
+
+@pytest.mark.parametrize(
+    ("texts", "why"),
+    [
+        (["#check a"], "a single alternative is a plain probe"),
+        (["theorem p : T := x", "theorem p : T := y"], "the same name declared twice is an error the second time"),
+        (["def temp : N := z", "#check temp"], "one uses what another declares"),
+        (["def Foo.temp : N := z", "#check Foo.temp"], "also by its full name"),
+        (["theorem p0 : T := x\ntheorem p1 : T := y", "#check a"], "two commands in one text"),
+        (["example : T := x example : T := y", "#check a"], "two commands on one line"),
+        (["@[simp] theorem p0 : T := x", "example : T := by simp"], "an attribute changes what the next one sees"),
+        (["instance : C := c", "example : T := t"], "an instance too"),
+        (["open Foo", "#check a"], "and scoped state"),
+        (["set_option pp.all true in #check a", "#check b"], "options are left to one probe each"),
+        (
+            ["#eval show Lean.Elab.Command.CommandElabM Unit from pure ()", "#check a"],
+            "meta-programs may change the environment",
+        ),
+        (["namespace N", "#check a"], "namespaces"),
+        (["structure S where", "#check a"], "new types come with instances and projections"),
+        (["simp", "exact h"], "not a command"),
+    ],
+)
+def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
+    assert not isolated(texts), why
+
+
+def test_a_batch_text_keeps_each_alternative_where_a_probe_alone_would_put_it() -> None:
+    source = "def x := 1\n\ndef y := 2\n"
+    basis = Basis("command", len("def x := 1\n"), 0)
+    built = build_batch(source, basis, ["#check x", "\n#check x\n\n"])
+    assert built.text == "def x := 1\n\n#check x\n\n#check x\n"
+    assert [(p.line, p.character) for p in built.starts] == [(2, 0), (4, 0)]
+    alone = build(source, basis, ["#check x"])
+    assert built.text.startswith(alone.text) and alone.span_start == built.starts[0]
+
+
+@pytest.mark.parametrize(
+    ("count", "mirrors", "groups"),
+    [(8, 2, [[0, 1, 2, 3], [4, 5, 6, 7]]), (5, 2, [[0, 1, 2], [3, 4]]), (2, 4, [[0], [1]]), (3, 1, [[0, 1, 2]])],
+)
+def test_a_batch_splits_into_one_run_of_consecutive_alternatives_per_mirror(
+    count: int, mirrors: int, groups: list[list[int]]
+) -> None:
+    assert _groups(count, mirrors) == groups
+
+
 # ---- real Lean lane -----------------------------------------------------------------------------------
 @pytest.mark.lean
 async def test_command_attempts_each_see_the_source_before_them_and_not_each_other(
@@ -245,3 +307,57 @@ async def test_proof_attempts_report_lean_errors_and_the_goals_at_the_position(b
     for attempt in result["attempts"]:
         assert attempt["success"] is False and [m["severity"] for m in attempt["messages"]] == ["error"]
         assert attempt["proof_state"] == {"goals": [goal]}
+
+
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each `run_batch` call could answer its group from one version (True) or fell back (False)."""
+    seen: list[bool] = []
+    real = speculation.run_batch
+
+    async def spy(*args: Any) -> list[Outcome] | None:
+        out = await real(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(speculation, "run_batch", spy)
+    return seen
+
+
+DIFFERENTIAL = [
+    "#check byTerm",
+    "theorem alt0 : MyTrue := nope",
+    "example : MyTrue := myTrue",
+    "def alt1 (n : MyNat) : MyNat := MyNat.zero",
+    "#print idProof",
+    "theorem alt2 (p : Prop) (hp : p) : p := hp",
+    "theorem alt3 : MyNat := MyTrue.intro",
+    "#check two",
+]
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize(
+    ("texts", "shared"),
+    [
+        (DIFFERENTIAL, True),
+        (["theorem alt0 : MyTrue := (", "#check byTerm", "example : MyTrue := myTrue"], False),
+        (["#check byTerm", "theorem alt0 : MyTrue := myTrue -/", "#check idProof"], False),
+    ],
+    ids=["isolated", "unclosed-parenthesis", "stray-comment-end"],
+)
+async def test_a_shared_version_answers_every_alternative_exactly_as_run_at_does(
+    broker: Broker, demo_root: Path, batches: list[bool], texts: list[str], shared: bool
+) -> None:
+    await call(broker, "sync", demo_root, path="Demo/Proofs.lean")
+    alone = []
+    for text in texts:
+        one = await call(
+            broker, "run_at", demo_root, path="Demo/Proofs.lean", version=1, line=3, character=0, text=text
+        )
+        alone.append({k: one[k] for k in ("success", "messages", "traces", "proof_state")})
+    result = await call(broker, "attempts", demo_root, **at("Demo/Proofs.lean", 3, 0, texts))
+    together = [{k: a[k] for k in ("success", "messages", "traces", "proof_state")} for a in result["attempts"]]
+    assert together == alone
+    assert batches and all(batches) is shared, "a parse error sends the group back to one version per text"
+    assert [a["success"] for a in alone].count(False) >= 1 and [a["success"] for a in alone].count(True) >= 1

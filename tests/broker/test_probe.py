@@ -71,9 +71,17 @@ def diag(message: str, severity: int | None, line: int = 0, character: int = 0) 
 
 
 def test_messages_belong_to_the_probe_when_they_start_inside_its_span() -> None:
-    start, end = P(2, 2), P(3, 4)
-    assert spec.in_span(diag("x", 1, 2, 2), start, end) and spec.in_span(diag("x", 1, 3, 4), start, end)
-    assert not spec.in_span(diag("x", 1, 2, 1), start, end) and not spec.in_span(diag("x", 1, 3, 5), start, end)
+    start, stop = P(2, 2), P(3, 4)
+    assert spec.in_span(diag("x", 1, 2, 2), start, stop) and spec.in_span(diag("x", 1, 3, 3), start, stop)
+    assert not spec.in_span(diag("x", 1, 2, 1), start, stop) and not spec.in_span(diag("x", 1, 3, 4), start, stop)
+
+
+def test_a_probe_owns_every_message_after_its_start_even_at_the_end_of_the_input() -> None:
+    # Lean puts `unexpected end of input` on the line after the last one: a cut-off probe must still fail.
+    probe = spec.build(SOURCE, spec.command_basis(doc(), P(1, 3)), ["theorem t2 : T := ("])
+    end_of_input = diag("unexpected end of input", 1, probe.span_end.line + 1, 0)
+    assert spec.in_span(end_of_input, probe.span_start)
+    assert not spec.in_span(diag("x", 1, probe.span_start.line - 1, 0), probe.span_start)
 
 
 def test_run_messages_fold_hints_into_information_and_traces_are_recognized() -> None:

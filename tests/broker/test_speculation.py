@@ -255,6 +255,19 @@ async def test_a_failing_command_probe_is_a_successful_call_with_success_false(b
 
 
 @pytest.mark.lean
+@pytest.mark.parametrize("text", ["theorem q : MyTrue := (", "theorem q : MyTrue :="])
+async def test_a_probe_cut_off_by_the_end_of_its_text_fails_with_lean_s_parse_error(
+    broker: Broker, demo_root: Path, text: str
+) -> None:
+    # Lean reports it past the probe's last character (on the line after it): it is still the probe's error.
+    await call(broker, "update", demo_root, path="Demo/Proofs.lean")
+    result = await call(broker, "run_at", demo_root, **at("Demo/Proofs.lean", 3, 0, text))
+    assert result["success"] is False
+    assert result["messages"][0]["severity"] == "error"
+    assert result["messages"][0]["text"].startswith("unexpected end of input")
+
+
+@pytest.mark.lean
 async def test_probes_do_not_leak_into_each_other_or_the_source(broker: Broker, demo_root: Path) -> None:
     await call(broker, "sync", demo_root, path="Demo/Proofs.lean")
     first = await call(broker, "run_at", demo_root, **at("Demo/Proofs.lean", 3, 0, "def temp : MyNat := MyNat.zero"))

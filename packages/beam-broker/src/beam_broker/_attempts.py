@@ -1,23 +1,30 @@
-"""The `attempts` operation: several alternative texts at one position of a document version, each run on its own.
+"""The `attempts` operation: several alternative texts at one position of a document version, each answered alone.
 
-Owns: settling the mode and the basis once (as `run_at` does), then running every alternative as its own probe
-(`_speculation.run_probe`) on the mirror the call checked out plus the spare mirrors free at once (`MirrorPool.spares`,
-within the per-document bound), concurrently, and answering each one as `run_at` would, in the order of the texts
-(with a handle per success when asked). Cost stays independent of the file's tail: every probe is a truncated mirror.
+Owns: settling the mode and the basis once (as `run_at` does), then running the alternatives on the mirror the
+call checked out plus the spare mirrors free at once (`MirrorPool.spares`, within the per-document bound),
+concurrently, and answering each one as `run_at` would, in the order of the texts (with a handle per success when
+asked). Cost stays independent of the file's tail: every probe is a truncated mirror.
 
-Scheduling: each mirror takes the next waiting alternative. When none is waiting, a mirror that is done may help
-an alternative that has been running on another mirror for more than twice the batch's mean time per alternative
-so far (a mirror that had to start its Lean worker, or elaborate a long prefix first): the first of the two runs
-to finish answers it, the other is cancelled. So a cold spare mirror never makes a batch slower than running it on
-the warm mirror alone, and it is warm for the next batch. It never touches the source document.
+Each document version costs Lean about 3.5 ms of CPU whatever it holds (it parses the header again, walks its
+snapshots, relays through the watchdog), so command alternatives that cannot see each other (`_probe.isolated`:
+one command each, nothing shared, no name of one used by another) run several to a mirror version, one group of
+consecutive ones per mirror and core (`_speculation.run_batch`); any other batch, and a group whose answer cannot
+be split per alternative, runs one probe per alternative (`_speculation.run_probe`).
+
+Scheduling: each mirror takes the next waiting group. When none is waiting, a mirror that is done may help a group
+that has been running on another mirror for more than twice the batch's mean time per group so far (a mirror that
+had to start its Lean worker, or elaborate a long prefix first): the first of the two runs to finish answers it,
+the other is cancelled. So a cold spare mirror never makes a batch slower than running it on the warm mirror
+alone, and it is warm for the next batch. It never touches the source document.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 import anyio
 
@@ -31,8 +38,9 @@ from ._call import Call
 if TYPE_CHECKING:
     from ._mirrors import Mirror
 
-Run = Callable[["Mirror", int], Awaitable[speculation.Outcome]]
-"""`run(mirror, index)`: the probe of alternative `index` on `mirror`."""
+T = TypeVar("T")
+Run = Callable[["Mirror", int], Awaitable[T]]
+"""`run(mirror, index)`: work item `index` (a group of alternatives) on `mirror`."""
 
 HELP_AFTER: Final = 2.0
 """A mirror with nothing left to do helps an alternative running longer than this many mean times per alternative."""
@@ -50,11 +58,24 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
         proof = await speculation.proof_mode(call, client, doc, pos, first)
         basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
 
-        async def run(mirror: Mirror, index: int) -> speculation.Outcome:
-            return await speculation.run_probe(call, client, doc, mirror, source, basis, [inp.texts[index]])
+        texts = list(inp.texts)
+        shared = basis.mode == "command" and probe.isolated(texts)
+        wanted = min(len(texts), _cores()) if shared else len(texts)
+        async with pool.spares(source[: basis.prefix_end], wanted - 1) as spares:
+            mirrors = [first, *spares]
+            groups = _groups(len(texts), len(mirrors)) if shared else [[i] for i in range(len(texts))]
 
-        async with pool.spares(source[: basis.prefix_end], len(inp.texts) - 1) as spares:
-            outcomes = await run_all([first, *spares], len(inp.texts), run)
+            async def run(mirror: Mirror, index: int) -> list[speculation.Outcome]:
+                members = [texts[i] for i in groups[index]]
+                if len(members) > 1:
+                    together = await speculation.run_batch(call, client, doc, mirror, source, basis, members)
+                    if together is not None:
+                        return together
+                return [
+                    await speculation.run_probe(call, client, doc, mirror, source, basis, [text]) for text in members
+                ]
+
+            outcomes = [o for group in await run_all(mirrors, len(groups), run) for o in group]
     found: list[pm.Attempt] = []
     for text, outcome in zip(inp.texts, outcomes, strict=True):
         handle = speculation.mint(call, doc, basis, (text,)) if inp.handles and outcome.success else None
@@ -71,19 +92,35 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
     return pm.AttemptsResult(workspace=call.workspace, version=doc.version, mode=mode, attempts=found)
 
 
+def _cores() -> int:
+    """CPUs this process may run on: more groups than that only adds versions for Lean to elaborate."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _groups(count: int, mirrors: int) -> list[list[int]]:
+    """Alternatives `0..count-1` in `mirrors` runs of consecutive ones, as even as can be (none empty)."""
+    n = min(count, mirrors)
+    size, extra = divmod(count, n)
+    bounds = [i * size + min(i, extra) for i in range(n + 1)]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(n)]
+
+
 @dataclasses.dataclass
-class _Batch:
+class _Batch(Generic[T]):
     """The shared state of one batch: what waits, what runs where since when, what is answered."""
 
     waiting: list[int]
-    results: list[speculation.Outcome | None]
+    results: list[T | None]
     running: dict[int, list[tuple[anyio.CancelScope, float]]] = dataclasses.field(default_factory=dict)
     durations: list[float] = dataclasses.field(default_factory=list)
     failure: Exception | None = None
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     """Set (and replaced) whenever an alternative is answered."""
 
-    def answer(self, index: int, outcome: speculation.Outcome, took: float) -> None:
+    def answer(self, index: int, outcome: T, took: float) -> None:
         self.results[index] = outcome
         self.durations.append(took)
         self.answered.set()
@@ -108,12 +145,12 @@ class _Batch:
         return None, soonest
 
 
-async def run_all(mirrors: Sequence[Mirror], count: int, run: Run) -> list[speculation.Outcome]:
-    """Run alternatives `0..count-1` on `mirrors` concurrently (see the module docstring); their outcomes in order.
+async def run_all(mirrors: Sequence[Mirror], count: int, run: Run[T]) -> list[T]:
+    """Run work items `0..count-1` on `mirrors` concurrently (see the module docstring); their outcomes in order.
 
     The first failure (a dead server fails every probe) cancels the rest and is raised alone.
     """
-    batch = _Batch(list(range(count)), [None] * count)
+    batch: _Batch[T] = _Batch(list(range(count)), [None] * count)
     async with anyio.create_task_group() as tg:
         for mirror in mirrors:
             tg.start_soon(_work, batch, mirror, run, tg.cancel_scope)
@@ -122,7 +159,7 @@ async def run_all(mirrors: Sequence[Mirror], count: int, run: Run) -> list[specu
     return [outcome for outcome in batch.results if outcome is not None]
 
 
-async def _work(batch: _Batch, mirror: Mirror, run: Run, group: anyio.CancelScope) -> None:
+async def _work(batch: _Batch[T], mirror: Mirror, run: Run[T], group: anyio.CancelScope) -> None:
     """One mirror's share of a batch: waiting alternatives first, then help for slow ones, until all are answered."""
     while True:
         if batch.waiting:

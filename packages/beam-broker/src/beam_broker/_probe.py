@@ -3,8 +3,9 @@
 A probe never touches the source document: its text is placed in a private mirror holding the source up to
 the insertion point, the probe text, and nothing after it (truncation keeps a probe's cost proportional to the
 enclosing declaration; an unchanged prefix lets Lean reuse its snapshots). Pure text surgery on LSP positions
-(including the text a position request needs in a mirror, and the `by` rule that settles a probe's mode without
-Lean) plus the rules that attribute Lean's messages to the probe; no I/O.
+(including the text a position request needs in a mirror, the `by` rule that settles a probe's mode without
+Lean, and the rule that lets a batch of command alternatives share one mirror version) plus the rules that
+attribute Lean's messages to the probe; no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +19,19 @@ from ._analysis import indent, inline_tactic_column
 from ._documents import header_text
 
 _TRACE = re.compile(r"^\[[A-Za-z_][\w.]*\]")
+_DOC_COMMENT = re.compile(r"\A/--.*?-/\s*", re.DOTALL)
+_LEAD = re.compile(
+    r"\A(?:(?:private|protected|noncomputable)\s+)*(theorem|lemma|def|abbrev|example|#check|#reduce|#print|#eval)\b"
+)
+_COMMANDS = re.compile(r"(?<![\w#'.])(?:theorem|lemma|def|abbrev|example)(?![\w'])|#(?:check|reduce|print|eval)")
+_DECLARED = re.compile(r"\s+([^\s(){}\[\]⦃⦄:]+)")
+_SHARED_STATE = re.compile(
+    r"(?<![\w'])(?:instance|attribute|deriving|local|scoped|macro|macro_rules|syntax|notation|infix|infixl|infixr|"
+    r"prefix|postfix|elab|elab_rules|open|export|namespace|section|end|variable|universe|mutual|set_option|"
+    r"initialize|builtin_initialize|run_cmd|run_elab|run_meta|include|omit|declare_syntax_cat|class|structure|"
+    r"inductive|axiom|opaque|import)(?![\w'])|@\[|Elab|Meta|CoreM|Environment|modifyEnv|addDecl"
+)
+_PARSE_ERROR = re.compile(r"\A(?:unexpected|expected|unterminated)\b|missing end of")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,10 +168,86 @@ def build(source: str, basis: Basis, texts: list[str]) -> ProbeText:
     return ProbeText(out, doc.position_at(start_offset), doc.position_at(len(out) - 1))
 
 
-def in_span(d: LeanDiagnostic, start: Position, end: Position) -> bool:
-    """Whether a diagnostic starts inside the probe's span (end included)."""
+def isolated(texts: list[str]) -> bool:
+    """Whether command-mode alternatives can share one mirror version and each be answered as if run alone.
+
+    Conservative, from the text alone (a `False` only costs a version per alternative): every text is one
+    command (an optional doc comment, then exactly one of `theorem`/`lemma`/`def`/`abbrev`/`example`/`#check`/
+    `#reduce`/`#print`/`#eval`), none changes state a later command would see beyond its own declaration (no
+    attributes, instances, notation, `open`, `set_option`, namespaces, sections, variables, meta-programming),
+    the declared names differ, and no text mentions a name another one declares. Then an alternative's messages
+    are the same whether the others come before it or not: Lean elaborates each command in the environment the
+    earlier ones left, and they left nothing this one uses. Parse errors are the one leak (Lean resumes at the
+    next command, so a message may land in the next alternative's span): `batch_parse_error` catches them.
+    """
+    if len(texts) < 2:
+        return False
+    declared: list[str | None] = []
+    for raw in texts:
+        text = _DOC_COMMENT.sub("", raw.strip(), count=1)
+        lead = _LEAD.match(text)
+        if lead is None or len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text):
+            return False
+        found = _DECLARED.match(text, lead.end()) if lead.group(1) in ("theorem", "lemma", "def", "abbrev") else None
+        declared.append(found.group(1).rsplit(".", 1)[-1] if found else None)
+    names = [n for n in declared if n is not None]
+    if len(set(names)) != len(names):
+        return False
+    for i, raw in enumerate(texts):
+        for j, declared_name in enumerate(declared):
+            if declared_name is not None and i != j and _mentions(raw, declared_name):
+                return False
+    return True
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w']){re.escape(name)}(?![\w'!?])", text) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchText:
+    """A mirror's text holding several alternatives one after another, and where each one starts.
+
+    Alternative `i`'s span runs from `starts[i]` up to the next one's start, the last one's to the end of the text.
+    """
+
+    text: str
+    starts: list[Position]
+
+    def spans(self) -> list[tuple[Position, Position | None]]:
+        """Each alternative's (start, stop) for `in_span`."""
+        return list(zip(self.starts, [*self.starts[1:], None], strict=True))
+
+
+def build_batch(source: str, basis: Basis, texts: list[str]) -> BatchText:
+    """The mirror text for command alternatives in one version: the source up to the basis, then each text."""
+    out = source[: basis.prefix_end]
+    offsets: list[int] = []
+    for raw in texts:
+        out += "\n" if out.endswith("\n") else "\n\n"
+        offsets.append(len(out))
+        out += raw.strip("\n") + "\n"
+    doc = TextDocument("mirror", out, 0)
+    return BatchText(out, [doc.position_at(o) for o in offsets])
+
+
+def batch_parse_error(diags: list[LeanDiagnostic], start: Position) -> bool:
+    """Whether Lean reported a parse error at or after `start` (a batch's alternatives may then be misattributed)."""
+    first = (start.line, start.character)
+    return any(
+        d.is_error and (d.range.start.line, d.range.start.character) >= first and _PARSE_ERROR.search(d.message)
+        for d in diags
+    )
+
+
+def in_span(d: LeanDiagnostic, start: Position, stop: Position | None = None) -> bool:
+    """Whether a diagnostic starts at or after `start` and before `stop`.
+
+    Without `stop`, up to the end of the text: a probe's text is the last thing in its mirror, and Lean puts the
+    error of a command cut off by the end of the input (`unexpected end of input`) past its last character.
+    """
     s = (d.range.start.line, d.range.start.character)
-    return (start.line, start.character) <= s <= (end.line, end.character)
+    return (start.line, start.character) <= s and (stop is None or s < (stop.line, stop.character))
 
 
 def is_trace(d: LeanDiagnostic) -> bool:

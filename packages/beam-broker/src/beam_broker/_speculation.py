@@ -3,7 +3,7 @@
 A probe runs on a mirror of the source document checked out of its pool (`_mirrors`), with the text `_probe`
 builds; its messages are the diagnostics inside the probe's span, its proof state the goals after it. Handles
 (`_handles`) are chains replayed on a mirror. The source document is never touched. The other operations that run
-text on mirrors build on the same steps: `proof_mode`, `run_probe` and `mint` (`_attempts`), `elaborate`
+text on mirrors build on the same steps: `proof_mode`, `run_probe`, `run_batch` and `mint` (`_attempts`), `elaborate`
 (`_axioms`, `_profile`, `_scratch`).
 """
 
@@ -26,7 +26,7 @@ from ._util import single_errors
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 
 if TYPE_CHECKING:
-    from beam_lsp import LeanClient, SyncResult
+    from beam_lsp import LeanClient, LeanDiagnostic, SyncResult
 
     from ._documents import DocState
     from ._mirrors import Mirror
@@ -186,11 +186,8 @@ async def run_probe(
     state: m.ProofState | None = None
     result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
     diags = verdict.visible(result.diagnostics)
-    mine = [d for d in diags if probe.in_span(d, built.span_start, built.span_end)]
-    messages = [
-        m.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
-    ]
-    traces = [d.message for d in mine if probe.is_trace(d)]
+    mine = [d for d in diags if probe.in_span(d, built.span_start)]
+    messages, traces = _messages(mine)
     ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
     if result.elaboration is not Elaboration.COMPLETE:
         messages.append(m.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
@@ -207,3 +204,39 @@ async def run_probe(
         uri = mirror.uri if reelaborating(client, doc) else doc.uri
         state = await goals_at(client, uri, basis.goal_position)
     return Outcome(ok, messages, traces, state)
+
+
+async def run_batch(
+    call: Call,
+    client: LeanClient,
+    doc: DocState,
+    mirror: Mirror,
+    source: str,
+    basis: probe.Basis,
+    texts: list[str],
+) -> list[Outcome] | None:
+    """Run command alternatives isolated from each other (`probe.isolated`) as one mirror version.
+
+    Each alternative's outcome is what `run_probe` would give it alone: the messages inside its span. None when
+    the answer cannot be split that way (a parse error, after which Lean resumes at the next command and a
+    message may land in the next alternative's span; or Lean did not finish): the caller runs them one by one.
+    """
+    built = probe.build_batch(source, basis, texts)
+    result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
+    diags = verdict.visible(result.diagnostics)
+    if result.elaboration is not Elaboration.COMPLETE or probe.batch_parse_error(diags, built.starts[0]):
+        return None
+    outcomes: list[Outcome] = []
+    for start, stop in built.spans():
+        mine = [d for d in diags if probe.in_span(d, start, stop)]
+        messages, traces = _messages(mine)
+        outcomes.append(Outcome(not any(d.is_error for d in mine), messages, traces, None))
+    return outcomes
+
+
+def _messages(mine: list[LeanDiagnostic]) -> tuple[list[m.RunMessage], list[str]]:
+    """A probe's messages (traces apart) and its traces, in Lean's order."""
+    messages = [
+        m.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
+    ]
+    return messages, [d.message for d in mine if probe.is_trace(d)]
