@@ -83,8 +83,8 @@ async def main(rounds: int = 60, cold_rounds: int = 12) -> dict[str, float]:
 
 
 async def edit_then_probe(broker: Broker, root: Path) -> dict[str, float]:
-    """First probe after an edit at the top of a 1500-declaration file: at once, after `THINK` s, and the latter
-    without `_mirrors.follow`; each against the settled probe of its round."""
+    """First probe after an edit at the top of a 1500-declaration file: at once and after `THINK` s, each with
+    and without `_mirrors.follow`; each against the settled probe of its round."""
     ws = {"root": str(root)}
     path = "Demo/Edited.lean"
     body = projects.long_file(1500)
@@ -108,19 +108,20 @@ async def edit_then_probe(broker: Broker, root: Path) -> dict[str, float]:
     async def not_followed(*args: object) -> int:
         return 0
 
-    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("now", "think", "think_nofollow")}
+    kinds = ("now", "now_nofollow", "think", "think_nofollow")
+    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in kinds}
     value = ["MyNat.zero"]
     (root / path).write_text(text(value[0]))
-    for i in range(EDIT_ROUNDS * 3 + 1):
-        kind = ("now", "think", "think_nofollow")[i % 3]
+    for i in range(EDIT_ROUNDS * len(kinds) + 1):
+        kind = kinds[i % len(kinds)]
         version = (await broker.call("sync", {"workspace": ws, "path": path}))["version"]
         settled = await probe(version)
         value[0] = "MyNat.one" if value[0] == "MyNat.zero" else "MyNat.zero"
         (root / path).write_text(text(value[0]))
-        mirrors.follow = not_followed if kind == "think_nofollow" else original  # type: ignore[assignment]
+        mirrors.follow = not_followed if kind.endswith("nofollow") else original  # type: ignore[assignment]
         try:
             version = (await broker.call("update", {"workspace": ws, "path": path}))["version"]
-            if kind != "now":
+            if kind.startswith("think"):
                 await anyio.sleep(THINK)
             first = await probe(version)
         finally:
@@ -130,6 +131,7 @@ async def edit_then_probe(broker: Broker, root: Path) -> dict[str, float]:
             samples[kind][1].append(settled)
     labels = {
         "now": "run_at at once after an edit at the top",
+        "now_nofollow": "run_at at once after an edit at the top, edits not applied to mirrors",
         "think": f"run_at {THINK} s after an edit at the top",
         "think_nofollow": f"run_at {THINK} s after an edit at the top, edits not applied to mirrors",
     }
