@@ -21,7 +21,7 @@ from beam_broker import _speculation as speculation
 from beam_broker import errors as codes
 from beam_broker._attempts import _groups, run_all
 from beam_broker._mirrors import Mirror
-from beam_broker._probe import Basis, build, build_batch, isolated
+from beam_broker._probe import Basis, build, isolated
 from beam_broker._speculation import Outcome
 
 from .support import call, error_of, fake_project, open_broker
@@ -239,7 +239,7 @@ def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list
 def test_a_batch_text_keeps_each_alternative_where_a_probe_alone_would_put_it() -> None:
     source = "def x := 1\n\ndef y := 2\n"
     basis = Basis("command", len("def x := 1\n"), 0)
-    built = build_batch(source, basis, ["#check x", "\n#check x\n\n"])
+    built = build(source, basis, ["#check x", "\n#check x\n\n"])
     assert built.text == "def x := 1\n\n#check x\n\n#check x\n"
     assert [(p.line, p.character) for p in built.starts] == [(2, 0), (4, 0)]
     alone = build(source, basis, ["#check x"])

@@ -43,7 +43,7 @@ Run = Callable[["Mirror", int], Awaitable[T]]
 """`run(mirror, index)`: work item `index` (a group of alternatives) on `mirror`."""
 
 HELP_AFTER: Final = 2.0
-"""A mirror with nothing left to do helps an alternative running longer than this many mean times per alternative."""
+"""A mirror with nothing left to do helps a group running longer than this many mean times per group."""
 
 
 async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
@@ -63,7 +63,7 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
         wanted = min(len(texts), _cores()) if shared else len(texts)
         async with pool.spares(source[: basis.prefix_end], wanted - 1) as spares:
             mirrors = [first, *spares]
-            groups = _groups(len(texts), len(mirrors)) if shared else [[i] for i in range(len(texts))]
+            groups = _groups(len(texts), len(mirrors) if shared else len(texts))
 
             async def run(mirror: Mirror, index: int) -> list[speculation.Outcome]:
                 members = [texts[i] for i in groups[index]]

@@ -134,18 +134,30 @@ def declaration_text(doc: TextDocument, pos: Position) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ProbeText:
-    """A mirror's full text and the span (UTF-16 positions) of the last probe text in it."""
+    """A mirror's full text, where each probe text starts in it, and where the last one ends (UTF-16 positions)."""
 
     text: str
-    span_start: Position
+    starts: list[Position]
     span_end: Position
+
+    @property
+    def span_start(self) -> Position:
+        """Where the last probe text starts: a probe chain's messages are the ones from here on."""
+        return self.starts[-1]
+
+    def spans(self) -> list[tuple[Position, Position | None]]:
+        """Each text's (start, stop) for `in_span`: up to the next text's start, the last one's to the end."""
+        return list(zip(self.starts, [*self.starts[1:], None], strict=True))
 
 
 def build(source: str, basis: Basis, texts: list[str]) -> ProbeText:
-    """The mirror text: the source up to the basis, then each probe text in order, then nothing."""
+    """The mirror text: the source up to the basis, then each probe text in order, then nothing.
+
+    A handle chain's texts continue one another; a batch's command alternatives (`isolated`) stand side by side.
+    """
     out = source[: basis.prefix_end]
     pad = " " * basis.column
-    start_offset = len(out)
+    offsets: list[int] = []
     for i, raw in enumerate(texts):
         body = raw.strip("\n")
         lines = body.split("\n")
@@ -161,11 +173,11 @@ def build(source: str, basis: Basis, texts: list[str]) -> ProbeText:
             sep = "\n\n" if not out.endswith("\n") else "\n"
             first_pad = ""
             block = body
-        start_offset = len(out) + len(sep) + (len(first_pad) if basis.mode == "proof" else 0)
+        offsets.append(len(out) + len(sep) + (len(first_pad) if basis.mode == "proof" else 0))
         out = out + sep + block
     out += "\n"
     doc = TextDocument("mirror", out, 0)
-    return ProbeText(out, doc.position_at(start_offset), doc.position_at(len(out) - 1))
+    return ProbeText(out, [doc.position_at(o) for o in offsets], doc.position_at(len(out) - 1))
 
 
 def isolated(texts: list[str]) -> bool:
@@ -204,40 +216,9 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w']){re.escape(name)}(?![\w'!?])", text) is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchText:
-    """A mirror's text holding several alternatives one after another, and where each one starts.
-
-    Alternative `i`'s span runs from `starts[i]` up to the next one's start, the last one's to the end of the text.
-    """
-
-    text: str
-    starts: list[Position]
-
-    def spans(self) -> list[tuple[Position, Position | None]]:
-        """Each alternative's (start, stop) for `in_span`."""
-        return list(zip(self.starts, [*self.starts[1:], None], strict=True))
-
-
-def build_batch(source: str, basis: Basis, texts: list[str]) -> BatchText:
-    """The mirror text for command alternatives in one version: the source up to the basis, then each text."""
-    out = source[: basis.prefix_end]
-    offsets: list[int] = []
-    for raw in texts:
-        out += "\n" if out.endswith("\n") else "\n\n"
-        offsets.append(len(out))
-        out += raw.strip("\n") + "\n"
-    doc = TextDocument("mirror", out, 0)
-    return BatchText(out, [doc.position_at(o) for o in offsets])
-
-
 def batch_parse_error(diags: list[LeanDiagnostic], start: Position) -> bool:
     """Whether Lean reported a parse error at or after `start` (a batch's alternatives may then be misattributed)."""
-    first = (start.line, start.character)
-    return any(
-        d.is_error and (d.range.start.line, d.range.start.character) >= first and _PARSE_ERROR.search(d.message)
-        for d in diags
-    )
+    return any(d.is_error and in_span(d, start) and _PARSE_ERROR.search(d.message) for d in diags)
 
 
 def in_span(d: LeanDiagnostic, start: Position, stop: Position | None = None) -> bool:

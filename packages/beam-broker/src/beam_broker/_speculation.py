@@ -221,7 +221,7 @@ async def run_batch(
     the answer cannot be split that way (a parse error, after which Lean resumes at the next command and a
     message may land in the next alternative's span; or Lean did not finish): the caller runs them one by one.
     """
-    built = probe.build_batch(source, basis, texts)
+    built = probe.build(source, basis, texts)
     result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
     diags = verdict.visible(result.diagnostics)
     if result.elaboration is not Elaboration.COMPLETE or probe.batch_parse_error(diags, built.starts[0]):
