@@ -29,6 +29,7 @@ from beam_lsp import (
     ResponseError,
     RpcNeedsReconnect,
     ServerExited,
+    TextDocument,
     path_to_uri,
 )
 from beam_lsp import errors as codes
@@ -513,6 +514,41 @@ async def test_real_positions_are_utf16_and_validated_before_sending(client: Lea
     with pytest.raises(InvalidPosition):
         await client.hover(uri, P(99, 0))
     assert client.stats().requests == sent
+
+
+@pytest.mark.lean
+async def test_real_lean_applies_every_change_as_the_text_we_hold(client: LeanClient, demo_root: Path) -> None:
+    # Each version goes to Lean as one range edit (only what differs); a second document opened with the last
+    # text must get the same diagnostics, position for position. Columns after astral characters and é count
+    # UTF-16 units; an unknown identifier's name and range show where Lean's copy would differ.
+    def decl(i: int, value: str) -> str:
+        return f"/- \U0001d538{i}\u00e9 -/ theorem t{i} : MyTrue := {value}\n"
+
+    head = "prelude\nimport Demo.Basic\n\n"
+    texts = [head + "".join(decl(i, "myTrue" if i % 2 else f"x{i}") for i in range(8))]
+    edits = [
+        lambda t: t.replace(":= x2", ":= \U0001d539y2"),  # inside a line after an astral character
+        lambda t: t.replace(decl(3, "myTrue"), decl(3, "myTrue") + decl(30, "\u00e9z30")),  # a line inserted
+        lambda t: t.replace(decl(5, "myTrue") + decl(6, "x6"), ""),  # two lines deleted
+        lambda t: t + decl(8, "w8"),  # at the end
+        lambda t: t.replace(head, head + "/- \U0001d538 -/\n"),  # at the top: every line after it moves
+        lambda t: t.replace("\U0001d539y2", "y2\U0001d539"),  # astral characters on both sides of the edit
+    ]
+    for edit in edits:
+        texts.append(edit(texts[-1]))
+        assert texts[-1] != texts[-2] and "range" in TextDocument("file:///x", texts[-2], 1).change_to(texts[-1])
+    uri = path_to_uri(demo_root / "Demo/Edited.lean")
+    copy = path_to_uri(demo_root / "Demo/EditedCopy.lean")
+    await client.open(uri, texts[0])
+    with anyio.fail_after(120):
+        for text in texts[1:]:
+            await client.change(uri, text)
+            await client.sync(uri)
+        await client.open(copy, texts[-1])
+        edited, opened = (await client.sync(uri)).diagnostics, (await client.sync(copy)).diagnostics
+    assert [(d.range, d.message) for d in edited] == [(d.range, d.message) for d in opened]
+    unknown = sorted(d.message.split("`")[1] for d in edited if d.message.startswith("Unknown identifier"))
+    assert unknown == ["w8", "x0", "x4", "y2\U0001d539", "\u00e9z30"], [d.message for d in edited]
 
 
 @pytest.mark.lean

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_lsp import InvalidPosition, Position, Range, TextDocument
 from beam_lsp.documents import path_to_uri, uri_to_path, utf16_len
@@ -62,3 +66,71 @@ def test_file_uris_round_trip_with_percent_encoding() -> None:
         path_to_uri("rel/x.lean")
     with pytest.raises(ValueError, match="not a file URI"):
         uri_to_path("https://example.com/x.lean")
+
+
+# ---- didChange content: only what differs ------------------------------------------------------------------
+def lean_applies(text: str, change: dict[str, Any]) -> str:
+    """What Lean's `replaceLspRange` makes of `text` (lines end at `\\n`; a column counts UTF-16 units)."""
+    if "range" not in change:
+        return str(change["text"])
+    starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+
+    def offset(p: dict[str, int]) -> int:
+        if p["line"] >= len(starts):
+            return len(text)
+        i, units = starts[p["line"]], 0
+        while units < p["character"] and i < len(text) and text[i] != "\n":
+            units += 2 if ord(text[i]) > 0xFFFF else 1
+            i += 1
+        return i
+
+    rng = change["range"]
+    return text[: offset(rng["start"])] + str(change["text"]) + text[offset(rng["end"]) :]
+
+
+def _shared(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+_texts = st.text(alphabet="ab \n\u00e9\U0001d538", max_size=40)
+
+
+@st.composite
+def _edits(draw: st.DrawFn) -> tuple[str, str]:
+    old = draw(_texts)
+    if draw(st.booleans()):
+        return old, draw(_texts)  # unrelated texts
+    i = draw(st.integers(0, len(old)))
+    j = draw(st.integers(i, len(old)))
+    return old, old[:i] + draw(_texts) + old[j:]  # one edit, as agents make them
+
+
+@settings(max_examples=500)
+@given(_edits())
+def test_a_change_lean_applies_gives_the_new_text_and_spans_only_what_differs(edit: tuple[str, str]) -> None:
+    old, new = edit
+    change = TextDocument("file:///x.lean", old, 1).change_to(new)
+    assert lean_applies(old, change) == new
+    if old == new:
+        assert change == {"text": new}
+        return
+    start = _shared(old, new)
+    tail = _shared(old[start:][::-1], new[start:][::-1])
+    assert change["text"] == new[start : len(new) - tail]
+
+
+def test_a_change_keeps_the_prefix_and_suffix_and_counts_columns_in_utf16() -> None:
+    old = "prelude\n/- \U0001d538\u00e9 -/ def x := a\n-- tail\n"
+    change = TextDocument("file:///x.lean", old, 1).change_to(old.replace(":= a", ":= bc"))
+    assert change == {
+        "range": {"start": {"line": 1, "character": 19}, "end": {"line": 1, "character": 20}},
+        "text": "bc",
+    }
+
+
+@pytest.mark.parametrize(("old", "new"), [("a\r\nb", "a\r\nc"), ("a\nb", "a\r\nb"), ("same", "same")])
+def test_the_whole_text_is_sent_for_carriage_returns_or_an_unchanged_text(old: str, new: str) -> None:
+    assert TextDocument("file:///x.lean", old, 1).change_to(new) == {"text": new}

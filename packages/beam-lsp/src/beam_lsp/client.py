@@ -296,7 +296,7 @@ class LeanClient(LeanRequests):
         return 1
 
     async def change(self, uri: str, text: str, *, save: bool = True) -> int:
-        """Replace the document's text (full-text `didChange`, then `didSave`); returns the new version.
+        """Replace the document's text (`didChange` of what differs, then `didSave`); returns the new version.
 
         A change always bumps the version, which also restarts a crashed Lean worker for the document.
 
@@ -310,9 +310,10 @@ class LeanClient(LeanRequests):
             if self._docs.get(uri) is not doc:  # closed (or reopened) while we waited for the lock
                 raise DocumentNotOpen(uri)
             version = doc.version + 1
+            content = doc.change_to(text)
             doc.replace(text, version)
             self._barrier.changed(uri)
-            changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}
+            changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [content]}
             await self._rpc.notify("textDocument/didChange", changes)
             if save:
                 await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
