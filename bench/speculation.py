@@ -8,8 +8,8 @@ a warm mirror of its own), show what Lean's walk over the earlier declarations c
 
 The edit -> probe loop on a 1500-declaration file (`edit_then_probe`): an edit at the top, `update`, then a probe
 before the declarations at once, or after a pause (an agent's think time, `THINK` s) with the source edit applied
-to the probe's mirror at `update` (`_mirrors.follow`) and, in the same run, with that switched off; each against
-a probe of the settled file in the same round.
+to the probe's mirror `_mirrors.FOLLOW_DELAY` after `update` (`_mirrors.follow`, which gives way to a probe sent
+sooner) and, in the same run, with that switched off; each against a probe of the settled file in the same round.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ async def edit_then_probe(broker: Broker, root: Path) -> dict[str, float]:
 
     original = mirrors.follow
 
-    async def not_followed(*args: object) -> int:
+    async def not_followed(*args: object, **kwargs: object) -> int:
         return 0
 
     kinds = ("now", "now_nofollow", "think", "think_nofollow")

@@ -248,3 +248,31 @@ async def test_follow_changes_the_mirror_probed_last_when_idle_and_the_header_st
     other_header = new.replace(HEAD, "prelude\nimport Demo.Other\n")
     assert await mirrors.follow(client(lean), pool, new, other_header) is False  # a new header: the next probe's
     assert len(lean.sent) == sent
+
+
+async def test_a_delayed_follow_gives_way_to_a_probe_that_wrote_the_mirror_meanwhile() -> None:
+    # update -> follow waits; a probe sent meanwhile owns what the mirror holds (it sent its own text, which
+    # `followed` could still take for a copy of the old source), and the follow sends nothing. Without a probe,
+    # the follow applies the edit once the delay has passed.
+    pool = MirrorPool(SOURCE, 1)
+    lean = Recorder()
+    async with pool.checkout() as mirror:
+        await mirrors.write(client(lean), mirror, HELD)
+    new = OLD.replace("a := 1", "a := 10")
+    probed = HEAD + "def a := 1\n\n#check other_probe\n"
+    assert mirrors.followed(probed, OLD, new) is not None
+    async with anyio.create_task_group() as tg:
+        done: list[bool] = []
+
+        async def follow() -> None:
+            done.append(await mirrors.follow(client(lean), pool, OLD, new, delay=0.05))
+
+        tg.start_soon(follow)
+        await anyio.sleep(0.01)
+        async with pool.checkout(probed) as m:
+            await mirrors.write(client(lean), m, probed)
+    assert done == [False] and mirror.text == probed and lean.sent[-1] == ("change", mirror.uri, probed)
+    with anyio.fail_after(5):
+        sent = len(lean.sent)
+        assert await mirrors.follow(client(lean), pool, OLD, new, delay=0.01) is True
+    assert mirror.text == HEAD + "def a := 10\n\n#check other_probe\n" and len(lean.sent) == sent + 1

@@ -105,8 +105,8 @@ async def test_an_edit_inside_a_mirror_s_copy_reaches_the_mirror_before_any_prob
     followed = anyio.Event()
     original = mirrors.follow
 
-    async def recorded(*args: Any) -> bool:
-        changed = await original(*args)
+    async def recorded(*args: Any, **kwargs: Any) -> bool:
+        changed = await original(*args, **kwargs)
         followed.set()
         return changed
 
@@ -124,6 +124,28 @@ async def test_an_edit_inside_a_mirror_s_copy_reaches_the_mirror_before_any_prob
         assert mirror.text is not None and mirror.text.startswith("def a := 10\n")
         assert client.document(mirror.uri).text == mirror.text  # sent to Lean, not only remembered
         after = await call(broker, "run_at", root, **at(1, 0, "#check a", version=version))
+    assert after == before and after["success"] is True
+
+
+async def test_a_probe_right_after_an_edit_sends_the_edit_and_itself_as_one_mirror_version(tmp_path: Path) -> None:
+    # `lean_run_at` at once after `lean_update`: the mirror gets one new version holding both the edit and the
+    # probe; the delayed follow finds the mirror written and sends nothing (two versions back to back would
+    # make Lean elaborate the edited declaration twice while the source's worker competes for the CPU).
+    root = fake_project(tmp_path / "p", {"A.lean": "def a := 1\n\ndef b := 2\n"})
+    async with open_broker() as broker:
+        await call(broker, "sync", root, path="A.lean")
+        before = await call(broker, "run_at", root, **at(1, 0, "#check a"))
+        runtime = broker.cached(str(root))
+        client = runtime.live_client() if runtime is not None else None
+        assert runtime is not None and client is not None
+        [mirror] = next(iter(runtime.pools.values())).mirrors
+        sent = client.document(mirror.uri).version
+        (root / "A.lean").write_text("def a := 10\n\ndef b := 2\n")
+        version = (await call(broker, "update", root, path="A.lean"))["version"]
+        after = await call(broker, "run_at", root, **at(1, 0, "#check a", version=version))
+        await anyio.sleep(mirrors.FOLLOW_DELAY * 3)
+        assert client.document(mirror.uri).version == sent + 1 and mirror.text is not None
+        assert mirror.text.startswith("def a := 10\n") and client.document(mirror.uri).text == mirror.text
     assert after == before and after["success"] is True
 
 

@@ -377,7 +377,7 @@ class WorkspaceRuntime:
 
     async def _follow(self, client: LeanClient, pool: MirrorPool, old: str, new: str) -> None:
         try:
-            await mirrors.follow(client, pool, old, new)
+            await mirrors.follow(client, pool, old, new, delay=mirrors.FOLLOW_DELAY)
         except Exception as exc:  # a background task must not take the runtime (and its Lean) down
             log_failure(log, self.redactor, exc, "applying an edit to the probe mirrors of %s failed", pool.source_uri)
 
