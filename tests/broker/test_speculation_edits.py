@@ -149,6 +149,35 @@ async def test_a_probe_right_after_an_edit_sends_the_edit_and_itself_as_one_mirr
     assert after == before and after["success"] is True
 
 
+@pytest.mark.parametrize("delay", [1.0, 0.0])
+async def test_lean_elaborates_an_edit_after_change_delay_and_a_probe_meanwhile_sees_the_edit(
+    tmp_path: Path, delay: float
+) -> None:
+    # `update` -> `run_at` at once: the probe's mirror gets the edit while the file's own worker waits (Lean
+    # elaborates nothing for the file until `change_delay` has passed or a call asks about the file itself).
+    root = fake_project(tmp_path / "p", {"A.lean": "def a := 1\n\ndef b := 2\n"})
+    async with open_broker(change_delay=delay) as broker:
+        await call(broker, "sync", root, path="A.lean")
+        await call(broker, "run_at", root, **at(1, 0, "#check a"))
+        runtime = broker.cached(str(root))
+        client = runtime.live_client() if runtime is not None else None
+        assert runtime is not None and client is not None
+        uri = next(iter(runtime.pools))
+        async with client.subscribe() as events:
+            (root / "A.lean").write_text("def a := ERROR_HERE\n\ndef b := 2\n")
+            version = (await call(broker, "update", root, path="A.lean"))["version"]
+            probe = await call(broker, "run_at", root, **at(1, 0, "#check a", version=version))
+            [mirror] = runtime.pools[uri].mirrors
+            assert probe["success"] and client.document(mirror.uri).text.startswith("def a := ERROR_HERE\n")
+            if delay > 0:
+                assert client.cache.get(uri).version == version - 1  # the file's worker has not got the edit yet
+            with anyio.fail_after(TIMEOUT):
+                while client.cache.get(uri).version != version:  # nobody asked: sent once the delay is up
+                    await events.receive()
+        waited = await call(broker, "sync", root, path="A.lean")
+    assert waited["version"] == version and waited["diagnostics"]["counts"]["error"] == 1
+
+
 # ---- real Lean lane -----------------------------------------------------------------------------------
 TARGET = "theorem target (p : Prop) (hp : p) : p :=\n  hp\n"
 

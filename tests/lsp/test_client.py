@@ -18,6 +18,7 @@ from lsprotocol import types
 from beam_lsp import (
     Availability,
     DiagnosticsCache,
+    DiagnosticsEvent,
     DocumentNotOpen,
     Elaboration,
     InvalidPosition,
@@ -188,6 +189,48 @@ async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_o
                     tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
                     await anyio.wait_all_tasks_blocked()
         assert len(outcome) == 1 and not client.is_open(uri)
+
+
+async def test_a_deferred_change_reaches_lean_before_anything_that_asks_about_its_document(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            await client.sync(uri)
+        async with client.subscribe() as events:
+            assert await client.change(uri, "def z := ERROR_HERE\n", defer=60) == 2
+            assert await client.change(uri, "def fresh := ERROR_HERE\n", defer=60) == 3  # joins the first
+            assert client.document(uri).version == 3 and client.document(uri).text == "def fresh := ERROR_HERE\n"
+            await anyio.sleep(0.2)
+            assert client.cache.get(uri).version == 1  # not sent: Lean still has version 1
+            with anyio.fail_after(10):
+                hover = await client.hover(uri, P(0, 5))  # the request sends the change first
+                assert hover is not None and "fresh" in str(hover.contents)
+                result = await client.sync(uri)
+            seen = _drain_events(events)
+        assert result.version == 3 and [d.message for d in result.errors] == [UNKNOWN]
+        versions = {e.version for e in seen if isinstance(e, DiagnosticsEvent)}
+        assert versions == {3}  # the two changes reached Lean as one version
+
+
+async def test_a_deferred_change_is_sent_when_its_time_is_up_or_before_a_workspace_request(tmp_path: Path) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        other = await opened(client, tmp_path, name="B.lean")
+        async with client.subscribe() as events:
+            await client.change(uri, "def z := ERROR_HERE\n", defer=0.05)
+            with anyio.fail_after(10):
+                while client.cache.get(uri).version != 2:
+                    await events.receive()  # nobody asked: the timer sent it
+            await client.change(other, "def w := ERROR_HERE\n", defer=60)
+            await client.workspace_symbols("w")  # names no document: every deferred change goes first
+            with anyio.fail_after(10):
+                while client.cache.get(other).version != 2:
+                    await events.receive()
+            await client.change(uri, "def z := 2\n", defer=60)
+            await client.close(uri)
+        assert not client.is_open(uri)
+        with anyio.fail_after(10):
+            assert (await client.sync(other)).version == 2
 
 
 async def test_requests_for_unknown_documents_or_bad_positions_are_never_sent(tmp_path: Path) -> None:
@@ -526,7 +569,7 @@ async def test_real_lean_applies_every_change_as_the_text_we_hold(client: LeanCl
 
     head = "prelude\nimport Demo.Basic\n\n"
     texts = [head + "".join(decl(i, "myTrue" if i % 2 else f"x{i}") for i in range(8))]
-    edits = [
+    edits: list[Callable[[str], str]] = [
         lambda t: t.replace(":= x2", ":= \U0001d539y2"),  # inside a line after an astral character
         lambda t: t.replace(decl(3, "myTrue"), decl(3, "myTrue") + decl(30, "\u00e9z30")),  # a line inserted
         lambda t: t.replace(decl(5, "myTrue") + decl(6, "x6"), ""),  # two lines deleted
@@ -549,6 +592,21 @@ async def test_real_lean_applies_every_change_as_the_text_we_hold(client: LeanCl
     assert [(d.range, d.message) for d in edited] == [(d.range, d.message) for d in opened]
     unknown = sorted(d.message.split("`")[1] for d in edited if d.message.startswith("Unknown identifier"))
     assert unknown == ["w8", "x0", "x4", "y2\U0001d539", "\u00e9z30"], [d.message for d in edited]
+
+
+@pytest.mark.lean
+async def test_real_a_deferred_change_is_what_lean_answers_about(client: LeanClient, demo_root: Path) -> None:
+    uri = path_to_uri(demo_root / "Demo/Deferred.lean")
+    head = "prelude\nimport Demo.Basic\n\n"
+    await client.open(uri, head + "theorem first : MyTrue := myTrue\n")
+    with anyio.fail_after(120):
+        assert (await client.sync(uri)).errors == ()
+        await client.change(uri, head + "theorem renamed : MyTrue := nope\n", defer=60)
+        await client.change(uri, head + "theorem renamed : MyTrue := myTrue\n#check nope\n", defer=60)
+        hover = await client.hover(uri, P(3, 10))  # sends both changes, as one version, first
+        result = await client.sync(uri)
+    assert hover is not None and "renamed" in str(hover.contents)
+    assert result.version == 3 and [d.message for d in result.errors] == ["Unknown identifier `nope`"]
 
 
 @pytest.mark.lean

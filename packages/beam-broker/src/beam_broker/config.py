@@ -41,6 +41,11 @@ DEFAULT_MAX_SOURCE_BYTES = 16 * 1024 * 1024
 """Largest Lean source Beam reads (16 MiB): a bigger file, or one that grows past it while read, is refused."""
 DEFAULT_MAX_OPEN_DOCUMENTS = 64
 """Open source documents per workspace (each is a Lean file worker, ~21 MiB); the least recently used close."""
+DEFAULT_CHANGE_DELAY = 0.1
+"""Seconds an edit found by `update` waits before Lean elaborates the file again (`LeanClient.change(defer=)`),
+unless a call asks about the file sooner (then at once). A probe, goals or hover right after the edit runs in a
+mirror meanwhile without the file's worker taking both cores; Lean's whole-file diagnostics come at most this
+much later, and only when nobody is waiting for them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +60,8 @@ class BrokerConfig:
         max_source_bytes: Largest source file read from disk (`invalidParams` beyond it).
         max_open_documents: Open source documents per workspace; beyond it the least recently used ones that
             no call is using are closed in Lean (probe mirrors are bounded by `mirrors_per_document` instead).
+        change_delay: Seconds a source edit waits before it is sent to Lean, unless something asks about the
+            file sooner (`DEFAULT_CHANGE_DELAY`; 0 sends it at once).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -63,6 +70,7 @@ class BrokerConfig:
     mirror_idle_seconds: float = DEFAULT_MIRROR_IDLE_SECONDS
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_open_documents: int = DEFAULT_MAX_OPEN_DOCUMENTS
+    change_delay: float = DEFAULT_CHANGE_DELAY
 
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""

@@ -288,7 +288,7 @@ class WorkspaceRuntime:
                 return doc, False
             else:
                 before = client.document(doc.uri).text
-                version = await client.change(doc.uri, text)
+                version = await client.change(doc.uri, text, defer=self.config.change_delay)
                 self.handles.invalidate_document(doc.uri, keep_version=version)
                 doc.changed(version, text)
                 pool = self.pools.get(doc.uri)

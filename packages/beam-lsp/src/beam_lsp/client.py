@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import Process, TaskGroup
 
 from ._barrier import Barrier, SyncResult
 from ._events import Broadcast, DiagnosticsEvent, EventStream, LspEvent, ProgressEvent, ServerExitedEvent
@@ -93,6 +93,8 @@ class LeanClient(LeanRequests):
         self._barrier = Barrier(cache)
         self._events = Broadcast()
         self._docs: dict[str, TextDocument] = {}
+        self._deferred: dict[str, _Deferred] = {}
+        self._tg: TaskGroup | None = None
         self._rpc_sessions: dict[str, int | str] = {}
         self._requests = 0
         self.server_info: dict[str, Any] = {}
@@ -140,6 +142,7 @@ class LeanClient(LeanRequests):
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:
+                    client._tg = tg
                     tg.start_soon(client._server.stderr.pump, process.stderr)
                     tg.start_soon(client._server.watch, client._rpc.serve)
                     try:
@@ -295,10 +298,17 @@ class LeanClient(LeanRequests):
             await self._rpc.notify("textDocument/didOpen", params)
         return 1
 
-    async def change(self, uri: str, text: str, *, save: bool = True) -> int:
+    async def change(self, uri: str, text: str, *, save: bool = True, defer: float = 0) -> int:
         """Replace the document's text (`didChange` of what differs, then `didSave`); returns the new version.
 
         A change always bumps the version, which also restarts a crashed Lean worker for the document.
+
+        With `defer` (seconds), a changed text is not sent yet: the client's copy and version change at once,
+        and Lean gets the change when the time is up or as soon as anything else concerns the document (a
+        request about it, `sync`, `close`, a request that names no document), whichever comes first. Changes
+        made meanwhile reach Lean as one. Lean then elaborates nothing for this document while requests about
+        other documents (probe mirrors) run alone on the CPU, and nothing that asks about this document ever
+        sees Lean's older text.
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -310,14 +320,52 @@ class LeanClient(LeanRequests):
             if self._docs.get(uri) is not doc:  # closed (or reopened) while we waited for the lock
                 raise DocumentNotOpen(uri)
             version = doc.version + 1
-            content = doc.change_to(text)
+            deferred = self._deferred.pop(uri, None)
+            if defer > 0 and text != doc.text and self._tg is not None:
+                if deferred is None:
+                    deferred = _Deferred(doc.text)
+                    self._tg.start_soon(self._send_later, uri, defer)
+                deferred.save = deferred.save or save
+                self._deferred[uri] = deferred
+                doc.replace(text, version)
+                return version
+            held = doc if deferred is None else TextDocument(uri, deferred.sent, 0)  # what Lean has
+            content = held.change_to(text)
             doc.replace(text, version)
-            self._barrier.changed(uri)
-            changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [content]}
-            await self._rpc.notify("textDocument/didChange", changes)
-            if save:
-                await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+            await self._send_change(uri, version, content, save or (deferred is not None and deferred.save))
         return version
+
+    async def _send_change(self, uri: str, version: int, content: dict[str, Any], save: bool) -> None:
+        self._barrier.changed(uri)
+        changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [content]}
+        await self._rpc.notify("textDocument/didChange", changes)
+        if save:
+            await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+
+    async def _send_deferred(self, uri: str) -> None:
+        """Send the document's deferred change now (nothing when there is none)."""
+        if uri not in self._deferred or uri not in self._docs:
+            return
+        async with self._barrier.lock(uri):  # after a change in flight; a request waits until this is out
+            deferred = self._deferred.pop(uri, None)
+            doc = self._docs.get(uri)
+            if deferred is None or doc is None:
+                return
+            content = TextDocument(uri, deferred.sent, 0).change_to(doc.text)
+            await self._send_change(uri, doc.version, content, deferred.save)
+
+    async def _send_later(self, uri: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        with contextlib.suppress(BeamLspError):  # the server is gone: nothing is owed to it
+            await self._send_deferred(uri)
+
+    async def _before(self, params: Any) -> None:
+        """Send the deferred changes a message with `params` depends on: its document's, or all of them."""
+        if not self._deferred:
+            return
+        uri = _uri_of(params)
+        for pending in [uri] if uri is not None else list(self._deferred):
+            await self._send_deferred(pending)
 
     async def restart_document(self, uri: str) -> int:
         """Send the unchanged text as a new version, which restarts a crashed file worker."""
@@ -328,6 +376,8 @@ class LeanClient(LeanRequests):
 
         Closing an unknown document, or any once the server is gone, only forgets it: this never raises.
         """
+        with contextlib.suppress(BeamLspError):
+            await self._send_deferred(uri)  # the wire carries what it would have without deferring
         doc = self._docs.pop(uri, None)
         self._rpc_sessions.pop(uri, None)
         sending = doc is not None and self.exited is None
@@ -365,6 +415,7 @@ class LeanClient(LeanRequests):
             ServerExited: The server died.
         """
         self._check_alive()
+        await self._send_deferred(uri)
         version = self.document(uri).version
         request = None if reported else self._wait_for_diagnostics
         result = await self._barrier.sync(uri, version, timeout=timeout, request=request)
@@ -384,6 +435,7 @@ class LeanClient(LeanRequests):
             ServerExited: The server died before answering.
         """
         self._check_alive()
+        await self._before(params)
         self._requests += 1
         try:
             return await self._rpc.request(method, params)
@@ -393,6 +445,7 @@ class LeanClient(LeanRequests):
             raise
 
     async def _notify(self, method: str, params: Any) -> None:
+        await self._before(params)
         await self._rpc.notify(method, params)
 
 
@@ -401,4 +454,14 @@ def _uri_of(params: Any) -> str | None:
         td = params.get("textDocument")
         if isinstance(td, dict) and isinstance(td.get("uri"), str):
             return str(td["uri"])
+        if isinstance(params.get("uri"), str):  # Lean's `$/lean/rpc/*` and `waitForDiagnostics`
+            return str(params["uri"])
     return None
+
+
+@dataclasses.dataclass
+class _Deferred:
+    """A document change not sent yet (`LeanClient.change(defer=...)`): the text Lean has, and whether to save."""
+
+    sent: str
+    save: bool = False
