@@ -226,7 +226,11 @@ async def test_a_deferred_change_is_sent_when_its_time_is_up_or_before_a_workspa
             with anyio.fail_after(10):
                 while client.cache.get(other).version != 2:
                     await events.receive()
-            await client.change(uri, "def z := 2\n", defer=60)
+            await client.change(uri, "def z := 2\n", defer=0.2)
+            await client.hover(uri, P(0, 4))  # sends it before its time
+            await client.change(uri, "def z := 3\n", defer=60)
+            await anyio.sleep(0.4)  # the first change's timer is past: it does not send this one
+            assert client.cache.get(uri).version == 3 and client.document(uri).version == 4
             await client.close(uri)
         assert not client.is_open(uri)
         with anyio.fail_after(10):

@@ -324,7 +324,7 @@ class LeanClient(LeanRequests):
             if defer > 0 and text != doc.text and self._tg is not None:
                 if deferred is None:
                     deferred = _Deferred(doc.text)
-                    self._tg.start_soon(self._send_later, uri, defer)
+                    self._tg.start_soon(self._send_later, uri, deferred, defer)
                 deferred.save = deferred.save or save
                 self._deferred[uri] = deferred
                 doc.replace(text, version)
@@ -342,22 +342,23 @@ class LeanClient(LeanRequests):
         if save:
             await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
 
-    async def _send_deferred(self, uri: str) -> None:
-        """Send the document's deferred change now (nothing when there is none)."""
+    async def _send_deferred(self, uri: str, only: _Deferred | None = None) -> None:
+        """Send the document's deferred change now (nothing when there is none, or it is not `only`)."""
         if uri not in self._deferred or uri not in self._docs:
             return
         async with self._barrier.lock(uri):  # after a change in flight; a request waits until this is out
-            deferred = self._deferred.pop(uri, None)
+            deferred = self._deferred.get(uri)
             doc = self._docs.get(uri)
-            if deferred is None or doc is None:
+            if deferred is None or doc is None or (only is not None and deferred is not only):
                 return
+            del self._deferred[uri]
             content = TextDocument(uri, deferred.sent, 0).change_to(doc.text)
             await self._send_change(uri, doc.version, content, deferred.save)
 
-    async def _send_later(self, uri: str, delay: float) -> None:
+    async def _send_later(self, uri: str, deferred: _Deferred, delay: float) -> None:
         await anyio.sleep(delay)
         with contextlib.suppress(BeamLspError):  # the server is gone: nothing is owed to it
-            await self._send_deferred(uri)
+            await self._send_deferred(uri, deferred)  # unless it went out already and a newer one waits
 
     async def _before(self, params: Any) -> None:
         """Send the deferred changes a message with `params` depends on: its document's, or all of them."""
