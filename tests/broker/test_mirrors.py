@@ -276,3 +276,16 @@ async def test_a_delayed_follow_gives_way_to_a_probe_that_wrote_the_mirror_meanw
         sent = len(lean.sent)
         assert await mirrors.follow(client(lean), pool, OLD, new, delay=0.01) is True
     assert mirror.text == HEAD + "def a := 10\n\n#check other_probe\n" and len(lean.sent) == sent + 1
+
+
+async def test_a_mirror_holding_only_a_copy_of_the_source_follows_without_the_delay() -> None:
+    # A goals/hover mirror: the followed text is what the next question there needs, so nothing waits.
+    pool = MirrorPool(SOURCE, 1)
+    lean = Recorder()
+    copy = HEAD + "def a := 1\n"
+    async with pool.checkout() as mirror:
+        await mirrors.write(client(lean), mirror, copy)
+    new = OLD.replace("a := 1", "a := 10")
+    with anyio.fail_after(5):
+        assert await mirrors.follow(client(lean), pool, OLD, new, delay=60) is True
+    assert mirror.text == HEAD + "def a := 10\n" and lean.sent[-1] == ("change", mirror.uri, mirror.text)

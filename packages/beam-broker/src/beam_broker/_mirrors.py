@@ -5,7 +5,7 @@ a Lean file worker of its own. A probe checks a mirror out (`async with pool.che
 one mirror are serialized, concurrent probes use the other mirrors or queue on the least contended one. Idle
 mirrors are closed by the runtime's reaper. A mirror remembers the text it holds, so a position request that
 needs the same text again sends nothing but the request, and an edit of the source is applied to the mirror
-probed last (`follow`) unless a probe writes that mirror within `FOLLOW_DELAY`, so the first probe after an edit
+probed last (`follow`; unless a probe writes that mirror within `FOLLOW_DELAY`), so the first probe after an edit
 finds Lean done with it. A batch of probes (`lean_attempts`) holds one mirror checked out and whatever `spares`
 finds free at once. This module never decides what a probe's text is (`_probe`).
 """
@@ -142,14 +142,16 @@ async def follow(client: LeanClient, pool: MirrorPool, old: str, new: str, *, de
     The next probe most likely comes near the last one, so only the most recently used mirror follows, and only
     when it is idle (else it is its probe's), nothing was written to it during the delay (a probe took it and
     sent its own text), the edit lies inside its copy of the source, keeps the header and costs Lean little
-    (`followed`). Nothing waits for Lean. Returns whether the mirror was changed.
+    (`followed`). A mirror holding nothing but a copy of the source (goals, hover) follows at once: the text it
+    gets is the one the next question there needs, which then sends nothing new. Nothing waits for Lean.
+    Returns whether the mirror was changed.
     """
     opened = [m for m in pool.mirrors if m.opened and m.text is not None]
     if not opened:
         return False
     mirror = max(opened, key=lambda m: m.last_used)
     writes = mirror.writes
-    if delay > 0:
+    if delay > 0 and not old.startswith(mirror.text or ""):  # a probe after the copy: one sent now rewrites it
         await anyio.sleep(delay)
     if mirror.writes != writes or mirror not in pool.mirrors:
         return False
