@@ -137,6 +137,7 @@ class Client:
 
     def stderr_after_exit(self) -> tuple[int, str]:
         code = self.proc.wait(TIMEOUT)
+        self.pump.join(TIMEOUT)  # everything the fake wrote before exiting is in `raw` (the reader is a thread)
         assert self.proc.stderr is not None
         return code, self.proc.stderr.read().decode("utf-8", "replace")
 
