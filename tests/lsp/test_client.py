@@ -7,6 +7,8 @@ each point of a session; the lean lane runs the same API against real Lean 4.35.
 from __future__ import annotations
 
 import os
+import random
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -32,6 +34,7 @@ from beam_lsp import (
     ServerExited,
     TextDocument,
     path_to_uri,
+    utf16_len,
 )
 from beam_lsp import errors as codes
 from beam_lsp._events import EventStream, LspEvent
@@ -235,6 +238,66 @@ async def test_a_deferred_change_is_sent_when_its_time_is_up_or_before_a_workspa
         assert not client.is_open(uri)
         with anyio.fail_after(10):
             assert (await client.sync(other)).version == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_lean_always_answers_about_the_text_we_hold_whatever_mix_of_deferred_and_sent_changes(
+    tmp_path: Path, seed: int
+) -> None:
+    # Random edits (range edits with astral characters inside lines, lines inserted and deleted), each sent at
+    # once or deferred (briefly or for long), mixed with requests, syncs and pauses: every answer is about the
+    # client's own text. The fake's document symbols show its copy: names, lines and UTF-16 columns.
+    rng = random.Random(seed)
+
+    def expected(text: str) -> list[tuple[int, str, int, int, int]]:
+        out = []
+        for i, line in enumerate(text.split("\n")):
+            if m := re.match(r"(def)\s+([^\s:(]+)", line):
+                out.append((i, m.group(2), utf16_len(line[: m.start(2)]), utf16_len(line[: m.end(2)]), utf16_len(line)))
+        return out
+
+    def edited(text: str) -> str:
+        lines = text.split("\n")
+        i = rng.randrange(len(lines))
+        kind = rng.choice(["insert", "delete", "rename", "value"])
+        if kind == "insert":
+            value = rng.choice(["1", "\U0001d538", "\u00e9\U0001d539"])
+            lines.insert(i, f"def n{rng.randrange(1000)} := {value}")
+        elif kind == "delete" and len(lines) > 1:
+            del lines[i]
+        elif kind == "rename":
+            lines[i] = re.sub(r"^def \S+", f"def m{rng.randrange(1000)}\U0001d538", lines[i])
+        else:
+            lines[i] = lines[i] + rng.choice(["\U0001d538", " x", "\u00e9"])
+        return "\n".join(lines)
+
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path, "".join(f"def n{i} := \U0001d538{i}\n" for i in range(6)))
+        with anyio.fail_after(30):
+            for _ in range(40):
+                op = rng.choice(["edit", "edit", "edit", "ask", "sync", "pause"])
+                if op == "edit":
+                    text = edited(client.document(uri).text)
+                    await client.change(uri, text, defer=rng.choice([0, 0.005, 60]))
+                elif op == "ask":
+                    got = [
+                        (
+                            s.range.start.line,
+                            s.name,
+                            s.selection_range.start.character,
+                            s.selection_range.end.character,
+                            s.range.end.character,
+                        )
+                        for s in await client.document_symbols(uri)
+                        if isinstance(s, types.DocumentSymbol)
+                    ]
+                    assert got == expected(client.document(uri).text)
+                elif op == "sync":
+                    assert (await client.sync(uri)).version == client.document(uri).version
+                else:
+                    await anyio.sleep(0.01)
+            result = await client.sync(uri)
+        assert result.version == client.document(uri).version
 
 
 async def test_requests_for_unknown_documents_or_bad_positions_are_never_sent(tmp_path: Path) -> None:
