@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_lsp import InvalidPosition, Position, Range, TextDocument
-from beam_lsp.documents import path_to_uri, uri_to_path, utf16_len
+from beam_lsp.documents import common_prefix, path_to_uri, uri_to_path, utf16_len
 
 
 def test_utf16_positions_count_surrogate_pairs_as_two_units() -> None:
@@ -106,6 +106,12 @@ def _edits(draw: st.DrawFn) -> tuple[str, str]:
     i = draw(st.integers(0, len(old)))
     j = draw(st.integers(i, len(old)))
     return old, old[:i] + draw(_texts) + old[j:]  # one edit, as agents make them
+
+
+@given(_edits())
+def test_common_prefix_counts_the_characters_two_texts_begin_with(edit: tuple[str, str]) -> None:
+    old, new = edit
+    assert common_prefix(old, new) == _shared(old, new)
 
 
 @settings(max_examples=500)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from beam_lsp import common_prefix
+
 from ._documents import header_text
 
 if TYPE_CHECKING:
@@ -66,20 +68,8 @@ class Mirror:
 
 
 def _shared(a: str | None, b: str | None) -> int:
-    """The length of the beginning `a` and `b` share (slice comparisons: no loop over characters)."""
-    if not a or not b:
-        return 0
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    """The length of the beginning `a` and `b` share (`beam_lsp.common_prefix`; 0 when either is missing)."""
+    return common_prefix(a, b) if a and b else 0
 
 
 def _cost(mirror: Mirror, text: str | None) -> int:

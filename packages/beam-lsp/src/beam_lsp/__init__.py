@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._logs import LogEntry
     from .client import ClientStats, LeanClient
     from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration
-    from .documents import TextDocument, path_to_uri, uri_to_path, utf16_len
+    from .documents import TextDocument, common_prefix, path_to_uri, uri_to_path, utf16_len
     from .errors import (
         BeamLspError,
         ContentModified,
@@ -54,7 +54,7 @@ _LAZY = {
     **dict.fromkeys(("DiagnosticsEvent", "LspEvent", "ProgressEvent", "ServerExitedEvent"), "_events"),
     **dict.fromkeys(("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "Elaboration"), "diagnostics"),
     "LogEntry": "_logs",
-    **dict.fromkeys(("TextDocument", "path_to_uri", "uri_to_path", "utf16_len"), "documents"),
+    **dict.fromkeys(("TextDocument", "common_prefix", "path_to_uri", "uri_to_path", "utf16_len"), "documents"),
     **dict.fromkeys(
         (
             "BeamLspError",
@@ -114,6 +114,7 @@ __all__ = [
     "ServerExitedEvent",
     # documents
     "TextDocument",
+    "common_prefix",
     "path_to_uri",
     "uri_to_path",
     "utf16_len",

@@ -35,10 +35,16 @@ def uri_to_path(uri: str) -> Path:
     return Path(unquote(parts.path))
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over slices: C-speed compares, O(n) copying)."""
+def common_prefix(a: str, b: str) -> int:
+    """How many characters `a` and `b` share at their beginning.
+
+    A binary search over slice comparisons (C-speed compares, O(n) copying in all), never a loop over
+    characters: texts here are whole Lean files.
+    """
     lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:  # a[:lo] == b[:lo]; the answer is at most hi
         mid = (lo + hi + 1) // 2
         if a[lo:mid] == b[lo:mid]:
             lo = mid
@@ -48,7 +54,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def _common_suffix(a: str, b: str, limit: int) -> int:
-    """Length of the longest common suffix, at most `limit`."""
+    """Length of the longest common suffix, at most `limit` (the same search as `common_prefix`)."""
     lo, hi = 0, limit
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -57,10 +63,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
         else:
             hi = mid - 1
     return lo
-
-
-def _lsp(pos: Position) -> dict[str, int]:
-    return {"line": pos.line, "character": pos.character}
 
 
 def utf16_len(text: str) -> int:
@@ -101,9 +103,9 @@ class TextDocument:
         old = self.text
         if old == text or "\r" in old or "\r" in text:
             return {"text": text}
-        start = _common_prefix(old, text)
+        start = common_prefix(old, text)
         tail = _common_suffix(old, text, min(len(old), len(text)) - start)
-        rng = {"start": _lsp(self.position_at(start)), "end": _lsp(self.position_at(len(old) - tail))}
+        rng = {"start": self.position_at(start).model_dump(), "end": self.position_at(len(old) - tail).model_dump()}
         return {"range": rng, "text": text[start : len(text) - tail]}
 
     def replace(self, text: str, version: int) -> None:
