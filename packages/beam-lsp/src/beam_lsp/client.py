@@ -389,6 +389,19 @@ class LeanClient(LeanRequests):
             with contextlib.suppress(ServerExited):
                 await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
+    async def files_changed(self, uris: Sequence[str]) -> None:
+        """Tell Lean that files changed on disk (`workspace/didChangeWatchedFiles`, each as `Changed`).
+
+        Lean registers a watcher for `**/*.lean` and `**/*.ilean` at start-up: a changed `.ilean` refreshes its
+        reference index (references, definitions and workspace symbols of modules no worker has open), a changed
+        `.lean` marks the open files importing it as stale. Nothing is sent for an empty list or a dead server.
+        """
+        if not uris or self.exited is not None:
+            return
+        with contextlib.suppress(ServerExited):
+            changes = [{"uri": uri, "type": 2} for uri in uris]
+            await self._rpc.notify("workspace/didChangeWatchedFiles", {"changes": changes})
+
     # ---- barrier --------------------------------------------------------------------------------------
     async def sync(self, uri: str, *, timeout: float | None = None, reported: bool = False) -> SyncResult:
         """Wait until Lean has finished the document's current version and return its diagnostics.
