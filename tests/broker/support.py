@@ -100,8 +100,15 @@ async def error_of(broker: Broker, name: str, root: Path, **args: Any) -> Broker
 _FAKE_LAKE = """\
 #!{python}
 # A test stand-in for `lake build`: writes the artifacts a module build produces, as FAKE_LAKE (JSON) says.
-import json, os, sys
+# Like Lake, `build --no-build` exits 3 when a module's artifacts are not made from its source (by content).
+import hashlib, json, os, sys
 from pathlib import Path
+
+def source_hash(module):
+    return hashlib.sha256(Path(*module.split(".")).with_suffix(".lean").read_bytes()).hexdigest()
+
+def trace_of(module):
+    return Path(".lake/build/lib/lean", *module.split(".")).with_suffix(".trace")
 
 cfg = json.loads(os.environ.get("FAKE_LAKE") or "{{}}")
 args = sys.argv[1:]
@@ -113,7 +120,20 @@ if args[:2] == ["build", "--no-build"]:
     for name in cfg.get("touch_when_checking", []):
         with open(name, "a") as f:
             f.write("-- touched while checking\\n")
-    sys.exit(int(cfg.get("no_build_exit", 0)))
+    if "no_build_exit" in cfg:
+        sys.exit(int(cfg["no_build_exit"]))
+    if "no_build_exits" in cfg:  # one exit code per check, in turn (the last one repeats)
+        count = Path(".fake-lake-checks")
+        n = int(count.read_text()) if count.exists() else 0
+        count.write_text(str(n + 1))
+        codes = cfg["no_build_exits"]
+        sys.exit(int(codes[min(n, len(codes) - 1)]))
+    for name in args[2:]:
+        trace = trace_of(name)
+        if not trace.is_file() or trace.read_text() != source_hash(name):
+            print(f"error: {{name}}: target is out-of-date and needs to be rebuilt", file=sys.stderr)
+            sys.exit(3)
+    sys.exit(0)
 if args[:1] != ["build"] or len(args) != 2:
     print("fake lake: unsupported", args, file=sys.stderr)
     sys.exit(2)
@@ -141,7 +161,7 @@ for key, path in outputs.items():
     if key in cfg.get("skip", []):
         continue
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(module)
+    path.write_text(source_hash(module) if key == "trace" else module)
 for name in cfg.get("touch", []):
     with open(name, "a") as f:
         f.write("-- touched during the build\\n")

@@ -1,37 +1,16 @@
-"""Document state beside Lean's mirror: text hashes, header imports, module history, reading sources."""
+"""Document state beside Lean's mirror: versions, held texts, recency and the open-document bound."""
 
 from __future__ import annotations
 
-import errno
-import os
-import shutil
-import socket
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 
-from beam_broker import BrokerError
-from beam_broker import errors as codes
-from beam_broker._documents import DocState, Documents, header_imports, header_text, read_source, text_hash
+from beam_broker._documents import DocState, Documents
+from beam_broker._sources import text_hash
 from beam_broker._verdict import ProgressTracker
 
 pytestmark = pytest.mark.anyio
-
-
-def test_header_imports_skip_comments_and_stop_at_the_first_command() -> None:
-    text = "/- doc\n comment -/\nprelude\n-- note\nimport A.B C\nimport A.B\n\ndef x := 1\nimport Z\n"
-    assert header_imports(text) == ("A.B", "C")
-    assert header_imports("module\npublic import D\nimport all E\n") == ("D", "E")
-    assert header_imports("/- one line -/\nimport F\n") == ("F",)
-
-
-def test_the_header_text_is_everything_before_the_first_command() -> None:
-    text = "/- doc -/\nprelude\nimport A\n\n-- note\ntheorem x : True := trivial\nimport Z\n"
-    assert header_text(text) == "/- doc -/\nprelude\nimport A\n\n-- note\n"
-    assert header_text("import A\n") == "import A\n" and header_text("") == ""
 
 
 def test_a_new_version_forgets_the_goal_modes_of_the_old_one() -> None:
@@ -44,33 +23,23 @@ def test_a_new_version_forgets_the_goal_modes_of_the_old_one() -> None:
     assert doc.goal_modes == {}
 
 
-def test_text_hash_ignores_line_ending_style() -> None:
-    assert text_hash("a\r\nb\n") == text_hash("a\nb\n") != text_hash("a\nc\n")
-    assert len(text_hash("")) == 16
-
-
 def documents(root: Path) -> Documents:
     return Documents(str(root), lambda path: path.relative_to(root).as_posix())
 
 
-def test_a_changed_and_saved_import_makes_its_importer_stale_until_resynced(tmp_path: Path) -> None:
+def test_held_texts_are_the_open_modules_and_a_sync_or_save_is_recorded_on_the_document(tmp_path: Path) -> None:
     docs = documents(tmp_path)
     basic = docs.track(tmp_path / "Demo/Basic.lean", "def one := 1\n")
-    proofs = docs.track(tmp_path / "Demo/Proofs.lean", "import Demo.Basic\n")
+    outside = docs.track(tmp_path.parent / "Outside.lean", "def q := 1\n")
     basic.opened(1, "def one := 1\n")
-    proofs.opened(1, "import Demo.Basic\n")
-    assert (basic.module, proofs.imports) == ("Demo.Basic", ("Demo.Basic",))
-    docs.record_sync(basic, ProgressTracker())
-    docs.record_sync(proofs, ProgressTracker())
-    assert docs.stale_deps(proofs) == []
+    outside.opened(1, "def q := 1\n")
+    assert docs.held() == {"Demo.Basic": text_hash("def one := 1\n")}  # a file outside the root is no module
     basic.changed(2, "def one := 2\n")
-    docs.record_sync(basic, ProgressTracker())
-    assert docs.stale_deps(proofs) == [{"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": True}]
+    assert docs.held() == {"Demo.Basic": text_hash("def one := 2\n")}
+    assert (basic.synced_version, basic.checkpointed_version) == (None, None)
+    docs.record_sync(basic, ProgressTracker(done=True))
     docs.record_save(basic)
-    assert basic.checkpointed_version == 2
-    assert docs.stale_deps(proofs) == [{"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": False}]
-    docs.record_sync(proofs, ProgressTracker())
-    assert docs.stale_deps(proofs) == [] and proofs.synced_version == 1
+    assert (basic.synced_version, basic.checkpointed_version, basic.progress.done) == (2, 2, True)
 
 
 def test_documents_outside_the_root_have_no_module_and_closing_forgets_them(tmp_path: Path) -> None:
@@ -83,115 +52,6 @@ def test_documents_outside_the_root_have_no_module_and_closing_forgets_them(tmp_
     assert docs.pop(tmp_path / "Outside.lean") is None
 
 
-async def test_reading_a_source_reports_what_is_wrong_with_it(tmp_path: Path) -> None:
-    (tmp_path / "A.lean").write_text("ok\n")
-    (tmp_path / "Bad.lean").write_bytes(b"\xff")
-    (tmp_path / "Dir.lean").mkdir()
-    (tmp_path / "Locked.lean").write_text("x")
-    (tmp_path / "Locked.lean").chmod(0)
-    assert await read_source(tmp_path / "A.lean") == "ok\n"
-    for name, needle, reason in [
-        ("Missing.lean", "file not found", "fileNotFound"),
-        ("Bad.lean", "not UTF-8", "notUtf8"),
-        ("Dir.lean", "not a regular file", "notRegularFile"),
-        ("x" * 300 + ".lean", "File name too long", "badPath"),  # found by the tool-argument fuzz
-        ("A.lean/B.lean", "Not a directory", "badPath"),
-    ]:
-        with pytest.raises(BrokerError) as info:
-            await read_source(tmp_path / name)
-        assert info.value.code == codes.INVALID_PARAMS and needle in info.value.message
-        assert info.value.data is not None and info.value.data["reason"] == reason
-    if os_can_lock_out(tmp_path / "Locked.lean"):
-        with pytest.raises(BrokerError) as locked:
-            await read_source(tmp_path / "Locked.lean")
-        assert locked.value.code == codes.INVALID_PARAMS and "cannot read" in locked.value.message
-        assert locked.value.data is not None and locked.value.data["reason"] == "permissionDenied"
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A directory with a short path (a unix socket's path is limited to about 107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="beam-src-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-async def test_only_regular_files_are_read_a_fifo_device_socket_or_directory_is_refused_unread(
-    short_dir: Path,
-) -> None:
-    # Finding 2: a FIFO blocked a worker thread forever, /dev/zero was read until memory ran out.
-    os.mkfifo(short_dir / "Fifo.lean")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(short_dir / "Sock.lean"))
-    (short_dir / "Dir.lean").mkdir()
-    cases = [
-        (short_dir / "Fifo.lean", "fifo", "a FIFO (named pipe)"),
-        (Path("/dev/zero"), "characterDevice", "a character device"),
-        (short_dir / "Sock.lean", "socket", "a socket"),
-        (short_dir / "Dir.lean", "directory", "a directory"),
-    ]
-    try:
-        for path, kind, what in cases:
-            with anyio.fail_after(5), pytest.raises(BrokerError) as info:
-                await read_source(path)
-            assert info.value.code == codes.INVALID_PARAMS
-            assert info.value.message.startswith(f"not a regular file: {path} is {what}")
-            assert info.value.data == {"reason": "notRegularFile", "kind": kind, "path": str(path)}
-    finally:
-        listener.close()
-
-
-async def test_a_source_over_the_size_limit_is_refused_naming_the_limit(tmp_path: Path) -> None:
-    (tmp_path / "Big.lean").write_text("x" * 101)
-    (tmp_path / "Fits.lean").write_text("x" * 100)
-    assert await read_source(tmp_path / "Fits.lean", limit=100) == "x" * 100
-    with pytest.raises(BrokerError) as big:
-        await read_source(tmp_path / "Big.lean", limit=100)
-    assert big.value.code == codes.INVALID_PARAMS and "size limit of 100 bytes" in big.value.message
-    assert big.value.data == {"reason": "sourceTooLarge", "limitBytes": 100, "path": str(tmp_path / "Big.lean")}
-    (tmp_path / "Huge.lean").write_bytes(b"")
-    os.truncate(tmp_path / "Huge.lean", 16 * 2**20 + 1)  # sparse: no 16 MiB written
-    with pytest.raises(BrokerError) as huge:
-        await read_source(tmp_path / "Huge.lean")
-    assert "over Beam's source size limit of 16 MiB (16777216 bytes" in huge.value.message
-
-
-async def test_the_limit_holds_while_reading_a_file_whose_size_is_not_known_in_advance() -> None:
-    # /proc files report size 0 and then have content: the limit is enforced on the bytes read, too.
-    maps = Path("/proc/self/maps")
-    if not maps.exists():
-        pytest.skip("no /proc")
-    with pytest.raises(BrokerError) as info:
-        await read_source(maps, limit=64)
-    assert info.value.data is not None and info.value.data["reason"] == "sourceTooLarge"
-
-
-async def test_a_file_that_would_block_is_refused_not_waited_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "A.lean").write_text("x")
-
-    def would_block(fd: int, n: int) -> bytes:
-        raise BlockingIOError(errno.EAGAIN, "would block")
-
-    monkeypatch.setattr(os, "read", would_block)
-    with pytest.raises(BrokerError) as info:
-        await read_source(tmp_path / "A.lean")
-    assert info.value.data is not None and info.value.data["kind"] == "other"
-
-
-async def test_a_failing_read_is_an_internal_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "A.lean").write_text("x")
-
-    def broken(fd: int, n: int) -> bytes:
-        raise OSError(errno.EIO, "I/O error")
-
-    monkeypatch.setattr(os, "read", broken)
-    with pytest.raises(BrokerError) as info:
-        await read_source(tmp_path / "A.lean")
-    assert info.value.code == codes.INTERNAL_ERROR and "I/O error" in info.value.message
-
-
 def test_the_open_document_bound_closes_the_least_recently_used_idle_documents(tmp_path: Path) -> None:
     docs = documents(tmp_path)
     a, b, c, d = (docs.track(tmp_path / f"{n}.lean", "") for n in "ABCD")
@@ -201,32 +61,3 @@ def test_the_open_document_bound_closes_the_least_recently_used_idle_documents(t
     b.users = 1  # a call in flight holds it
     assert docs.beyond(2, keep=d) == [c, a]
     assert docs.beyond(0, keep=d) == [c, a]  # held and kept documents stay even beyond the bound
-
-
-def os_can_lock_out(path: Path) -> bool:
-    """Whether a mode-0 file is unreadable here (root reads anything)."""
-    try:
-        path.read_bytes()
-    except PermissionError:
-        return True
-    return False
-
-
-async def test_an_open_that_fails_is_an_internal_error_or_names_what_cannot_be_opened(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    failures = iter([OSError(errno.EIO, "Input/output error"), OSError(errno.ENXIO, "No such device")])
-
-    def failing_open(path: object, flags: int) -> int:
-        raise next(failures)
-
-    monkeypatch.setattr(os, "open", failing_open)
-    with pytest.raises(BrokerError) as broken:  # the disk, not the caller's path: internal
-        await read_source(tmp_path / "A.lean")
-    assert broken.value.code == codes.INTERNAL_ERROR and "Input/output error" in broken.value.message
-    with pytest.raises(BrokerError) as gone:  # no such device, and nothing left to stat: kind unknown
-        await read_source(tmp_path / "Gone.lean")
-    assert gone.value.data is not None and (gone.value.data["reason"], gone.value.data["kind"]) == (
-        "notRegularFile",
-        "other",
-    )

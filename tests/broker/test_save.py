@@ -48,9 +48,19 @@ async def test_save_checks_the_direct_local_imports_first(tmp_path: Path) -> Non
     async with open_broker(env=fake_lake(tmp_path / "bin", {"no_build_exit": 1})) as broker:
         stale = await error_of(broker, "save", root, path="Demo/Proofs.lean")
         alone = await call(broker, "save", root, path="Demo/Basic.lean")  # no local imports: nothing to check
+    # Lake cannot confirm Basic's build: the verdict the save starts from is already incomplete.
+    assert stale.code == codes.SYNC_BARRIER_INCOMPLETE and stale.data is not None
+    assert stale.data["saveDeps"] == ["Demo/Basic.lean"]
+    assert alone["module"] == "Demo.Basic"
+
+
+async def test_an_import_stale_between_the_verdict_and_the_build_is_save_trace_stale(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", FILES)
+    async with open_broker(env=fake_lake(tmp_path / "bin", {"no_build_exits": [3]})) as broker:
+        await call(broker, "save", root, path="Demo/Basic.lean")  # Beam knows what Basic's build is made from
+        stale = await error_of(broker, "save", root, path="Demo/Proofs.lean")  # and then Lake says otherwise
     assert stale.code == codes.SAVE_TRACE_STALE and stale.data is not None
     assert stale.data["dependencies"] == ["Demo.Basic"] and stale.data["lakeOutput"] == ["checking Demo.Basic"]
-    assert alone["module"] == "Demo.Basic"
 
 
 async def test_save_refuses_documents_with_errors_and_files_outside_the_package(tmp_path: Path) -> None:
@@ -89,6 +99,8 @@ async def test_a_failed_or_raced_build_is_a_typed_error(
     root = fake_project(tmp_path / "p", FILES)
     path = "Demo/Proofs.lean" if "touch_when_checking" in lake else "Demo/Basic.lean"
     async with open_broker(env=fake_lake(tmp_path / "bin", lake)) as broker:
+        if path == "Demo/Proofs.lean":
+            await call(broker, "save", root, path="Demo/Basic.lean")  # its import is built: only the save's check runs
         err = await error_of(broker, "save", root, path=path)
     assert err.code == code and needle in err.message
 
@@ -201,7 +213,8 @@ async def test_save_refuses_errors_non_modules_and_stale_upstream(
     basic = demo_root / "Demo/Basic.lean"
     basic.write_text(basic.read_text() + "\n-- edited behind Beam's back\n")
     stale = await error_of(broker, "save", demo_root, path="Demo/Proofs.lean")
-    assert stale.code == codes.SAVE_TRACE_STALE
+    assert stale.code == codes.SYNC_BARRIER_INCOMPLETE and stale.data is not None  # the verdict is not clean
+    assert stale.data["saveDeps"] == ["Demo/Basic.lean"]
 
 
 @pytest.mark.lean

@@ -201,13 +201,15 @@ async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_reco
     )
     env = fake_lake(tmp_path / "bin")
     async with open_broker(env=env) as broker:
-        await call(broker, "sync", root, path="Demo/Basic.lean")
+        await call(broker, "save", root, path="Demo/Basic.lean")
         await call(broker, "sync", root, path="Demo/Proofs.lean")
         (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
         await call(broker, "sync", root, path="Demo/Basic.lean")
         err = await error_of(broker, "sync", root, path="Demo/Proofs.lean")
         assert err.code == codes.SYNC_BARRIER_INCOMPLETE and err.data is not None
-        assert err.data["staleDirectDeps"] == [{"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": True}]
+        assert err.data["staleDirectDeps"] == [
+            {"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": True, "direct": True}
+        ]
         assert err.data["recoveryPlan"] == [
             'lean-beam save "Demo/Basic.lean"',
             'lean-beam refresh "Demo/Proofs.lean"',
@@ -397,7 +399,9 @@ async def test_an_unsaved_upstream_edit_on_real_lean(broker: Broker, demo_root: 
     err = await error_of(broker, "sync", demo_root, path="Demo/Proofs.lean")
     assert err.code == codes.SYNC_BARRIER_INCOMPLETE
     assert err.data is not None
-    assert err.data["staleDirectDeps"] == [{"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": True}]
+    assert err.data["staleDirectDeps"] == [
+        {"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": True, "direct": True}
+    ]
     assert err.data["recoveryPlan"] == [
         'lean-beam save "Demo/Basic.lean"',
         'lean-beam refresh "Demo/Proofs.lean"',

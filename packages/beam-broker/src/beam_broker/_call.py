@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from beam_lsp import DiagnosticsEvent, LeanClient, LspEvent, Position, SyncResult
 
     from ._documents import DocState
+    from ._freshness import Stale
     from .runtime import WorkspaceRuntime
 
 
@@ -65,6 +66,8 @@ class Watch:
     version: int = 0
     progress: verdict.ProgressTracker = dataclasses.field(default_factory=verdict.ProgressTracker)
     seen: set[str] = dataclasses.field(default_factory=set)
+    built_imports: bool = False
+    """Lake's setup for the document built something (a setup line said `Built`)."""
     _blocking: bool = False
 
     def bind(self, doc: DocState, changed: bool) -> None:
@@ -90,6 +93,7 @@ class Watch:
                 continue
             self.seen.add(key)
             if verdict.is_setup_line(d):
+                self.built_imports = self.built_imports or " Built " in d.message
                 out.append(SetupEvent(d.message.strip(), self.path))
             if scope is not None and verdict.scoped(d, scope, any_blocking=self._blocking):
                 item = verdict.item(d, path=self.path, uri=self.uri, version=event.version)
@@ -180,7 +184,7 @@ class Call:
         async with contextlib.AsyncExitStack() as stack:
             if mirror is None:
                 mirror = await stack.enter_async_context(self.runtime.pool(doc.uri).checkout(text))
-            await mirrors.show(client, mirror, text)
+            await mirrors.show(client, mirror, text, freshness=self.runtime.freshness)
             try:
                 yield mirror.uri
             except Exception:
@@ -244,8 +248,15 @@ class Call:
             async with self.watch(client, watch, scope):
                 client, doc, changed = await self.update(rel)
                 watch.bind(doc, changed)
-                result = await client.sync(doc.uri)
-        sync = self.interpret(result, watch.progress, scope, include_items=include_items, changed=changed, doc=doc)
+                async with anyio.create_task_group() as tg:
+                    if changed:  # Lean elaborates the file meanwhile: ask Lake what Beam does not know yet
+                        tg.start_soon(rt.freshness.learn, doc.imports, rt.documents.held())
+                    result = await client.sync(doc.uri)
+        stale = await rt.freshness.stale(
+            doc.imports, doc.loaded, rt.documents.held(), settle=True, rebuilt_at_setup=watch.built_imports
+        )
+        await rt.tell_rebuilt()
+        sync = self.interpret(result, watch.progress, scope, include_items=include_items, doc=doc, stale=stale)
         return Synced(client, doc, sync, watch.progress, changed)
 
     def interpret(
@@ -255,13 +266,17 @@ class Call:
         scope: str,
         *,
         include_items: bool,
-        changed: bool,
         doc: DocState,
+        stale: list[Stale],
     ) -> m.SyncResult:
-        """Interpret a barrier result (spec §3.7): incomplete, stale dependencies, or the verdict.
+        """Interpret a barrier result: incomplete, stale imports, or the verdict.
+
+        Incomplete: Lean did not finish, or says imports are out of date. Stale imports (`_freshness`): an import
+        whose artifacts are not made from its current source, or that were rebuilt after the document's worker
+        loaded them.
 
         Raises:
-            BrokerError: `syncBarrierIncomplete` with the stale dependencies and a recovery plan.
+            BrokerError: `syncBarrierIncomplete` with the stale imports and a recovery plan.
         """
         documents = self.runtime.documents
         if result.elaboration is Elaboration.COMPLETE and not progress.done:
@@ -270,9 +285,7 @@ class Call:
         diags = verdict.visible(result.diagnostics)
         path = self.runtime.display(doc.path)
         incomplete = [d for d in diags if verdict.is_completion_blocking(d)]
-        stale = documents.stale_deps(doc)
-        blocking_hints = bool(stale) and (not changed or any(s["needsSave"] for s in stale))
-        if result.elaboration is not Elaboration.COMPLETE or incomplete or blocking_hints:
+        if result.elaboration is not Elaboration.COMPLETE or incomplete or stale:
             progress.done = False
             raise _incomplete(result, progress, doc, path, incomplete, stale)
         items = None
@@ -292,17 +305,38 @@ class Call:
         return sync
 
 
+def stale_imports(path: str, stale: list[Stale]) -> BrokerError:
+    """`syncBarrierIncomplete` for a probe whose document imports modules that are not built from their sources."""
+    save_deps, plan = recovery(path, stale)
+    names = ", ".join(s.module for s in stale)
+    return BrokerError(
+        SYNC_BARRIER_INCOMPLETE,
+        f"imports of {path} are out of date ({names}): Lean would answer from their old build, so the probe did not "
+        "run. Save them (in this order) and retry.",
+        {"targetPath": path, "staleDirectDeps": [s.wire() for s in stale], "saveDeps": save_deps, "recoveryPlan": plan},
+    )
+
+
+def recovery(path: str, stale: list[Stale]) -> tuple[list[str], list[str]]:
+    """The imports to save (in the order to save them) and the recovery plan for a document with stale imports.
+
+    Upstream's order: save each import that needs it (imports first), refresh the document, `lake build`.
+    """
+    save_deps = [s.path for s in stale if s.needs_save]
+    plan = [f'lean-beam save "{p}"' for p in save_deps] + [f'lean-beam refresh "{path}"', "lake build"]
+    return save_deps, plan
+
+
 def _incomplete(
     result: SyncResult,
     progress: verdict.ProgressTracker,
     doc: DocState,
     path: str,
     incomplete: list[Any],
-    stale: list[dict[str, Any]],
+    stale: list[Stale],
 ) -> BrokerError:
     fp = progress.snapshot().model_dump_json(exclude_none=True)
-    save_deps = [s["path"] for s in stale if s["needsSave"]]
-    plan = [f'lean-beam save "{p}"' for p in save_deps] + [f'lean-beam refresh "{path}"', "lake build"]
+    save_deps, plan = recovery(path, stale)
     return BrokerError(
         SYNC_BARRIER_INCOMPLETE,
         f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; "
@@ -311,7 +345,7 @@ def _incomplete(
         {
             "targetPath": path,
             "elaboration": result.elaboration.value,
-            "staleDirectDeps": stale,
+            "staleDirectDeps": [s.wire() for s in stale],
             "saveDeps": save_deps,
             "completionBlockingDiagnostics": [
                 {

@@ -24,10 +24,12 @@ import anyio
 
 from beam_lsp import common_prefix
 
-from ._documents import header_text
+from ._sources import header_imports, header_text
 
 if TYPE_CHECKING:
     from beam_lsp import LeanClient
+
+    from ._freshness import Freshness, Loaded
 
 _MIRROR = re.compile(r"_beamProbe\d+\.lean$")
 SPLIT_CHARS = 8192
@@ -60,6 +62,8 @@ class Mirror:
     header: str | None = None
     writes: int = 0
     """How many versions were sent to Lean (a follow whose mirror was written meanwhile gives way)."""
+    loaded: Loaded | None = None
+    """What its worker loaded for its imports (when a write started it; None: not known)."""
 
     @property
     def idle(self) -> bool:
@@ -83,30 +87,42 @@ def _cost(mirror: Mirror, text: str | None) -> int:
     return 2 * (len(wanted) - _shared(held, wanted)) + abs(len(held) - len(wanted))
 
 
-async def write(client: LeanClient, mirror: Mirror, text: str) -> tuple[int, bool]:
+async def write(
+    client: LeanClient, mirror: Mirror, text: str, *, freshness: Freshness | None = None
+) -> tuple[int, bool]:
     """Put `text` in the mirror: didOpen the first time, didChange (no didSave) after.
+
+    When this starts the mirror's worker (an open, or a new header, which Lean answers with a new worker),
+    `freshness` notes what that worker loads for its imports (`Mirror.loaded`).
 
     Returns:
         The mirror's new version, and whether Lean keeps the header it had (a change that leaves the imports
         alone: only then may the caller take the reported barrier, see `LeanClient.sync`).
     """
     header = header_text(text)
+    kept = mirror.opened and header == mirror.header
+    if not kept and freshness is not None:
+        mirror.loaded = await freshness.loading(header_imports(text))
     if mirror.opened:
         version = await client.change(mirror.uri, text, save=False)
-        kept = header == mirror.header
     else:
         version = await client.open(mirror.uri, text)
         mirror.opened = True
-        kept = False
     mirror.text, mirror.header = text, header
     mirror.writes += 1
     return version, kept
 
 
-async def show(client: LeanClient, mirror: Mirror, text: str) -> None:
+async def show(client: LeanClient, mirror: Mirror, text: str, *, freshness: Freshness | None = None) -> None:
     """Make the mirror hold `text` (nothing is sent when it already does and its worker did not fail)."""
     if not mirror.opened or mirror.text != text or client.cache.document_progress(mirror.uri).fatal:
-        await write(client, mirror, text)
+        await write(client, mirror, text, freshness=freshness)
+
+
+async def restart(client: LeanClient, mirror: Mirror) -> None:
+    """Close the mirror's worker in Lean; the next write opens it again (and its worker loads the imports anew)."""
+    await _close(client, mirror)
+    mirror.opened, mirror.text, mirror.header, mirror.loaded = False, None, None, None
 
 
 def followed(held: str, old: str, new: str) -> str | None:

@@ -17,20 +17,15 @@ named `--help.lean` is refused (`saveTargetNotModule`) and an import that is not
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import anyio
 
 from beam_lsp.project import is_module_name
 
+from . import _lake as lake
 from . import _verdict as verdict
 from . import models as m
 from ._call import Call, Synced
-from ._documents import read_source, text_hash
+from ._sources import read_source, text_hash
 from .config import lake_command
 from .errors import (
     CONTENT_MODIFIED,
@@ -45,8 +40,6 @@ from .events import SetupEvent
 if TYPE_CHECKING:
     from ._documents import DocState
     from .runtime import WorkspaceRuntime
-
-OUTPUT_TAIL_LINES = 40
 
 
 async def save(call: Call, inp: m.SaveInput) -> m.SaveReply:
@@ -65,77 +58,28 @@ async def close_save(call: Call, inp: m.SaveInput) -> m.CloseSaveResult:
 
 
 async def _save(call: Call, inp: m.SaveInput) -> tuple[m.SaveResult, Synced]:
+    return await save_module(call, inp.path, inp.diagnostic_scope)
+
+
+async def save_module(call: Call, rel: str, scope: str, *, include_items: bool = False) -> tuple[m.SaveResult, Synced]:
+    """Sync the file at `rel` and checkpoint its module (see `checkpoint`); one Lake build at a time.
+
+    Raises:
+        BrokerError: What the sync and `checkpoint` raise; with `include_items`, the `invalidParams` of a
+            document with errors carries the diagnostics as `data.sync.diagnostics.items`.
+    """
     rt = call.runtime
     async with rt.save_lock:
-        synced = await call.update_and_sync(inp.path, inp.diagnostic_scope, include_items=False)
+        synced = await call.update_and_sync(rel, scope, include_items=include_items)
         saved = await checkpoint(rt, synced.doc, synced.sync, call)
     rt.documents.record_save(synced.doc)
     return saved, synced
 
 
 async def _run(rt: WorkspaceRuntime, args: list[str], call: Call | None, path: str) -> tuple[int, list[str]]:
-    """Run Lake in a new process group; unless it exits by itself, the whole group is killed (a cancel too)."""
-    lines: list[str] = []
-    redactor = rt.redactor
-    proc = await anyio.open_process(args, cwd=rt.root, env=dict(rt.env), stdin=None, start_new_session=True)
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        buf = b""
-
-        async def drain_stderr() -> None:
-            assert proc.stderr is not None
-            async for chunk in proc.stderr:
-                lines.extend(redactor.redact(chunk.decode("utf-8", "replace")).splitlines())
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drain_stderr)
-            async for chunk in proc.stdout:
-                buf += chunk
-                *complete, buf = buf.split(b"\n")
-                for raw in complete:
-                    line = redactor.redact(raw.decode("utf-8", "replace")).rstrip()
-                    lines.append(line)
-                    if call is not None and line.strip():
-                        call.emit(SetupEvent(line.strip(), path))
-            if buf:
-                lines.append(redactor.redact(buf.decode("utf-8", "replace")))
-        code = await proc.wait()
-    finally:
-        if proc.returncode is None:  # cancelled or failed while Lake runs; not yet reaped, so the group is ours
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        with anyio.CancelScope(shield=True):
-            await proc.aclose()
-    return code, lines[-OUTPUT_TAIL_LINES:]
-
-
-def _local_modules(rt: WorkspaceRuntime, names: tuple[str, ...]) -> list[str]:
-    """The imports that are modules of this workspace (never a word Lake could read as an option)."""
-    return [n for n in names if is_module_name(n) and Path(rt.root, *n.split(".")).with_suffix(".lean").is_file()]
-
-
-def artifact_paths(root: str, module: str) -> dict[str, str]:
-    """The build artifacts Lake wrote for a module (only paths that exist)."""
-    rel = Path(*module.split("."))
-    lib = Path(root, ".lake", "build", "lib", "lean")
-    ir = Path(root, ".lake", "build", "ir")
-    candidates: dict[str, list[Path]] = {
-        "olean": [lib / rel.with_suffix(".olean")],
-        "ilean": [lib / rel.with_suffix(".ilean")],
-        "c": [ir / rel.with_suffix(".c")],
-        "trace": [lib / rel.with_suffix(".trace"), lib / rel.with_suffix(".olean.trace")],
-        "olean_server": [lib / rel.with_suffix(".olean.server")],
-        "olean_private": [lib / rel.with_suffix(".olean.private")],
-        "ir": [lib / rel.with_suffix(".ir"), ir / rel.with_suffix(".ir")],
-        "bc": [ir / rel.with_suffix(".bc")],
-    }
-    out = {}
-    for key, paths in candidates.items():
-        for p in paths:
-            if p.is_file():
-                out[key] = str(p)
-                break
-    return out
+    """Run Lake for the workspace; its stdout lines stream as the call's setup events."""
+    on_line = None if call is None else (lambda line: call.emit(SetupEvent(line, path)))
+    return await lake.run(args, cwd=rt.root, env=rt.env, redactor=rt.redactor, on_line=on_line)
 
 
 async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, call: Call) -> m.SaveResult:
@@ -162,10 +106,10 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
         )
     if not sync.readiness.save_ready:
         raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
-    lake = lake_command(rt.config, rt.env)
-    deps = _local_modules(rt, doc.imports)
+    lake_cmd = lake_command(rt.config, rt.env)
+    deps = [name for name in doc.imports if lake.module_file(rt.root, name) is not None]
     if deps:
-        code, out = await _run(rt, [lake, "build", "--no-build", *deps], None, path)
+        code, out = await _run(rt, [lake_cmd, "build", "--no-build", *deps], None, path)
         if code != 0:
             raise BrokerError(
                 SAVE_TRACE_STALE,
@@ -184,7 +128,8 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
             f"{path} changed on disk after it was synced; sync it again before saving",
             {"reason": "sourceChanged"},
         )
-    code, out = await _run(rt, [lake, "build", doc.module], call, path)
+    before = await rt.freshness.before_build(doc.module)
+    code, out = await _run(rt, [lake_cmd, "build", doc.module], call, path)
     if code != 0:
         text = "\n".join(out)
         if "unknown target" in text or "unknown module" in text or "unknown package" in text:
@@ -200,7 +145,9 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
             f"{path} changed on disk during the save; the artifacts may not match it",
             {"reason": "sourceChanged"},
         )
-    arts = artifact_paths(rt.root, doc.module)
+    await rt.freshness.built(before)
+    await rt.tell_rebuilt()
+    arts = lake.artifact_paths(rt.root, doc.module)
     missing = [k for k in ("olean", "ilean", "c", "trace") if k not in arts]
     if missing:
         raise BrokerError(

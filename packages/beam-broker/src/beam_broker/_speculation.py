@@ -20,8 +20,9 @@ from . import _mirrors as mirrors
 from . import _probe as probe
 from . import _verdict as verdict
 from . import models as m
-from ._call import Call, Watch, reelaborating
+from ._call import Call, Watch, reelaborating, stale_imports
 from ._goals import goals_at
+from ._sources import header_imports, header_text
 from ._util import single_errors
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 
@@ -155,6 +156,29 @@ async def _resolve_handle(
     return client, doc, record
 
 
+async def fresh_basis(call: Call, client: LeanClient, mirror: Mirror, text: str, path: str) -> None:
+    """Make sure a probe's answer will be about the imports as they are built from their sources now.
+
+    A mirror whose worker loaded artifacts that were rebuilt since is restarted (it is Beam's own document); an
+    import whose artifacts are not made from its current source (or Beam's text of it) fails the probe, since Lean
+    would answer from the old build.
+
+    Raises:
+        BrokerError: `syncBarrierIncomplete` naming the stale imports and the recovery plan.
+    """
+    fresh = call.runtime.freshness
+    imports = header_imports(text)
+    same_header = mirror.opened and mirror.header == header_text(text)
+    if same_header and fresh.outdated(mirror.loaded, imports):
+        await mirrors.restart(client, mirror)
+        same_header = False
+    loaded = mirror.loaded if same_header else await fresh.loading(imports)
+    stale = await fresh.stale(imports, loaded, call.runtime.documents.held())
+    await call.runtime.tell_rebuilt()
+    if stale:
+        raise stale_imports(path, stale)
+
+
 async def elaborate(call: Call, client: LeanClient, mirror: Mirror, text: str, path: str) -> SyncResult:
     """Put `text` in a checked-out mirror and wait until Lean has elaborated it; its progress goes out as events.
 
@@ -162,10 +186,11 @@ async def elaborate(call: Call, client: LeanClient, mirror: Mirror, text: str, p
     answers only after walking every declaration before the probe); a completion-blocking diagnostic (stale
     imports) falls back to the full barrier. `path` is what the events name.
     """
+    await fresh_basis(call, client, mirror, text, path)
     watch = Watch(mirror.uri, path)
     with single_errors():
         async with call.watch(client, watch, None):
-            watch.version, header_kept = await mirrors.write(client, mirror, text)
+            watch.version, header_kept = await mirrors.write(client, mirror, text, freshness=call.runtime.freshness)
             result = await client.sync(mirror.uri, reported=header_kept)
             if header_kept and any(verdict.is_completion_blocking(d) for d in result.diagnostics):
                 result = await client.sync(mirror.uri)

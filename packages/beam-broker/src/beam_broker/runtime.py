@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import shlex
@@ -27,14 +28,17 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor
+from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor, path_to_uri
 
+from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents, read_source, text_hash
+from ._documents import DocState, Documents
+from ._freshness import Freshness
 from ._handles import HandleStore
 from ._logging import log_failure
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
+from ._sources import header_imports, read_source, text_hash
 from ._util import single_errors
 from .config import BrokerConfig, server_command, slow_reports
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
@@ -53,7 +57,7 @@ class _Session:
 
 
 class WorkspaceRuntime:
-    """One workspace: its Lean session, documents, module history, mirrors, handles and metrics."""
+    """One workspace: its Lean session, documents, freshness of imports, mirrors, handles and metrics."""
 
     def __init__(
         self,
@@ -76,6 +80,9 @@ class WorkspaceRuntime:
         self.metrics = Metrics()
         self.cache = DiagnosticsCache(redactor)
         self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes)
+        check = functools.partial(lake.check_built, root, config, env, redactor)
+        self.freshness = Freshness(root, self.display, check, max_source_bytes=config.max_source_bytes)
+        """What Beam knows of the workspace's build artifacts (it outlives sessions: it is about the disk)."""
         self.handles = HandleStore()
         self.pools: dict[str, MirrorPool] = {}
         self.closed = False
@@ -250,6 +257,13 @@ class WorkspaceRuntime:
             self.handles.clear()
             self.pools.clear()
 
+    async def tell_rebuilt(self) -> None:
+        """Tell the running Lean which modules were seen rebuilt (their `.ilean` files: Lean's reference index)."""
+        client = self.live_client()
+        rebuilt = self.freshness.take_rebuilt()
+        if client is not None and rebuilt:
+            await client.files_changed([path_to_uri(Path(p)) for p in rebuilt])
+
     # ---- documents ----------------------------------------------------------------------------------
     def live_client(self) -> LeanClient | None:
         """The client of the running session, if it is alive (never starts one)."""
@@ -283,10 +297,14 @@ class WorkspaceRuntime:
                 return await self.update(client, rel, hold=hold)
             opened = not client.is_open(doc.uri)
             if opened:
+                doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text)
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
+                imports = header_imports(text)
+                if imports != doc.imports:  # Lean restarts the worker, which loads the imports again
+                    doc.loaded = await self.freshness.loading(imports)
                 before = client.document(doc.uri).text
                 version = await client.change(doc.uri, text, defer=self.config.change_delay)
                 self.handles.invalidate_document(doc.uri, keep_version=version)
