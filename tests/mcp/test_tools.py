@@ -137,7 +137,18 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
     async with harness(tools="beam") as h:
         listed = await h.side("tools/list")
         assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
-        assert listed["result"]["tools"] == [full[name] for name in UPSTREAM_ORDER], "the same 24 descriptors"
+        beam = {tool["name"]: tool for tool in listed["result"]["tools"]}
+        extended = ("lean_sync", "lean_refresh")  # rebuild_imports / rebuilt_imports are beyond the seed
+        assert [beam[n] for n in UPSTREAM_ORDER if n not in extended] == [
+            full[n] for n in UPSTREAM_ORDER if n not in extended
+        ], "the same descriptors"
+        for name in extended:
+            assert set(full[name]["inputSchema"]["properties"]) - set(beam[name]["inputSchema"]["properties"]) == {
+                "rebuild_imports"
+            }
+            assert set(full[name]["outputSchema"]["properties"]) - set(beam[name]["outputSchema"]["properties"]) == {
+                "rebuilt_imports"
+            }
         await h.initialize()
         legacy = await h.request("tools/list")
         assert [tool["name"] for tool in legacy["result"]["tools"]] == UPSTREAM_ORDER
@@ -147,6 +158,11 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
             assert refused["error"]["code"] == -32602 and refused["error"]["message"] == f"Unknown tool: {tool}"
         synced, _ = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "Main.lean"}, modern=False)
         assert structured(synced)["version"] == 1
+        extra = {"workspace": {"root": str(root)}, "path": "Main.lean", "rebuild_imports": True}
+        refused, _ = await h.call("lean_sync", extra, modern=False)
+        assert structured(refused)["code"] == "invalidInput" and structured(refused)["data"]["fields"] == [
+            "rebuild_imports"
+        ]
         assert (await h.ops(root)).keys() == {"sync_file"}, "a refused tool never reached the broker"
 
 
@@ -233,8 +249,8 @@ def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routi
         ("lean_run_with", ["path", "handle", "text", "workspace"], []),
         ("lean_release", ["path", "handle", "workspace"], []),
         ("lean_update", ["path", "workspace"], []),
-        ("lean_sync", ["path", "workspace"], ["diagnostic_scope", "diagnostics_in_result"]),
-        ("lean_refresh", ["path", "workspace"], ["diagnostic_scope", "diagnostics_in_result"]),
+        ("lean_sync", ["path", "workspace"], ["diagnostic_scope", "diagnostics_in_result", "rebuild_imports"]),
+        ("lean_refresh", ["path", "workspace"], ["diagnostic_scope", "diagnostics_in_result", "rebuild_imports"]),
         ("lean_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close", ["path", "workspace"], []),

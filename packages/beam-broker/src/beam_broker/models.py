@@ -92,6 +92,11 @@ class SyncInput(PathInput):
     diagnostics_in_result: bool = Field(
         False, description="Also return the final diagnostics as diagnostics.items (for clients without logs)."
     )
+    rebuild_imports: bool = Field(
+        False,
+        description="When imports are stale, save them in dependency order, restart this file's worker, then "
+        "answer (an import's errors fail the call with its diagnostics).",
+    )
 
 
 class SaveInput(PathInput):
@@ -416,6 +421,9 @@ class SyncReply(SyncResult, _Reply):
     """`lean_sync`, `lean_refresh`: the verdict and the document's progress."""
 
     document_progress: DocumentProgress
+    rebuilt_imports: list[str] | None = Field(
+        default=None, description="With rebuild_imports: the stale imports that were saved first, in that order."
+    )
 
 
 class SaveReply(SaveResult, _Reply):

@@ -98,6 +98,8 @@ class OperationSpec:
         metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
         preparing: What its preparation event says it is doing.
         extension: Beyond the seed's tool surface (listed after it); `lean-beam-mcp --tools beam` leaves it out.
+        extension_fields: Input and output fields beyond the seed's surface; `--tools beam` leaves them out of
+            the tool's schemas (so a call naming one is refused like any undeclared field).
     """
 
     name: str
@@ -117,6 +119,7 @@ class OperationSpec:
     metrics_key: str = ""
     preparing: str = PREPARING
     extension: bool = False
+    extension_fields: frozenset[str] = frozenset()
 
     @property
     def tool(self) -> str:
@@ -169,6 +172,10 @@ def invalid_text(spec: OperationSpec, bad: InvalidText) -> BrokerError:
     return invalid_input(
         f"{spec.tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason}
     )
+
+
+_REBUILD = frozenset({"rebuild_imports", "rebuilt_imports"})
+"""`sync`/`refresh` saving stale imports first: beyond the seed's surface."""
 
 
 def _d(*parts: str) -> str:
@@ -370,6 +377,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="sync_file",
+        extension_fields=_REBUILD,
     ),
     OperationSpec(
         "refresh",
@@ -383,6 +391,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="refresh_file",
+        extension_fields=_REBUILD,
     ),
     OperationSpec(
         "save",

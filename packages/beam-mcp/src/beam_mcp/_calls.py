@@ -185,6 +185,7 @@ class Calls:
     async def _operation(self, run: CallRun) -> dict[str, Any]:
         spec = run.tool.spec
         assert spec is not None
+        self._undeclared(run)  # the listed schema may declare fewer fields than the operation (`--tools beam`)
         inp = spec.parse(run.arguments)  # invalid input is answered before waiting behind a fence
         path = run.arguments.get("path")
         run.notifier.preparation(spec.preparation(path if isinstance(path, str) else None))

@@ -352,21 +352,25 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
-def operation_tool(spec: OperationSpec) -> Tool:
-    """The MCP tool of one broker operation."""
-    return _tool(
-        spec.tool,
-        spec.description,
-        input_schema(spec.input_model),
-        output_schema(spec.output_model),
-        tool_annotations(spec),
-        spec,
-    )
-
-
 Surface = Literal["all", "beam"]
 """Which tools a server lists and serves: `all`, or `beam`, the seed's 24 (upstream Beam's exact surface)."""
 SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
+
+
+def operation_tool(spec: OperationSpec, *, surface: Surface = "all") -> Tool:
+    """The MCP tool of one broker operation (on the `beam` surface, without its `extension_fields`)."""
+    inputs, outputs = input_schema(spec.input_model), output_schema(spec.output_model)
+    if surface == "beam" and spec.extension_fields:
+        inputs, outputs = _without(inputs, spec.extension_fields), _without(outputs, spec.extension_fields)
+    return _tool(spec.tool, spec.description, inputs, outputs, tool_annotations(spec), spec)
+
+
+def _without(schema: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    """An object schema without some of its properties."""
+    out = {**schema, "properties": {k: v for k, v in schema["properties"].items() if k not in fields}}
+    if "required" in schema:
+        out["required"] = [k for k in schema["required"] if k not in fields]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,7 +388,7 @@ class ToolSet:
         list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
         """
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
-        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec) for spec in specs))
+        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec, surface=surface) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:
