@@ -7,7 +7,18 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bench import attempts, broker_overhead, cli, cpu, http_load, lsp_overhead, mcp_overhead, peers, speculation
+from bench import (
+    attempts,
+    broker_overhead,
+    cli,
+    cpu,
+    freshness,
+    http_load,
+    lsp_overhead,
+    mcp_overhead,
+    peers,
+    speculation,
+)
 
 BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "lsp_overhead": lsp_overhead.main,
@@ -19,6 +30,7 @@ BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "cpu": cpu.main,
     "cli": cli.main,
     "attempts": attempts.main,
+    "freshness": freshness.main,
 }
 
 
