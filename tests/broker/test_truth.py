@@ -18,6 +18,9 @@ A seeded random run over the `truth` fixture (five modules, an import chain with
 run; `BEAM_TRUTH_SEEDS=N` runs N fresh seeds; `BEAM_TRUTH_KEEP_GOING=1` reports every disagreement of a run at
 its end instead of stopping at the first. A failure prints the command that reproduces it.
 
+`SEQUENCES` are short scripted runs through the same checks: one per kind of disagreement the random run found
+on the broker of issue 19 (each fails there), and controls that agree and must keep agreeing.
+
 The fake-lane tests at the end pin the pieces that need no Lean: the fixture's slots render exactly the files
 in tests/fixtures/truth, plans depend on the seed alone, and the position conversion.
 """
@@ -161,12 +164,15 @@ class Disagreement(Exception):
 
 @dataclasses.dataclass
 class Run:
-    """One seeded run: the broker, the project, the oracle, the plan, and what happened so far."""
+    """One run: the broker, the project, the oracle, the steps, and what happened so far."""
 
     broker: Broker
     root: Path
     oracle: truth.Oracle
-    seed: int
+    origin: str
+    """Where the steps come from (`seed N`, or a scripted sequence's name), for failure messages."""
+    reproduce: str
+    """The command that runs the same steps again."""
     steps: list[truth.Step]
     state: dict[str, truth.Choice] = dataclasses.field(default_factory=truth.fixture_state)
     index: int = 0
@@ -197,8 +203,8 @@ class Run:
         n = self.index + 1
         lines = [
             f"Beam and a fresh check of the same disk state disagree: {what}",
-            f"reproduce: BEAM_TRUTH_SEED={self.seed} BEAM_TRUTH_STEPS={n} pytest -m lean tests/broker/test_truth.py",
-            f"seed {self.seed}, step {n} of {len(self.steps)}: {step.describe()}",
+            f"reproduce: {self.reproduce.format(steps=n)}",
+            f"{self.origin}, step {n} of {len(self.steps)}: {step.describe()}",
             "steps so far:",
             *(f"  {i:3}. {s.describe()}" for i, s in enumerate(self.steps[:n], 1)),
             f"Beam's answer: {answer.show()}",
@@ -291,6 +297,25 @@ class Run:
             raise Disagreement(f"{len(self.problems)} disagreements:\n\n" + "\n\n".join(self.problems))
 
 
+async def run_steps(
+    toolchain: Toolchain, built: Path, tmp_path: Path, steps: list[truth.Step], origin: str, reproduce: str
+) -> truth.Oracle:
+    """Run `steps` on a fresh copy of the built fixture; fail the test on a disagreement."""
+    root = tmp_path / "truth"
+    shutil.copytree(built, root, symlinks=True)
+    oracle = truth.Oracle(toolchain.lean, tmp_path / "oracle")
+    # No timer decides anything during a run: edits reach Lean at once and no mirror is reaped for being idle.
+    config = BrokerConfig(
+        lean_cmd=toolchain.server_cmd(), env=toolchain.env(), change_delay=0, mirror_idle_seconds=3600
+    )
+    async with Broker.open(config) as broker:
+        try:
+            await Run(broker, root.resolve(), oracle, origin, reproduce, steps).run()
+        except Disagreement as exc:
+            pytest.fail(str(exc), pytrace=False)
+    return oracle
+
+
 @pytest.mark.lean
 @pytest.mark.parametrize("run", range(len(SEEDS)), ids=[f"run{i}" for i in range(len(SEEDS))])
 async def test_beam_never_reports_what_a_fresh_check_of_the_disk_does_not_say(
@@ -298,20 +323,88 @@ async def test_beam_never_reports_what_a_fresh_check_of_the_disk_does_not_say(
 ) -> None:
     seed = SEEDS[run]
     print(f"\ntruth run: BEAM_TRUTH_SEED={seed} BEAM_TRUTH_STEPS={STEPS}")
-    root = tmp_path / "truth"
-    shutil.copytree(built_truth, root, symlinks=True)
-    oracle = truth.Oracle(lean_toolchain.lean, tmp_path / "oracle")
-    # No timer decides anything during a run: edits reach Lean at once and no mirror is reaped for being idle.
-    config = BrokerConfig(
-        lean_cmd=lean_toolchain.server_cmd(), env=lean_toolchain.env(), change_delay=0, mirror_idle_seconds=3600
-    )
-    async with Broker.open(config) as broker:
-        driver = Run(broker, root.resolve(), oracle, seed, truth.plan(seed, STEPS))
-        try:
-            await driver.run()
-        except Disagreement as exc:
-            pytest.fail(str(exc), pytrace=False)
+    reproduce = f"BEAM_TRUTH_SEED={seed} BEAM_TRUTH_STEPS={{steps}} pytest -m lean tests/broker/test_truth.py"
+    steps = truth.plan(seed, STEPS)
+    oracle = await run_steps(lean_toolchain, built_truth, tmp_path, steps, f"seed {seed}", reproduce)
     print(f"truth run: {STEPS} steps agree; the oracle compiled {oracle.runs} distinct disk states")
+
+
+BASE, LEFT, RIGHT, TOP, TIP = (m.path for m in truth.MODULES)
+
+
+def sync_step(path: str) -> truth.Step:
+    return truth.Step(truth.SYNC, path, scope="all")
+
+
+def save_step(path: str) -> truth.Step:
+    return truth.Step(truth.SAVE, path)
+
+
+SEQUENCES: dict[str, list[truth.Step]] = {
+    # Each of these is a kind of disagreement the random run found on the broker of issue 19 (the lead's
+    # reproduction is `stale-import-synced-again`). Why, briefly: Beam never compares an import's source with
+    # what its build artifacts (the `.lake` oleans Lean loads) were made from, and it learns of a change only
+    # from its own syncs and saves, or Lean's watchdog only from a didSave of a document it already had open.
+    "stale-import-first-sync": [truth.edited(BASE, one="renamed"), sync_step(LEFT)],
+    "stale-import-synced-again": [sync_step(TOP), truth.edited(BASE, one="renamed"), sync_step(TOP)],
+    "stale-import-refresh": [truth.edited(BASE, one="renamed"), truth.Step(truth.REFRESH, LEFT)],
+    "changed-import-first-seen-by-beam": [
+        sync_step(TIP),
+        truth.edited(LEFT, two="retyped"),
+        sync_step(LEFT),  # Beam's first look at Left: its new text is the baseline, not a change
+        sync_step(TIP),
+    ],
+    "saved-import-stale-middle-artifact": [truth.edited(LEFT, two="retyped"), save_step(LEFT), sync_step(TIP)],
+    "errors-against-stale-imports": [
+        truth.edited(TIP, five="broken"),
+        truth.edited(TOP, extra="added"),
+        sync_step(TIP),  # Tip's own error is reported; a fresh check cannot get past Tip's import of Top
+    ],
+    "probe-name-in-workspace-symbols": [
+        truth.probe_step(TOP, "probeOnly1"),
+        truth.Step(truth.SYMBOLS, query=truth.PROBE_PREFIX),
+    ],
+    "probe-mirror-in-references": [truth.probe_step(TOP, "probeOnly1"), truth.references_step(BASE, "baseTrue")],
+    # Controls: Beam and the fresh check agree on these today, and must keep agreeing.
+    "control-diamond-clash-after-saves": [
+        truth.edited(LEFT, clash="added"),
+        truth.edited(RIGHT, clash="added"),
+        save_step(LEFT),
+        save_step(RIGHT),
+        sync_step(TOP),
+    ],
+    "control-open-import-changed-through-beam": [
+        sync_step(LEFT),
+        sync_step(TOP),
+        truth.edited(LEFT, two="retyped"),
+        sync_step(LEFT),
+        sync_step(TOP),  # staleDirectDeps
+    ],
+    "control-transitive-import-changed-through-beam": [
+        sync_step(LEFT),
+        sync_step(TIP),
+        truth.edited(LEFT, two="retyped"),
+        sync_step(LEFT),
+        sync_step(TIP),  # Lean's watchdog: "Imports are out of date"
+    ],
+    "control-saved-import-then-refresh": [
+        sync_step(LEFT),
+        sync_step(TOP),
+        truth.edited(LEFT, two="retyped"),
+        save_step(LEFT),
+        truth.Step(truth.REFRESH, TOP),
+    ],
+    "control-leaf-error-after-wide-characters": [truth.edited(TIP, five="broken"), sync_step(TIP)],
+}
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize("name", list(SEQUENCES))
+async def test_beam_agrees_with_the_fresh_check_on_each_known_sequence(
+    name: str, lean_toolchain: Toolchain, built_truth: Path, tmp_path: Path
+) -> None:
+    reproduce = f"pytest -m lean tests/broker/test_truth.py -k {name}"
+    await run_steps(lean_toolchain, built_truth, tmp_path, SEQUENCES[name], name, reproduce)
 
 
 # ---- the oracle itself ----------------------------------------------------------------------------------

@@ -361,6 +361,32 @@ def plan(seed: int, steps: int) -> list[Step]:
     return out
 
 
+def edited(path: str, **variants: str) -> Step:
+    """An edit putting `path` at its fixture text except for the named variants (`edited(BASE, one="renamed")`)."""
+    module = BY_PATH[path]
+    choice = tuple(
+        [v.name for v in slot.variants].index(variants.pop(slot.name)) if slot.name in variants else 0
+        for slot in module.slots
+    )
+    if variants:
+        raise ValueError(f"{path} has no slots {sorted(variants)}")
+    return Step(EDIT, path, choice=choice)
+
+
+def probe_step(path: str, name: str) -> Step:
+    """A probe declaring `name` after the last declaration of `path`'s fixture text."""
+    text = render(BY_PATH[path], fixture_state()[path])
+    return Step(PROBE, path, text=f"theorem {name} : TTrue := baseTrue", name=name, line=last_line(text))
+
+
+def references_step(path: str, name: str) -> Step:
+    """References of `name` at its first occurrence in `path`'s fixture text."""
+    at = name_position(render(BY_PATH[path], fixture_state()[path]), name)
+    if at is None:
+        raise ValueError(f"{name} is not in {path}")
+    return Step(REFERENCES, path, name=name, line=at[0], character=at[1])
+
+
 def name_position(text: str, name: str) -> tuple[int, int] | None:
     """The LSP position (line, UTF-16 character) of the first whole-word occurrence of `name`, or None."""
     for line_no, line in enumerate(text.split("\n")):
