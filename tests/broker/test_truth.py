@@ -4,7 +4,7 @@ A seeded random run over the `truth` fixture (five modules, an import chain with
 `tests/support/truth.py`) edits files on disk behind Beam's back (plain file writes) and calls Beam (`update`,
 `sync`, `save`, `refresh`, `close`, `run_at` probes declaring probe-only names, `workspace_symbols`,
 `references`). After each of Beam's answers the SAME disk state is checked from scratch with the toolchain's
-`lean` in batch mode (`truth.Oracle`), and:
+`lean` in batch mode (`tests/support/fresh_check.py`), and:
 - a file Beam reports clean and complete (a `sync`, `refresh` or `save` that succeeded with 0 errors) has no
   error in the fresh check;
 - every error and warning Beam reports (the items of a successful sync, the blocking diagnostics of a sync or
@@ -43,7 +43,7 @@ import pytest
 from beam_broker import Broker, BrokerConfig, BrokerError, CallContext
 from beam_broker import errors as codes
 from beam_broker.events import BrokerEvent
-from tests.support import truth
+from tests.support import fresh_check, truth
 from tests.support.toolchain import Toolchain
 
 from .support import TIMEOUT
@@ -121,7 +121,7 @@ def reported(sync: dict[str, Any]) -> list[Reported]:
     return out
 
 
-def verdict_problem(path: str, sync: dict[str, Any], fresh: truth.FreshCheck, text: str, lib: Path) -> str | None:
+def verdict_problem(path: str, sync: dict[str, Any], fresh: fresh_check.FreshCheck, text: str, lib: Path) -> str | None:
     """Why a complete verdict about `path` contradicts the fresh check (None when it does not).
 
     `text` is the file's text on disk (Beam read it for this answer), for the position conversion; `lib` the
@@ -131,8 +131,8 @@ def verdict_problem(path: str, sync: dict[str, Any], fresh: truth.FreshCheck, te
         return f"Beam reports {path} complete with no errors; the fresh check reports errors in it"
     expected = fresh.messages.get(path, ())
     for r in reported(sync):
-        line, column = truth.lean_position(text, r.line, r.character)
-        message = truth.normalize(r.message, [lib])
+        line, column = fresh_check.lean_position(text, r.line, r.character)
+        message = fresh_check.normalize(r.message, [lib])
         found = any(
             m.severity == r.severity
             and (m.line, m.column) == (line, column)
@@ -168,7 +168,7 @@ class Run:
 
     broker: Broker
     root: Path
-    oracle: truth.Oracle
+    oracle: fresh_check.Oracle
     origin: str
     """Where the steps come from (`seed N`, or a scripted sequence's name), for failure messages."""
     reproduce: str
@@ -197,7 +197,7 @@ class Run:
                 error = exc
         return Answer(op, args, result, error, tuple(events))
 
-    def problem(self, what: str, answer: Answer, *, fresh: truth.FreshCheck | None = None) -> None:
+    def problem(self, what: str, answer: Answer, *, fresh: fresh_check.FreshCheck | None = None) -> None:
         """Record a disagreement; raise it at once unless the run keeps going."""
         step = self.steps[self.index]
         n = self.index + 1
@@ -299,11 +299,11 @@ class Run:
 
 async def run_steps(
     toolchain: Toolchain, built: Path, tmp_path: Path, steps: list[truth.Step], origin: str, reproduce: str
-) -> truth.Oracle:
+) -> fresh_check.Oracle:
     """Run `steps` on a fresh copy of the built fixture; fail the test on a disagreement."""
     root = tmp_path / "truth"
     shutil.copytree(built, root, symlinks=True)
-    oracle = truth.Oracle(toolchain.lean, tmp_path / "oracle")
+    oracle = fresh_check.Oracle(toolchain.lean, tmp_path / "oracle")
     # No timer decides anything during a run: edits reach Lean at once and no mirror is reaped for being idle.
     config = BrokerConfig(
         lean_cmd=toolchain.server_cmd(), env=toolchain.env(), change_delay=0, mirror_idle_seconds=3600
@@ -415,16 +415,16 @@ def test_the_fresh_check_reports_an_error_where_lean_prints_it_and_fails_importe
     # The importer sorts first: only compiling in import order gives it its import.
     base = "prelude\ninductive T where\n  | t\n\n/- \U0001d538\u00e9 -/ def broken : T := nope\n"
     files = {"P/Zeta.lean": base, "P/Alpha.lean": "prelude\nimport P.Zeta\n\ndef again : T := T.t\n"}
-    oracle = truth.Oracle(lean_toolchain.lean, tmp_path / "oracle")
+    oracle = fresh_check.Oracle(lean_toolchain.lean, tmp_path / "oracle")
     fresh = oracle.check_sources(files)
     assert fresh.order == ("P/Zeta.lean", "P/Alpha.lean")
     [error] = fresh.errors("P/Zeta.lean")
     # Line 5 (1-based); `nope` starts after 27 code points (28 UTF-16 units: the first character is outside the BMP).
     assert (error.line, error.column, error.text) == (5, 27, "Unknown identifier `nope`")
-    assert truth.lean_position(base, 4, 28) == (5, 27)
+    assert fresh_check.lean_position(base, 4, 28) == (5, 27)
     [failed] = fresh.errors("P/Alpha.lean")
     assert (failed.line, failed.column) == (1, 0)
-    assert failed.text == f"object file '{truth.LIB_MARK}/P/Zeta.olean' of module P.Zeta does not exist"
+    assert failed.text == f"object file '{fresh_check.LIB_MARK}/P/Zeta.olean' of module P.Zeta does not exist"
     # The position is the one Lean prints without --json (there the text follows the error's name).
     src = tmp_path / "printed"
     (src / "P").mkdir(parents=True)
@@ -443,7 +443,7 @@ def test_the_fresh_check_reports_an_error_where_lean_prints_it_and_fails_importe
 def test_the_truth_fixture_builds_clean_and_each_edit_gives_what_it_is_meant_to(
     lean_toolchain: Toolchain, tmp_path: Path
 ) -> None:
-    oracle = truth.Oracle(lean_toolchain.lean, tmp_path / "oracle")
+    oracle = fresh_check.Oracle(lean_toolchain.lean, tmp_path / "oracle")
     fixture = truth.fixture_texts()
     assert all(not oracle.check_sources(fixture).messages[p] for p in fixture)
     state = truth.fixture_state()
@@ -483,8 +483,8 @@ def test_positions_convert_from_utf16_to_code_points() -> None:
     text = "prelude\n/- \U0001d538\U0001d539 -/ def five := four\n"
     at = truth.name_position(text, "four")
     assert at == (1, 23)  # two surrogate pairs before it: 21 code points
-    assert truth.lean_position(text, *at) == (2, 21)
-    assert truth.lean_position(text, 1, 200) == (2, len(text.split("\n")[1]))
+    assert fresh_check.lean_position(text, *at) == (2, 21)
+    assert fresh_check.lean_position(text, 1, 200) == (2, len(text.split("\n")[1]))
     assert truth.name_position(text, "fiv") is None
 
 
@@ -503,11 +503,13 @@ def _sync(items: list[tuple[int, int, str]], *, errors: int | None = None) -> di
 def test_a_verdict_agrees_only_with_the_same_messages_at_the_same_places(tmp_path: Path) -> None:
     text = "prelude\nimport Truth.Top\n\n/- \U0001d538\U0001d539 -/ def five : TNat := TNat.succ tipTrue\n"
     lib = tmp_path / truth.BUILD_LIB
-    fresh = truth.FreshCheck(
+    fresh = fresh_check.FreshCheck(
         "d",
         {
-            "Tip.lean": (truth.Message("error", 4, 38, "Unknown identifier `tipTrue`\nmore"),),
-            "Top.lean": (truth.Message("error", 1, 0, f"object file '{truth.LIB_MARK}/Truth/Left.olean' missing"),),
+            "Tip.lean": (fresh_check.Message("error", 4, 38, "Unknown identifier `tipTrue`\nmore"),),
+            "Top.lean": (
+                fresh_check.Message("error", 1, 0, f"object file '{fresh_check.LIB_MARK}/Truth/Left.olean' missing"),
+            ),
             "Left.lean": (),
         },
         ("Left.lean", "Top.lean", "Tip.lean"),
