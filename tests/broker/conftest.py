@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from beam_broker import Broker, BrokerConfig
-from tests.support.fixtures import built_demo, demo_root, fake_cmd, lean_toolchain
+from tests.support.fixtures import built_demo, built_truth, demo_root, fake_cmd, lean_toolchain
 from tests.support.projects import fake_project
 from tests.support.toolchain import Toolchain
 
 from .support import Cli, cli_env
 
-__all__ = ["broker", "built_demo", "demo_root", "fake_cli", "lean_cli", "lean_toolchain", "state_dir"]
+__all__ = ["broker", "built_demo", "built_truth", "demo_root", "fake_cli", "lean_cli", "lean_toolchain", "state_dir"]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from . import projects, toolchain
+from . import projects, toolchain, truth
 from .toolchain import Toolchain
 
 if TYPE_CHECKING:
@@ -200,6 +200,12 @@ def built_demo(lean_toolchain: Toolchain, tmp_path_factory: pytest.TempPathFacto
     result = projects.lake_build(lean_toolchain, root, "Demo.Basic", "Demo.Proofs")
     assert result.returncode == 0, result.stdout + result.stderr
     return root
+
+
+@pytest.fixture(scope="session")
+def built_truth(lean_toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `truth` project (tests/support/truth.py) with every module built once per session (read-only)."""
+    return truth.build_fixture(lean_toolchain, tmp_path_factory.mktemp("built") / "truth")
 
 
 @pytest.fixture
