@@ -248,9 +248,11 @@ class Call:
             async with self.watch(client, watch, scope):
                 client, doc, changed = await self.update(rel)
                 watch.bind(doc, changed)
-                async with anyio.create_task_group() as tg:
-                    if changed:  # Lean elaborates the file meanwhile: ask Lake what Beam does not know yet
+                if changed:  # Lean elaborates the file meanwhile: ask Lake what Beam does not know yet
+                    async with anyio.create_task_group() as tg:
                         tg.start_soon(rt.freshness.learn, doc.imports, rt.documents.held())
+                        result = await client.sync(doc.uri)
+                else:
                     result = await client.sync(doc.uri)
         stale = await rt.freshness.stale(
             doc.imports, doc.loaded, rt.documents.held(), settle=True, rebuilt_at_setup=watch.built_imports

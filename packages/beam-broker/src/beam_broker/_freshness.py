@@ -77,6 +77,13 @@ class Source:
     racy: bool
 
 
+class _Unread(Exception):
+    """A source the walk needs that was never read, or may have changed since (its `stat` differs, or is racy)."""
+
+    def __init__(self, path: str, key: FileKey) -> None:
+        self.path, self.key = path, key
+
+
 @dataclasses.dataclass(frozen=True)
 class Node:
     """One workspace module in a document's import closure."""
@@ -200,25 +207,42 @@ class Freshness:
         """The workspace modules `imports` reach, each after its own imports (a cycle is cut where it closes).
 
         A workspace module is one whose source is under the root, or whose source is gone while its `.olean` is
-        still in the build (Lean would load that build; a fresh check cannot build it).
+        still in the build (Lean would load that build; a fresh check cannot build it). The walk itself reads
+        nothing but `stat`s; a source that changed is read, and the walk starts again.
         """
+        names = tuple(imports)
+        just_read: set[str] = set()
+        while True:
+            try:
+                return self._walk(names, just_read)
+            except _Unread as need:
+                await self._source(need.path, need.key)
+                just_read.add(need.path)
+
+    def _walk(self, imports: tuple[str, ...], just_read: set[str]) -> list[Node]:
         order: list[Node] = []
         state: dict[str, bool] = {}  # False: being visited, True: done
 
-        async def visit(name: str) -> None:
+        def visit(name: str) -> None:
             if name in state:
                 return
             paths = self._paths(name)
             if paths is None:
                 return
             key = _stat(paths[0])
-            if key is None and _stat(paths[1]) is None:
-                return  # not a module of this workspace
+            if key is None:
+                if _stat(paths[1]) is None:
+                    return  # not a module of this workspace
+                self._sources.pop(paths[0], None)
+                source = None
+            else:
+                source = self._sources.get(paths[0])
+                if source is None or source.key != key or (source.racy and paths[0] not in just_read):
+                    raise _Unread(paths[0], key)
             state[name] = False
-            source = await self._source(paths[0], key)
             local: list[str] = []
             for dep in source.imports if source is not None else ():
-                await visit(dep)
+                visit(dep)
                 if state.get(dep) is True:
                     local.append(dep)
             state[name] = True
@@ -232,7 +256,7 @@ class Freshness:
             order.append(node)
 
         for name in imports:
-            await visit(name)
+            visit(name)
         return order
 
     # ---- what workers loaded ------------------------------------------------------------------------
@@ -347,14 +371,17 @@ class Freshness:
             return True
         if any(verdicts.get(dep) for dep in node.imports):
             return True
-        state = self._state(node, oleans)
-        if self._stale.get(node.name) == state:
+        if node.name in self._stale and self._stale[node.name] == self._state(node, oleans):
             return True
         built = self._built.get(node.name)
         if built is None or built.olean is None or built.olean != oleans.get(node.name):
             return None
-        held_text = held.get(node.name, built.source)
-        return built.source != source.hash or held_text != built.source or built.deps != state[2]
+        if built.source != source.hash or held.get(node.name, built.source) != built.source:
+            return True
+        deps = built.deps
+        return len(deps) != len(node.imports) or any(
+            name != dep or oleans.get(dep) != key for (name, key), dep in zip(deps, node.imports, strict=True)
+        )
 
     @staticmethod
     def _state(node: Node, oleans: Mapping[str, FileKey | None]) -> tuple[Any, ...]:
