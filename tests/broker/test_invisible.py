@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from beam_broker import BrokerError, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
+from beam_broker import OPERATIONS, BrokerError, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
 from beam_broker import _invisible as invisible
 from beam_broker._logging import RedactingFormatter, log_failure
 from beam_lsp import Redactor
+from tests.support.every_operation import CALLS
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -129,6 +130,11 @@ def test_log_lines_and_failures_name_no_mirror(caplog: pytest.LogCaptureFixture)
 
 
 # ---- at the broker's boundary (fake lane) ---------------------------------------------------------------
+def test_the_real_lane_table_gives_arguments_to_every_registry_operation() -> None:
+    """`test_invisible_real` calls every operation: an operation added later must get a row there."""
+    assert sorted(CALLS) == sorted(spec.name for spec in OPERATIONS)
+
+
 async def test_probe_messages_name_the_source_and_never_its_mirror(tmp_path: Path) -> None:
     root = Path(os.path.realpath(fake_project(tmp_path / "proj", {"A.lean": "def x := 1\n\ndef y := 2\n"})))
     mirror = f"file://{root}/A_beamProbe1.lean"
