@@ -88,6 +88,8 @@ async def test_after_probes_no_answer_or_event_of_any_operation_names_a_mirror(b
     )
     assert answers["references"][0]["result"] and answers["run_with_linear"][0]["success"] is True
     assert [a["success"] for a in answers["attempts"][-1]["attempts"]] == [True, True]
+    symbols = answers["workspace_symbols"][0]["result"]
+    assert [s["location"]["uri"] for s in symbols if s["name"] == "byTerm"] == [path_to_uri(demo_root / PROOFS)]
 
 
 def test_the_cli_references_and_workspace_symbols_name_no_mirror_after_a_probe(lean_cli: Cli) -> None:

@@ -102,7 +102,7 @@ CALLS: dict[str, Arguments] = {
     "definition": lambda d: d.at(PROOFS, 3, 29),
     "references": lambda d: d.at(PROOFS, 3, 29, include_declaration=True),
     "document_symbols": lambda d: d.doc(PROOFS),
-    "workspace_symbols": lambda d: {"query": "probeOnly"},
+    "workspace_symbols": lambda d: {"query": "byTerm"},  # every mirror of Demo/Proofs.lean holds a copy
     "goals": lambda d: d.at(GOALS, 4, 2, mode="before"),
     "todo": lambda d: d.doc(TODO, start_line=0, start_character=0, end_line=11, end_character=0),
     "code_action_resolve": lambda d: d.doc(TODO, code_action=d.code_action()),
