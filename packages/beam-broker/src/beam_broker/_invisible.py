@@ -50,7 +50,7 @@ _NESTED_KEYS: Final = ("location", "textDocument")
 
 
 def names_mirror(value: str) -> bool:
-    """Whether a path or URI names a private probe mirror (the same test as `_mirrors.is_mirror_path`)."""
+    """Whether a path or URI names a private probe mirror (the one test: `_mirrors.is_mirror_path` is this)."""
     return bool(_MIRROR.search(value))
 
 
