@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from beam_broker import OPERATIONS, BrokerError, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
+from beam_broker import OPERATIONS, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
 from beam_broker import _invisible as invisible
 from beam_broker._logging import RedactingFormatter, log_failure
 from beam_lsp import Redactor
@@ -102,18 +102,6 @@ def test_events_are_mapped_dropped_or_passed_as_they_are() -> None:
     assert ctx.request_id == 7
     assert seen == [progress, SetupEvent("✔ [1/2] Built Demo.Proofs", "Demo/Proofs.lean")]
     assert seen[0] is progress
-
-
-def test_an_error_naming_a_mirror_is_mapped_and_one_that_does_not_is_itself() -> None:
-    named = BrokerError("internalError", f"no worker for {MIRROR}", {"uri": MIRROR, "seen": [located(MIRROR)]})
-    clean = invisible.error(named, ROOT)
-    assert (clean.code, clean.message, clean.data) == (
-        "internalError",
-        f"no worker for {SOURCE}",
-        {"uri": SOURCE, "seen": []},
-    )
-    plain = BrokerError("invalidParams", "nothing here")
-    assert invisible.error(plain, ROOT) is plain
 
 
 def test_log_lines_and_failures_name_no_mirror(caplog: pytest.LogCaptureFixture) -> None:

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Final
 from beam_lsp.project import is_module_name, module_name
 
 if TYPE_CHECKING:
-    from .errors import BrokerError
     from .events import BrokerEvent, CallContext
 
 MARK: Final = "_beamProbe"
@@ -158,12 +157,3 @@ def context(ctx: CallContext, root: str | None = None) -> CallContext:
             sink(clean)
 
     return dataclasses.replace(ctx, emit=emit)
-
-
-def error(exc: BrokerError, root: str | None = None) -> BrokerError:
-    """The error with mirrors mapped in its message and data (itself when neither mentions one)."""
-    if MARK not in exc.message and not mentions(exc.data):
-        return exc
-    from .errors import BrokerError  # errors -> _logging -> this module: imported when needed
-
-    return BrokerError(exc.code, text(exc.message, root), scrub(exc.data, root))

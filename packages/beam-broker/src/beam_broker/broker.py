@@ -185,7 +185,7 @@ class Broker:
             root = cast(HasWorkspace, inp).workspace.root
             return await self._call(spec, inp, ctx or CallContext())
         except BrokerError as exc:
-            clean = invisible.error(exc, root).redacted(self.redactor)
+            clean = _unseen(exc, root).redacted(self.redactor)
             if clean is exc:
                 raise
             raise clean from None
@@ -315,3 +315,11 @@ class Broker:
 def _untracked(canonical: str) -> dict[str, Any]:
     """The diagnostics resource of a file no workspace tracks."""
     return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+
+
+def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
+    """The error with mirrors mapped in its message and data (`_invisible`); itself when neither names one."""
+    message, data = invisible.text(exc.message, root), invisible.scrub(exc.data, root)
+    if message == exc.message and data is exc.data:
+        return exc
+    return BrokerError(exc.code, message, data)
