@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import anyio
 
 from beam_lsp import common_prefix
 
+from . import _invisible as invisible
 from ._sources import header_imports, header_text
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from ._freshness import Freshness, Loaded
 
-_MIRROR = re.compile(r"_beamProbe\d+\.lean$")
 SPLIT_CHARS = 8192
 """A probe that would make the best idle mirror re-elaborate more source than this gets a new mirror (if allowed)."""
 FOLLOW_CHARS = 65536
@@ -45,8 +44,8 @@ settled probe at once without following, 2.0x with). An agent that takes longer 
 
 
 def is_mirror_path(path: str) -> bool:
-    """Whether a path or URI names a private probe mirror (never a user document)."""
-    return bool(_MIRROR.search(path))
+    """Whether a path or URI names a private probe mirror (never a user document; `_invisible` owns the test)."""
+    return invisible.names_mirror(path)
 
 
 @dataclasses.dataclass

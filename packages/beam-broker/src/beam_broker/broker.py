@@ -1,7 +1,9 @@
 """The broker: workspace runtimes keyed by canonical root, and `call()`, the one entry point for operations.
 
 `call()` = validate (the registry entry's `parse`) -> the preparation event -> the error boundary
-(`errors.lean_errors`) around the entry's handler -> metrics; every error leaving it is redacted. The broker hosts
+(`errors.lean_errors`) around the entry's handler -> metrics; every error leaving it is redacted. Mirrors are
+invisible (`_invisible`): every result, error and event of a call, and `stats`, `runtime_snapshot` and
+`diagnostics`, pass that filter here, the one place answers leave the broker. The broker hosts
 each runtime in a task of its own task group (the runtime owns its inner task group); it never reaches into a
 runtime's session, and it never dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
 
@@ -27,6 +29,7 @@ from pydantic import BaseModel
 
 from beam_lsp.strict_json import find_invalid_text
 
+from . import _invisible as invisible
 from ._call import Call
 from ._metrics import SUCCESS
 from ._util import single_errors
@@ -173,22 +176,26 @@ class Broker:
             BrokerError: Every failure (`invalidInput` before any Lean work; see `errors`), redacted. Cancellation
                 of the caller's scope propagates as such.
         """
+        root: str | None = None
         try:
-            return await self._call(name, arguments, ctx or CallContext())
+            spec = BY_NAME.get(name)
+            if spec is None:
+                raise invalid_input(f"unknown operation {name!r}")
+            inp = self._input(spec, arguments)
+            root = cast(HasWorkspace, inp).workspace.root
+            return await self._call(spec, inp, ctx or CallContext())
         except BrokerError as exc:
-            redacted = exc.redacted(self.redactor)
-            if redacted is exc:
+            clean = _unseen(exc, root).redacted(self.redactor)
+            if clean is exc:
                 raise
-            raise redacted from None
+            raise clean from None
 
-    async def _call(self, name: str, arguments: Mapping[str, Any] | BaseModel, ctx: CallContext) -> dict[str, Any]:
-        spec = BY_NAME.get(name)
-        if spec is None:
-            raise invalid_input(f"unknown operation {name!r}")
-        inp = self._input(spec, arguments)
+    async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
+        """Run one validated call: everything it answers and emits passes `_invisible` (mirrors are invisible)."""
+        workspace = cast(HasWorkspace, inp).workspace
+        ctx = invisible.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
-        workspace = cast(HasWorkspace, inp).workspace
         runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
         target: Any = Call(runtime, ctx, workspace, path) if runtime is not None else self
         started = time.perf_counter()
@@ -208,7 +215,7 @@ class Broker:
             if runtime is not None:
                 target.release()
                 runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
-        out: dict[str, Any] = result.model_dump(mode="json")
+        out: dict[str, Any] = invisible.scrub(result.model_dump(mode="json"), workspace.root)
         return out
 
     @staticmethod
@@ -236,7 +243,7 @@ class Broker:
             return {"uptimeMs": 0, "workspaces": {}}
         stats = {
             "uptimeMs": int((time.monotonic() - self._started) * 1000),
-            "workspaces": {rt.key: rt.stats() for rt in runtimes},
+            "workspaces": {rt.key: invisible.scrub(rt.stats(), rt.root) for rt in runtimes},
         }
         redacted: dict[str, Any] = self.redactor.redact_json(stats)
         return redacted
@@ -249,7 +256,9 @@ class Broker:
         rt = self.cached(root)
         if rt is None:
             return None
-        return {"stats": rt.stats(), "open_files": await rt.open_files()}
+        snapshot = {"stats": rt.stats(), "open_files": await rt.open_files()}
+        clean: dict[str, Any] = invisible.scrub(snapshot, rt.root)
+        return clean
 
     # ---- diagnostics resources ----------------------------------------------------------------------
     def open_documents(self) -> list[str]:
@@ -261,14 +270,16 @@ class Broker:
 
         Returns `{path, tracked, availability, diagnostics, open?, version?, elaboration?, processing?}` from the
         cache of the workspace that has the file open or cached; `tracked: false` with an empty list when none
-        does. The file's workspace is the runtime that knows it, else the one whose root contains it (the
-        deepest).
+        does (a probe mirror's path is never tracked: mirrors are invisible). The file's workspace is the
+        runtime that knows it, else the one whose root contains it (the deepest).
 
         Raises:
             BrokerError: `serverStarting` while the workspace's Lean server starts; the `runtimeSetup` error of
                 its last start when that failed (until a start succeeds).
         """
         canonical = os.path.realpath(path)
+        if invisible.names_mirror(canonical):  # a probe mirror is no file: nobody tracks it
+            return _untracked(canonical)
         runtimes = self._open()
         owner = next((rt for rt in runtimes if rt.knows(canonical)), None)
         if owner is None:
@@ -278,8 +289,9 @@ class Broker:
             owner.check_started()
             snap = owner.diagnostics(canonical)
             if snap is not None:
-                return snap
-        return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+                clean: dict[str, Any] = invisible.scrub(snap, owner.root)
+                return clean
+        return _untracked(canonical)
 
     def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Call `listener(canonical_path)` whenever a source file's cached diagnostics change.
@@ -298,3 +310,16 @@ class Broker:
     def _diagnostics_changed(self, path: str) -> None:
         for listener in list(self._diagnostic_listeners):
             listener(path)
+
+
+def _untracked(canonical: str) -> dict[str, Any]:
+    """The diagnostics resource of a file no workspace tracks."""
+    return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
+
+
+def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
+    """The error with mirrors mapped in its message and data (`_invisible`); itself when neither names one."""
+    message, data = invisible.text(exc.message, root), invisible.scrub(exc.data, root)
+    if message == exc.message and data is exc.data:
+        return exc
+    return BrokerError(exc.code, message, data)

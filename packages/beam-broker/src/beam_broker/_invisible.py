@@ -1,0 +1,159 @@
+"""Mirrors are invisible: what Lean says about probe mirrors never reaches a caller as a mirror.
+
+Probe mirrors (`_mirrors`) are documents Lean's watchdog indexes like any open file, so its answers name them:
+a workspace symbol or a reference in `Demo/Proofs_beamProbe1.lean`, a file that does not exist, or a private
+name `_private.«external:file:///…/Proofs_beamProbe1.lean».0.x` in a probe's message. This module owns the rule
+that turns such answers into answers about the user's files (DESIGN §4):
+
+- Dropped: a location-like object in a list whose `uri`, `targetUri`, `path`, `location.uri` or
+  `textDocument.uri` names a mirror (LSP `Location`, `LocationLink`, `SymbolInformation`/`WorkspaceSymbol`,
+  `CallHierarchyItem`, a diagnostic's related information, a diagnostic item, a document edit), an object key
+  naming a mirror (a `WorkspaceEdit.changes` entry), and an event whose payload is such an object. What exists
+  only in a probe is never returned, and a copy of the source in a mirror never answers twice.
+- Mapped, in any other text: a mirror's name becomes its source document's name of the same kind
+  (`Demo/Proofs_beamProbe1.lean` -> `Demo/Proofs.lean`, the URI likewise, the module `Demo.Proofs_beamProbe1`
+  -> `Demo.Proofs`, the scratch run's `_beamScratch_beamProbe1` -> `_beamScratch`), and Lean's name for a module
+  it could not place, `«external:<mirror URI>»`, becomes the source's module name under the workspace root
+  (`Demo.Proofs`, what Lean calls the source itself). This is truthful: a mirror's text before the probe is a
+  copy of the source, so what Lean says there it says of the source with the probe inserted. A source whose
+  file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
+
+The broker applies it at its boundary only (`Broker.call`: results, errors and events of every operation;
+`stats`, `runtime_snapshot`, `diagnostics`), and `_logging` to log text; handlers never call it. It must stay
+cheap: an answer that mentions no mirror is checked in one walk and returned as it is. Standard library and
+`beam_lsp.project` only (the log formatter imports it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from beam_lsp.project import is_module_name, module_name
+
+if TYPE_CHECKING:
+    from .events import BrokerEvent, CallContext
+
+MARK: Final = "_beamProbe"
+"""What every mirror's name holds (`<Stem>_beamProbe<k>.lean`, see `MirrorPool.mirror_uri`)."""
+
+_MIRROR: Final = re.compile(r"_beamProbe\d+\.lean$")
+# The mirror suffix of a file, URI or module name: after the source's stem, before `.lean`, a `.`, `»` or the end.
+_SUFFIX: Final = re.compile(r"(?<=\w)_beamProbe\d+(?![\w'!?])")
+# Lean names the module of a file it cannot place (a mirror is never on disk) by its URI.
+_EXTERNAL: Final = re.compile(r"«external:([^«»]*?)_beamProbe\d+\.lean»")
+_LOCATION_KEYS: Final = ("uri", "targetUri", "path")
+_NESTED_KEYS: Final = ("location", "textDocument")
+
+
+def names_mirror(value: str) -> bool:
+    """Whether a path or URI names a private probe mirror (the one test: `_mirrors.is_mirror_path` is this)."""
+    return bool(_MIRROR.search(value))
+
+
+def text(value: str, root: str | None = None) -> str:
+    """`value` with every mirror name replaced by its source's name (see the module docstring).
+
+    Args:
+        value: Any text (a Lean message, a log line, an error message).
+        root: The canonical workspace root, to name a source module as Lean does; without it an
+            `«external:…»` name keeps its form with the source's URI.
+    """
+    if MARK not in value:
+        return value
+    value = _EXTERNAL.sub(lambda match: _module(match.group(1) + ".lean", root), value)
+    return _SUFFIX.sub("", value)
+
+
+def _module(source: str, root: str | None) -> str:
+    """Lean's name for the module of a source file (its URI or path): relative to `root`, else `«external:…»`."""
+    if root is not None:
+        path: Path | None = None
+        if source.startswith("file:"):
+            from beam_lsp.documents import uri_to_path  # the pydantic-backed module, on this rare path only
+
+            path = uri_to_path(source)
+        elif source.startswith("/"):
+            path = Path(source)
+        name = module_name(root, path) if path is not None else None
+        if name is not None and is_module_name(name):
+            return name
+    return f"«external:{source}»"
+
+
+def mentions(value: Any) -> bool:
+    """Whether a JSON value holds a mirror's name anywhere (a string or an object key)."""
+    if isinstance(value, str):
+        return MARK in value
+    if isinstance(value, dict):
+        return any((isinstance(k, str) and MARK in k) or mentions(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(mentions(v) for v in value)
+    return False
+
+
+def located_in_mirror(value: Any) -> bool:
+    """Whether a JSON value is a location-like object in a mirror (see the module docstring)."""
+    if not isinstance(value, dict):
+        return False
+    for key in _LOCATION_KEYS:
+        where = value.get(key)
+        if isinstance(where, str) and names_mirror(where):
+            return True
+    for key in _NESTED_KEYS:
+        nested = value.get(key)
+        if isinstance(nested, dict):
+            where = nested.get("uri")
+            if isinstance(where, str) and names_mirror(where):
+                return True
+    return False
+
+
+def scrub(value: Any, root: str | None = None) -> Any:
+    """A JSON value with mirrors dropped and mapped (the module docstring's rule); `value` itself when none shows.
+
+    Args:
+        value: A JSON value (dicts, lists, strings, numbers, booleans, None); it is never modified.
+        root: The canonical workspace root (see `text`).
+    """
+    if not mentions(value):
+        return value
+    return _walk(value, root)
+
+
+def _walk(value: Any, root: str | None) -> Any:
+    if isinstance(value, str):
+        return text(value, root)
+    if isinstance(value, list | tuple):
+        return [_walk(v, root) for v in value if not located_in_mirror(v)]
+    if isinstance(value, dict):
+        return {
+            (text(k, root) if isinstance(k, str) else k): _walk(v, root)
+            for k, v in value.items()
+            if not (isinstance(k, str) and names_mirror(k))
+        }
+    return value
+
+
+def event(ev: BrokerEvent, root: str | None = None) -> BrokerEvent | None:
+    """An event with mirrors mapped, or None when its payload is a location-like object in a mirror."""
+    values = {field.name: getattr(ev, field.name) for field in dataclasses.fields(ev)}
+    if not mentions(values):
+        return ev
+    if any(located_in_mirror(v) for v in values.values()):
+        return None
+    return dataclasses.replace(ev, **{k: _walk(v, root) for k, v in values.items()})
+
+
+def context(ctx: CallContext, root: str | None = None) -> CallContext:
+    """A call context whose events pass through `event` before they reach `ctx.emit`."""
+    sink = ctx.emit
+
+    def emit(ev: BrokerEvent) -> None:
+        clean = event(ev, root)
+        if clean is not None:
+            sink(clean)
+
+    return dataclasses.replace(ctx, emit=emit)
