@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from bench import (
+    ab,
     attempts,
     broker_overhead,
     cli,
@@ -31,6 +32,7 @@ BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "cli": cli.main,
     "attempts": attempts.main,
     "freshness": freshness.main,
+    "ab": ab.main,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -146,8 +147,8 @@ class Call:
             raise self._client.exited
         return self._client
 
-    async def update(self, rel: str) -> tuple[LeanClient, DocState, bool]:
-        """Read the file from disk into Lean (see `WorkspaceRuntime.update`)."""
+    async def update(self, rel: str | Path) -> tuple[LeanClient, DocState, bool]:
+        """Read the file from disk into Lean (see `WorkspaceRuntime.update`; `rel` may be the resolved path)."""
         client = await self.client()
         doc, changed = await self.runtime.update(client, rel, hold=self._held)
         return client, doc, changed
@@ -246,7 +247,7 @@ class Call:
         watch = Watch(path_to_uri(path), rt.display(path))
         with single_errors():
             async with self.watch(client, watch, scope):
-                client, doc, changed = await self.update(rel)
+                client, doc, changed = await self.update(path)
                 watch.bind(doc, changed)
                 if changed:  # Lean elaborates the file meanwhile: ask Lake what Beam does not know yet
                     async with anyio.create_task_group() as tg:

@@ -118,7 +118,7 @@ def scrub(value: Any, root: str | None = None) -> Any:
         value: A JSON value (dicts, lists, strings, numbers, booleans, None); it is never modified.
         root: The canonical workspace root (see `text`).
     """
-    if not mentions(value):
+    if MARK not in repr(value):  # a JSON value's repr shows every key and string as it is (MARK needs no escape)
         return value
     return _walk(value, root)
 
@@ -139,9 +139,9 @@ def _walk(value: Any, root: str | None) -> Any:
 
 def event(ev: BrokerEvent, root: str | None = None) -> BrokerEvent | None:
     """An event with mirrors mapped, or None when its payload is a location-like object in a mirror."""
-    values = {field.name: getattr(ev, field.name) for field in dataclasses.fields(ev)}
-    if not mentions(values):
+    if MARK not in repr(ev):  # a dataclass's repr shows its fields' values
         return ev
+    values = {field.name: getattr(ev, field.name) for field in dataclasses.fields(ev)}
     if any(located_in_mirror(v) for v in values.values()):
         return None
     return dataclasses.replace(ev, **{k: _walk(v, root) for k, v in values.items()})

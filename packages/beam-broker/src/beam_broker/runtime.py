@@ -271,7 +271,7 @@ class WorkspaceRuntime:
         return session.client if session is not None and session.client.exited is None else None
 
     async def update(
-        self, client: LeanClient, rel: str, *, hold: list[DocState] | None = None
+        self, client: LeanClient, rel: str | Path, *, hold: list[DocState] | None = None
     ) -> tuple[DocState, bool]:
         """Read the file from disk into `client`'s mirror: didOpen, or didChange+didSave when its text changed.
 
@@ -279,14 +279,14 @@ class WorkspaceRuntime:
 
         Args:
             client: The call's Lean client.
-            rel: The tool path.
+            rel: The tool path, or the file's path as `resolve_path` gave it.
             hold: The caller's held documents: the document is held (never closed by the bound) from the moment
                 it is tracked until the caller passes the list to `release`.
 
         Returns:
             The document, and whether this call sent didOpen/didChange.
         """
-        path = resolve_path(self.root, rel)
+        path = rel if isinstance(rel, Path) else resolve_path(self.root, rel)
         text = await read_source(path, limit=self.config.max_source_bytes)
         doc = self.documents.track(path, text)
         if hold is not None:
@@ -294,7 +294,7 @@ class WorkspaceRuntime:
             hold.append(doc)
         async with doc.lock:
             if not self.documents.is_current(doc):  # closed while we waited: start over
-                return await self.update(client, rel, hold=hold)
+                return await self.update(client, path, hold=hold)
             opened = not client.is_open(doc.uri)
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
