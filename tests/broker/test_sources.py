@@ -9,11 +9,15 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_broker import BrokerError
+from beam_broker import _sources as sources
 from beam_broker import errors as codes
 from beam_broker._sources import header_imports, header_text, read_source, text_hash
 
@@ -174,3 +178,43 @@ async def test_an_open_that_fails_is_an_internal_error_or_names_what_cannot_be_o
         "notRegularFile",
         "other",
     )
+
+
+def _header_of_whole_text(text: str) -> tuple[tuple[str, ...], int]:
+    """The header rule applied to every line of the text (what `_header` must agree with)."""
+    out: list[str] = []
+    in_comment, offset = 0, 0
+    for raw in text.splitlines(keepends=True):
+        start, offset = offset, offset + len(raw)
+        line = raw.strip()
+        if in_comment:
+            in_comment -= "-/" in line
+            continue
+        if not line or line.startswith("--"):
+            continue
+        if line.startswith("/-"):
+            in_comment += "-/" not in line
+            continue
+        words = line.split()
+        if words[0] in ("prelude", "module"):
+            continue
+        if words[:2] == ["public", "import"]:
+            words = words[1:]
+        if words[0] != "import":
+            return tuple(out), start
+        out += [name for name in words[1:] if name != "all" and name not in out]
+    return tuple(out), len(text)
+
+
+PIECES = [
+    "import A\n", "import B.C D\r\n", "/- c\n", "x -/\n", "-- c\n", "\n", "prelude\n", "def x := 1\n", "\r",
+    "\u2028", "public import E\n", "   \n", "/- one -/\n", "import all F\n", "theorem t : True := trivial\n",
+]  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(PIECES), max_size=14), st.integers(min_value=1, max_value=12))
+def test_the_header_is_found_reading_only_the_beginning_of_a_text(pieces: list[str], chunk: int) -> None:
+    text = "".join(pieces)
+    with patch.object(sources, "_HEAD_CHUNK", chunk):  # the text in chunks that cut lines anywhere
+        assert sources._header(text) == _header_of_whole_text(text)

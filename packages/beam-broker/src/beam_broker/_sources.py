@@ -24,12 +24,33 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()[:16]
 
 
+_HEAD_CHUNK = 4096
+"""Characters of a text `_header` looks at first (four times more each time the header goes on past them)."""
+
+
 def _header(text: str) -> tuple[tuple[str, ...], int]:
-    """The module names a Lean file's header imports, and the offset where its first command starts."""
+    """The module names a Lean file's header imports, and the offset where its first command starts.
+
+    Only the beginning of the text is split into lines, as far as the header goes: a probe's text is the whole
+    document up to the probe, and this runs on every probe.
+    """
+    size = _HEAD_CHUNK
+    while True:
+        found = _scan(text[:size], complete=size >= len(text))
+        if found is not None:
+            return found
+        size *= 4
+
+
+def _scan(head: str, *, complete: bool) -> tuple[tuple[str, ...], int] | None:
+    """`_header` of a text beginning `head` (all of it when `complete`); None when the header may go on past it."""
     out: list[str] = []
     in_comment = 0
     offset = 0
-    for raw in text.splitlines(keepends=True):
+    lines = head.splitlines(keepends=True)
+    for i, raw in enumerate(lines):
+        if not complete and i == len(lines) - 1:
+            return None  # the last line may be cut short
         start, offset = offset, offset + len(raw)
         line = raw.strip()
         if in_comment:
@@ -52,7 +73,7 @@ def _header(text: str) -> tuple[tuple[str, ...], int]:
         for name in words[1:]:
             if name != "all" and name not in out:
                 out.append(name)
-    return tuple(out), len(text)
+    return (tuple(out), len(head)) if complete else None
 
 
 def header_imports(text: str) -> tuple[str, ...]:

@@ -167,8 +167,9 @@ async def fresh_basis(call: Call, client: LeanClient, mirror: Mirror, text: str,
         BrokerError: `syncBarrierIncomplete` naming the stale imports and the recovery plan.
     """
     fresh = call.runtime.freshness
-    imports = header_imports(text)
-    same_header = mirror.opened and mirror.header == header_text(text)
+    header = header_text(text)
+    imports = header_imports(header)
+    same_header = mirror.opened and mirror.header == header
     if same_header and fresh.outdated(mirror.loaded, imports):
         await mirrors.restart(client, mirror)
         same_header = False
