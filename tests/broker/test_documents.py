@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_broker._documents import DocState, Documents
-from beam_broker._sources import text_hash
+from beam_broker._documents import DocState, Documents, text_hash
 from beam_broker._verdict import ProgressTracker
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from beam_broker._documents import read_source, text_hash
 from beam_broker._freshness import Freshness, Stale
 from beam_broker._lake import olean_path
-from beam_broker._sources import read_source, text_hash
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from beam_broker import OPERATIONS, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
-from beam_broker import _invisible as invisible
-from beam_broker._logging import RedactingFormatter, log_failure
+from beam_broker import _outbound as invisible
+from beam_broker._outbound import RedactingFormatter, log_failure
 from beam_lsp import Redactor
 from tests.support.every_operation import CALLS
 

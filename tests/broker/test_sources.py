@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_broker import BrokerError
-from beam_broker import _sources as sources
+from beam_broker import _documents as sources
 from beam_broker import errors as codes
-from beam_broker._sources import header_imports, header_text, read_source, text_hash
+from beam_broker._documents import header_imports, header_text, read_source, text_hash
 
 pytestmark = pytest.mark.anyio
 

@@ -35,7 +35,7 @@ from ._daemon_client import (
     ensure_private_dir,
     event_wire,
 )
-from ._logging import log_failure
+from ._outbound import log_failure
 from .errors import BrokerError, invalid_input
 from .events import CallContext
 from .operations import BY_NAME

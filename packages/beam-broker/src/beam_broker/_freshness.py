@@ -31,16 +31,12 @@ import anyio.lowlevel
 
 from beam_lsp.project import is_module_name
 
+from ._documents import FileKey, Loaded, header_imports, read_source, text_hash
 from ._lake import olean_path, source_path
-from ._sources import header_imports, read_source, text_hash
 from .errors import BrokerError
 
 log = logging.getLogger("beam_broker")
 
-FileKey = tuple[int, int, int, int]
-"""A file's state as `stat` shows it: (mtime ns, ctime ns, size, inode). Any write changes it (ctime cannot be
-set back), so an unchanged key means an unchanged file unless the write fell within the timestamp granularity of
-the moment the file was read (`RACY_NS`)."""
 
 RACY_NS = 2_000_000_000
 """A file read less than this long after its last change is read again next time: a later write in the same
@@ -103,16 +99,6 @@ class Built:
     olean: FileKey | None
     source: str
     deps: tuple[tuple[str, FileKey | None], ...]
-
-
-@dataclasses.dataclass
-class Loaded:
-    """The `.olean` files of a Lean document's workspace imports when its worker processed the header."""
-
-    imports: tuple[str, ...]
-    oleans: dict[str, FileKey | None]
-    confirmed: bool = False
-    """A barrier of the document has seen the same files (so its worker loaded these and no others)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,13 +23,14 @@ import anyio
 
 from beam_lsp import common_prefix
 
-from . import _invisible as invisible
-from ._sources import header_imports, header_text
+from . import _outbound as invisible
+from ._documents import header_imports, header_text
 
 if TYPE_CHECKING:
     from beam_lsp import LeanClient
 
-    from ._freshness import Freshness, Loaded
+    from ._documents import Loaded
+    from ._freshness import Freshness
 
 SPLIT_CHARS = 8192
 """A probe that would make the best idle mirror re-elaborate more source than this gets a new mirror (if allowed)."""
@@ -44,7 +45,7 @@ settled probe at once without following, 2.0x with). An agent that takes longer 
 
 
 def is_mirror_path(path: str) -> bool:
-    """Whether a path or URI names a private probe mirror (never a user document; `_invisible` owns the test)."""
+    """Whether a path or URI names a private probe mirror (never a user document; `_outbound` owns the test)."""
     return invisible.names_mirror(path)
 
 

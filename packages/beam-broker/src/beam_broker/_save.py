@@ -25,7 +25,7 @@ from . import _lake as lake
 from . import _verdict as verdict
 from . import models as m
 from ._call import Call, Synced
-from ._sources import read_source, text_hash
+from ._documents import read_source, text_hash
 from .config import lake_command
 from .errors import (
     CONTENT_MODIFIED,

@@ -21,8 +21,8 @@ from . import _probe as probe
 from . import _verdict as verdict
 from . import models as m
 from ._call import Call, Watch, reelaborating, stale_imports
+from ._documents import header_imports, header_text
 from ._goals import goals_at
-from ._sources import header_imports, header_text
 from ._util import single_errors
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 

@@ -2,7 +2,7 @@
 
 `call()` = validate (the registry entry's `parse`) -> the preparation event -> the error boundary
 (`errors.lean_errors`) around the entry's handler -> metrics; every error leaving it is redacted. Mirrors are
-invisible (`_invisible`): every result, error and event of a call, and `stats`, `runtime_snapshot` and
+invisible (`_outbound`): every result, error and event of a call, and `stats`, `runtime_snapshot` and
 `diagnostics`, pass that filter here, the one place answers leave the broker. The broker hosts
 each runtime in a task of its own task group (the runtime owns its inner task group); it never reaches into a
 runtime's session, and it never dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from beam_lsp.strict_json import find_invalid_text
 
-from . import _invisible as invisible
+from . import _outbound as invisible
 from ._call import Call
 from ._metrics import SUCCESS
 from ._util import single_errors
@@ -191,7 +191,7 @@ class Broker:
             raise clean from None
 
     async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
-        """Run one validated call: everything it answers and emits passes `_invisible` (mirrors are invisible)."""
+        """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
         workspace = cast(HasWorkspace, inp).workspace
         ctx = invisible.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
@@ -318,7 +318,7 @@ def _untracked(canonical: str) -> dict[str, Any]:
 
 
 def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
-    """The error with mirrors mapped in its message and data (`_invisible`); itself when neither names one."""
+    """The error with mirrors mapped in its message and data (`_outbound`); itself when neither names one."""
     message, data = invisible.text(exc.message, root), invisible.scrub(exc.data, root)
     if message == exc.message and data is exc.data:
         return exc

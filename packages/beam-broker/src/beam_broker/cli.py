@@ -49,7 +49,7 @@ from ._cli_base import (
 )
 from ._cli_commands import VERSION, Command
 from ._human import View, lean_errors, refused_save, render, render_error
-from ._logging import RedactingFormatter
+from ._outbound import RedactingFormatter
 from ._progress import Reporter, Terminal, progress_mode
 from ._render import Sources, print_json
 from .config import BrokerConfig

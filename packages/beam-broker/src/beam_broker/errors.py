@@ -40,7 +40,7 @@ import anyio
 from beam_lsp import errors as lsp
 from beam_lsp.redaction import Redactor
 
-from ._logging import log_failure
+from ._outbound import log_failure
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup

@@ -32,13 +32,12 @@ from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor, path_
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents
+from ._documents import DocState, Documents, header_imports, read_source, text_hash
 from ._freshness import Freshness
 from ._handles import HandleStore
-from ._logging import log_failure
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
-from ._sources import header_imports, read_source, text_hash
+from ._outbound import log_failure
 from ._util import single_errors
 from .config import BrokerConfig, server_command, slow_reports
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError

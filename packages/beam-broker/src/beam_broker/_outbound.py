@@ -1,9 +1,10 @@
-"""Mirrors are invisible: what Lean says about probe mirrors never reaches a caller as a mirror.
+"""What leaves the broker: text and JSON with no secret and no probe mirror in them, and the broker's log output.
 
-Probe mirrors (`_mirrors`) are documents Lean's watchdog indexes like any open file, so its answers name them:
-a workspace symbol or a reference in `Demo/Proofs_beamProbe1.lean`, a file that does not exist, or a private
-name `_private.«external:file:///…/Proofs_beamProbe1.lean».0.x` in a probe's message. This module owns the rule
-that turns such answers into answers about the user's files (DESIGN §4):
+Two rules meet here, because every answer, event, error and log line passes both.
+
+**Mirrors are invisible.** Probe mirrors (`_mirrors`) are documents Lean's watchdog indexes like any open file,
+so its answers name them: a workspace symbol or a reference in `Demo/Proofs_beamProbe1.lean`, a file that does
+not exist, or a private name `_private.«external:file:///…/Proofs_beamProbe1.lean».0.x` in a probe's message.
 
 - Dropped: a location-like object in a list whose `uri`, `targetUri`, `path`, `location.uri` or
   `textDocument.uri` names a mirror (LSP `Location`, `LocationLink`, `SymbolInformation`/`WorkspaceSymbol`,
@@ -19,19 +20,29 @@ that turns such answers into answers about the user's files (DESIGN §4):
   file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
 
 The broker applies it at its boundary only (`Broker.call`: results, errors and events of every operation;
-`stats`, `runtime_snapshot`, `diagnostics`), and `_logging` to log text; handlers never call it. It must stay
-cheap: an answer that mentions no mirror is checked in one walk and returned as it is. Standard library and
-`beam_lsp.project` only (the log formatter imports it).
+`stats`, `runtime_snapshot`, `diagnostics`), and to log text; handlers never call it. It must stay cheap: an
+answer that mentions no mirror is one substring test of its `repr`.
+
+**Log output is redacted.** `log_failure` logs an exception with its traceback, the whole text redacted first
+(the standard `exc_info` path would format the exception's text unredacted), and `RedactingFormatter` is the
+formatter the `lean-beam` CLI and daemon install, so no log line they write carries a secret or names a mirror.
+Which values are secret is the configuration's business (`BrokerConfig.redactor`); how they are replaced is
+beam-lsp's `Redactor`.
+
+Standard library, `beam_lsp.project` and the redactor only: the error boundary and the CLI's start-up import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from beam_lsp.project import is_module_name, module_name
+from beam_lsp.redaction import Redactor
 
 if TYPE_CHECKING:
     from .events import BrokerEvent, CallContext
@@ -157,3 +168,28 @@ def context(ctx: CallContext, root: str | None = None) -> CallContext:
             sink(clean)
 
     return dataclasses.replace(ctx, emit=emit)
+
+
+# ---- log output ------------------------------------------------------------------------------------------
+def log_failure(logger: logging.Logger, redactor: Redactor, exc: BaseException, message: str, *args: Any) -> None:
+    """Log `message % args` and the traceback of `exc` at ERROR level, both redacted."""
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+    logger.error("%s\n%s", _clean(redactor, message % args if args else message), _clean(redactor, trace))
+
+
+class RedactingFormatter(logging.Formatter):
+    """A `logging.Formatter` whose whole output (message, arguments, traceback) goes through a redactor."""
+
+    def __init__(self, redactor: Redactor, fmt: str | None = None) -> None:
+        """Format like `logging.Formatter(fmt)`, then redact."""
+        super().__init__(fmt)
+        self._redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted record, redacted, naming no probe mirror."""
+        return _clean(self._redactor, super().format(record))
+
+
+def _clean(redactor: Redactor, value: str) -> str:
+    # Mirrors first: the redactor may shorten a home directory inside a mirror's URI.
+    return redactor.redact(text(value))

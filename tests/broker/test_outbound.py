@@ -25,7 +25,7 @@ import pytest
 from beam_broker import BY_NAME, BrokerConfig, CallContext
 from beam_broker import broker as broker_module
 from beam_broker import errors as codes
-from beam_broker._logging import RedactingFormatter, log_failure
+from beam_broker._outbound import RedactingFormatter, log_failure
 from beam_broker.config import SERVER_CMD_ENV, command_words, server_command
 from beam_lsp import Redactor
 from tests.support.fixtures import fake_cmd
