@@ -65,7 +65,7 @@ def line(label: str, samples: list[float]) -> str:
 
 
 async def main() -> None:
-    from beam_broker import _daemon_client as client
+    from beam_broker._cli import daemon_client as client
 
     with tempfile.TemporaryDirectory(prefix="beam-bench-cli-", dir="/tmp") as tmp:
         tc, root = built_project(Path(tmp) / "demo")

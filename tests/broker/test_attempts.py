@@ -17,12 +17,12 @@ import anyio.lowlevel
 import pytest
 
 from beam_broker import Broker
-from beam_broker import _speculation as speculation
 from beam_broker import errors as codes
-from beam_broker._attempts import _groups, run_all
 from beam_broker._mirrors import Mirror
-from beam_broker._probe import Basis, build, isolated
-from beam_broker._speculation import Outcome
+from beam_broker._probe_text import Basis, build, isolated
+from beam_broker._probes import run as speculation
+from beam_broker._probes.attempts import _groups, run_all
+from beam_broker._probes.run import Outcome
 
 from .support import call, error_of, fake_project, open_broker
 

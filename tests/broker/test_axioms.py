@@ -16,7 +16,7 @@ import pytest
 from beam_broker import Broker, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker._axioms import listed_axioms, split_names
+from beam_broker._probes.axioms import listed_axioms, split_names
 
 from .support import TIMEOUT, call, fake_project, open_broker
 

@@ -23,7 +23,7 @@ import pytest
 from beam_broker import OPERATIONS, RUNTIME_SETUP
 from beam_broker import cli as beam_cli
 from beam_broker import errors as codes
-from beam_broker._cli_commands import command_name
+from beam_broker._cli.commands import command_name
 from tests.support.fixtures import fake_cmd
 from tests.support.projects import fake_project
 

@@ -16,11 +16,11 @@ import pytest
 from pydantic import BaseModel
 
 from beam_broker import OPERATIONS, BrokerError
-from beam_broker import _cli_args as cli_args
-from beam_broker import _cli_commands as cli_commands
 from beam_broker import cli as beam_cli
 from beam_broker import errors as codes
-from beam_broker._cli_args import (
+from beam_broker._cli import args as cli_args
+from beam_broker._cli import commands as cli_commands
+from beam_broker._cli.args import (
     HelpFormatter,
     Inputs,
     commands_table,
@@ -30,9 +30,9 @@ from beam_broker._cli_args import (
     split_target,
     synopsis,
 )
-from beam_broker._cli_commands import Command, Shape, cli_text, command_name, field_args, first_sentence, shape
-from beam_broker._cli_commands import _kind_of as kind_of
-from beam_broker._position import Source, Target
+from beam_broker._cli.commands import Command, Shape, cli_text, command_name, field_args, first_sentence, shape
+from beam_broker._cli.commands import _kind_of as kind_of
+from beam_broker._cli.position import Source, Target
 from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
 from beam_broker.operations import BY_NAME
 from tests.support.projects import fake_project
@@ -186,7 +186,7 @@ def test_descriptions_become_cli_help() -> None:
 def test_the_commands_table_in_docs_is_generated_from_the_registry() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
     section = page.split("<!-- commands:start", 1)[1].split("-->", 1)[1].split("<!-- commands:end -->", 1)[0]
-    assert section.lstrip("\n") == commands_table(), "regenerate: python -m beam_broker._cli_args"
+    assert section.lstrip("\n") == commands_table(), "regenerate: python -m beam_broker._cli.args"
 
 
 def test_the_file_argument_shape_is_derived_from_the_input_model_fields() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from beam_broker import _cli_base as base
 from beam_broker import errors as codes
-from beam_broker._progress import Terminal
+from beam_broker._cli import common as base
+from beam_broker._cli.progress import Terminal
 
 
 class Tty(io.StringIO):

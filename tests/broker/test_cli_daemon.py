@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from beam_broker import cli as beam_cli
-from beam_broker._cli_daemon import _started_text, _status_text
+from beam_broker._cli.daemon_commands import _started_text, _status_text
 from tests.support.fixtures import fake_cmd
 from tests.support.projects import fake_project
 

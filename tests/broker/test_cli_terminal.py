@@ -180,9 +180,9 @@ def test_a_warm_call_through_the_daemon_does_not_load_the_lean_client_stack(fake
         "beam_lsp.client",
         "beam_broker.broker",
         "beam_broker.runtime",
-        "beam_broker._daemon",
-        "beam_broker._doctor",
-        "beam_broker._complete",
+        "beam_broker._cli.daemon",
+        "beam_broker._cli.doctor",
+        "beam_broker._cli.completion",
     }
     assert heavy == set()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from beam_broker import OPERATIONS
-from beam_broker import _complete as complete
 from beam_broker import cli as beam_cli
-from beam_broker._cli_commands import command_name
+from beam_broker._cli import completion as complete
+from beam_broker._cli.commands import command_name
 
 TIMEOUT = 30
 ZSH_CAPTURE = r"""

@@ -10,7 +10,7 @@ import pytest
 
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker._completions import KINDS, _item, completions
+from beam_broker._ops.completions import KINDS, _item, completions
 from beam_broker.workspace import WorkspaceDescriptor
 from beam_lsp import Position, TextDocument
 

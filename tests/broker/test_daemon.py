@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from beam_broker import BrokerConfig, DiagnosticEvent, FileProgressEvent, PreparationEvent
-from beam_broker import _daemon as daemon
-from beam_broker import _daemon_client as client
 from beam_broker import errors as codes
+from beam_broker._cli import daemon
+from beam_broker._cli import daemon_client as client
 from beam_broker.events import BrokerEvent
 from tests.support.fixtures import fake_cmd
 from tests.support.projects import fake_project

@@ -12,8 +12,8 @@ import pytest
 from anyio.abc import SocketStream
 
 from beam_broker import BrokerError, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-from beam_broker import _daemon_client as client
 from beam_broker import errors as codes
+from beam_broker._cli import daemon_client as client
 from beam_broker.events import BrokerEvent
 from tests.support.projects import fake_project
 

@@ -6,7 +6,7 @@ import pytest
 
 from beam_broker import BrokerError
 from beam_broker import _handles as handles
-from beam_broker import _probe as probe
+from beam_broker import _probe_text as probe
 from beam_broker import errors as codes
 from beam_lsp import Position, TextDocument
 

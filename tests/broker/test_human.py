@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from beam_broker import OPERATIONS
-from beam_broker._human import RENDERERS, View, goal_lines, lean_errors, refused_save, render, render_error
-from beam_broker._render import Sources, diagnostic_key
+from beam_broker._cli.human import RENDERERS, View, goal_lines, lean_errors, refused_save, render, render_error
+from beam_broker._cli.render import Sources, diagnostic_key
 from tests.support.projects import fake_project
 
 PROOFS = "prelude\nimport Demo.Basic\n\ntheorem byTerm : MyTrue := myTrue\n\ndef two : MyNat := MyNat.succ MyNat.one\n"

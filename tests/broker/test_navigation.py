@@ -10,7 +10,7 @@ import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
-from beam_broker._navigation import lsp_json
+from beam_broker._ops.navigation import lsp_json
 from beam_lsp import Position
 from tests.support import projects
 

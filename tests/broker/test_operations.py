@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker import probe_models as pm
+from beam_broker._probes import models as pm
 from beam_broker.operations import OperationSpec, Progress, Scope, implemented
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project

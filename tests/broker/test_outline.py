@@ -13,7 +13,7 @@ import pytest
 from beam_broker import CallContext
 from beam_broker import errors as codes
 from beam_broker import models as m
-from beam_broker._outline import (
+from beam_broker._ops.outline import (
     NAMESPACE_KIND,
     Token,
     _entry,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beam_broker._position import LeanPosition, PositionError, Source, Target, lean_position, parse_target
+from beam_broker._cli.position import LeanPosition, PositionError, Source, Target, lean_position, parse_target
 
 
 def test_targets_split_into_file_position_and_range() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from beam_broker import _probe as spec
+from beam_broker import _probe_text as spec
 from beam_lsp import LeanDiagnostic, Position, TextDocument
 
 SOURCE = (

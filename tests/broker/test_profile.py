@@ -14,7 +14,7 @@ import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
-from beam_broker._profile import OPTIONS, profiler_times, trace_steps
+from beam_broker._probes.profile import OPTIONS, profiler_times, trace_steps
 
 from .support import call, error_of, fake_project, open_broker
 

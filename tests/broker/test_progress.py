@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from beam_broker import DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-from beam_broker import _progress as progress
-from beam_broker._progress import Mode, Reporter, Terminal, is_terminal, progress_mode
-from beam_broker._render import Sources
+from beam_broker._cli import progress
+from beam_broker._cli.progress import Mode, Reporter, Terminal, is_terminal, progress_mode
+from beam_broker._cli.render import Sources
 from tests.support.projects import fake_project
 
 CLEAR = "\r\x1b[K"

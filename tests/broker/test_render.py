@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from beam_broker import FileProgressEvent, PreparationEvent, SetupEvent
-from beam_broker._render import (
+from beam_broker._cli.render import (
     Sources,
     diagnostic_key,
     diagnostic_line,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from beam_broker import models as m
-from beam_broker._workspaces import drop_workspace
+from beam_broker._ops.workspaces import drop_workspace
 from beam_broker.workspace import WorkspaceDescriptor
 
 pytestmark = pytest.mark.anyio

@@ -17,14 +17,7 @@ if TYPE_CHECKING:
     from .broker import Broker
     from .config import BrokerConfig
     from .errors import RUNTIME_SETUP, SERVER_STARTING, BrokerError
-    from .events import (
-        BrokerEvent,
-        CallContext,
-        DiagnosticEvent,
-        FileProgressEvent,
-        PreparationEvent,
-        SetupEvent,
-    )
+    from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
     from .operations import BY_NAME, BY_TOOL, OPERATIONS, OperationSpec, Progress
     from .workspace import WorkspaceDescriptor
 

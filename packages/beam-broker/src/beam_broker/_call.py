@@ -22,7 +22,7 @@ import anyio
 from beam_lsp import Elaboration, path_to_uri
 
 from . import _mirrors as mirrors
-from . import _probe as probe
+from . import _probe_text as probe
 from . import _verdict as verdict
 from . import models as m
 from ._util import single_errors

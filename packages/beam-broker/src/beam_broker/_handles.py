@@ -13,7 +13,7 @@ import itertools
 import secrets
 from typing import Any
 
-from ._probe import Basis
+from ._probe_text import Basis
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
 
 

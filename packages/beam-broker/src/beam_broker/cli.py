@@ -28,11 +28,13 @@ from typing import Any, Final
 
 from beam_lsp.redaction import Redactor
 
-from . import _cli_args as cli_args
-from . import _cli_commands, _cli_daemon
-from . import _daemon_client as client
 from .__about__ import __version__
-from ._cli_base import (
+from ._cli import args as cli_args
+from ._cli import commands as _cli_commands
+from ._cli import daemon_client as client
+from ._cli import daemon_commands as _cli_daemon
+from ._cli.commands import VERSION, Command
+from ._cli.common import (
     EXIT_INTERRUPTED,
     EXIT_LEAN_ERRORS,
     EXIT_OK,
@@ -47,11 +49,10 @@ from ._cli_base import (
     run,
     workspace_root,
 )
-from ._cli_commands import VERSION, Command
-from ._human import View, lean_errors, refused_save, render, render_error
+from ._cli.human import View, lean_errors, refused_save, render, render_error
+from ._cli.progress import Reporter, Terminal, progress_mode
+from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
-from ._progress import Reporter, Terminal, progress_mode
-from ._render import Sources, print_json
 from .config import BrokerConfig
 from .errors import BrokerError
 from .events import BrokerEvent, CallContext
@@ -195,13 +196,13 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
 
 
 def _doctor(args: argparse.Namespace, options: Options) -> int:
-    from . import _doctor
+    from ._cli import doctor as _doctor
 
     return _doctor.main(args, options)
 
 
 def _completion(args: argparse.Namespace, options: Options) -> int:
-    from . import _complete
+    from ._cli import completion as _complete
 
     sys.stdout.write(_complete.script(build_parser(), args.shell))
     sys.stdout.flush()  # a closed pipe fails here, inside `main`, not at exit
@@ -254,7 +255,7 @@ async def call(
             options.note(f"answered by the daemon at {paths.socket} in {elapsed:.1f} ms")
             return answer
     options.note("running Lean in this process (cold start; `lean-beam daemon start` keeps it warm)")
-    from .broker import Broker  # the Lean stack loads only for an in-process call
+    from .broker import Broker
 
     try:
         async with Broker.open(BrokerConfig(lean_cmd=options.lean_cmd)) as broker:

@@ -19,22 +19,20 @@ from pydantic import BaseModel, ValidationError
 
 from beam_lsp.strict_json import InvalidText, find_invalid_text
 
-from . import (
-    _attempts,
-    _axioms,
-    _completions,
-    _goals,
-    _navigation,
-    _outline,
-    _profile,
-    _save,
-    _scratch,
-    _speculation,
-    _sync,
-    _workspaces,
-)
 from . import models as m
-from . import probe_models as pm
+from ._ops import completions as _completions
+from ._ops import goals as _goals
+from ._ops import navigation as _navigation
+from ._ops import outline as _outline
+from ._ops import save as _save
+from ._ops import sync as _sync
+from ._ops import workspaces as _workspaces
+from ._probes import attempts as _attempts
+from ._probes import axioms as _axioms
+from ._probes import models as pm
+from ._probes import profile as _profile
+from ._probes import run as _speculation
+from ._probes import scratch as _scratch
 from .errors import BrokerError, invalid_input
 from .workspace import resolve
 

@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from ._position import lean_position
-from ._render import Sources, diagnostic_key, diagnostic_line, display, severity_word
+from .position import lean_position
+from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
 Result = Mapping[str, Any]
 

@@ -13,20 +13,18 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from beam_broker import _mirrors as mirrors
+from beam_broker import _probe_text as probe
+from beam_broker._call import Call, Watch
+from beam_broker._ops.navigation import lsp_json
+from beam_broker._util import single_errors
+from beam_broker.errors import invalid_params
 from beam_lsp import Position
 
-from . import _mirrors as mirrors
-from . import _probe as probe
-from ._call import Call, Watch
-from ._navigation import lsp_json
-from ._util import single_errors
-from .errors import invalid_params
-
 if TYPE_CHECKING:
+    from beam_broker._documents import DocState
+    from beam_broker._mirrors import Mirror
     from beam_lsp import LeanClient
-
-    from ._documents import DocState
-    from ._mirrors import Mirror
 
 NAMESPACE_KIND: Final = 3
 """LSP `SymbolKind.Namespace`: what Lean calls its namespaces and sections."""

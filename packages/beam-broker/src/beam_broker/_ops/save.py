@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from beam_lsp.project import is_module_name
-
-from . import _lake as lake
-from . import _verdict as verdict
-from . import models as m
-from ._call import Call, Synced
-from ._documents import read_source, text_hash
-from .config import lake_command
-from .errors import (
+from beam_broker import _lake as lake
+from beam_broker import _verdict as verdict
+from beam_broker import models as m
+from beam_broker._call import Call, Synced
+from beam_broker._documents import read_source, text_hash
+from beam_broker.config import lake_command
+from beam_broker.errors import (
     CONTENT_MODIFIED,
     INTERNAL_ERROR,
     SAVE_TARGET_NOT_MODULE,
@@ -35,11 +33,12 @@ from .errors import (
     BrokerError,
     invalid_params,
 )
-from .events import SetupEvent
+from beam_broker.events import SetupEvent
+from beam_lsp.project import is_module_name
 
 if TYPE_CHECKING:
-    from ._documents import DocState
-    from .runtime import WorkspaceRuntime
+    from beam_broker._documents import DocState
+    from beam_broker.runtime import WorkspaceRuntime
 
 
 async def save(call: Call, inp: m.SaveInput) -> m.SaveReply:

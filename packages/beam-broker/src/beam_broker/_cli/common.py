@@ -20,13 +20,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeVar
 
-from beam_lsp.project import PROJECT_MARKERS, find_project_root
-from beam_lsp.redaction import Redactor
-
-from ._progress import Terminal, is_terminal
-from ._render import print_json
-from .config import BrokerConfig
-from .errors import (
+from beam_broker.config import BrokerConfig
+from beam_broker.errors import (
     INTERNAL_ERROR,
     INVALID_INPUT,
     RUNTIME_SETUP,
@@ -36,6 +31,11 @@ from .errors import (
     WORKER_EXITED,
     invalid_input,
 )
+from beam_lsp.project import PROJECT_MARKERS, find_project_root
+from beam_lsp.redaction import Redactor
+
+from .progress import Terminal, is_terminal
+from .render import print_json
 
 T = TypeVar("T")
 
@@ -202,7 +202,7 @@ def run(fn: Callable[[], Awaitable[T]], background: Callable[[], Coroutine[Any, 
     import anyio
     import anyio.abc
 
-    from ._util import single_errors
+    from beam_broker._util import single_errors
 
     async def main() -> T:
         interrupted = False

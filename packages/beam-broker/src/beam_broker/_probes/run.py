@@ -12,25 +12,23 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
+from beam_broker import _analysis as analysis
+from beam_broker import _handles as handles
+from beam_broker import _mirrors as mirrors
+from beam_broker import _probe_text as probe
+from beam_broker import _verdict as verdict
+from beam_broker import models as m
+from beam_broker._call import Call, Watch, reelaborating, stale_imports
+from beam_broker._documents import header_imports, header_text
+from beam_broker._ops.goals import goals_at
+from beam_broker._util import single_errors
+from beam_broker.errors import CONTENT_MODIFIED, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position
 
-from . import _analysis as analysis
-from . import _handles as handles
-from . import _mirrors as mirrors
-from . import _probe as probe
-from . import _verdict as verdict
-from . import models as m
-from ._call import Call, Watch, reelaborating, stale_imports
-from ._documents import header_imports, header_text
-from ._goals import goals_at
-from ._util import single_errors
-from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
-
 if TYPE_CHECKING:
+    from beam_broker._documents import DocState
+    from beam_broker._mirrors import Mirror
     from beam_lsp import LeanClient, LeanDiagnostic, SyncResult
-
-    from ._documents import DocState
-    from ._mirrors import Mirror
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import models as m
-from ._call import Call
-from ._save import save_module
-from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError
-from .events import SetupEvent
-from .workspace import resolve_path
+from beam_broker import models as m
+from beam_broker._call import Call
+from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError
+from beam_broker.events import SetupEvent
+from beam_broker.workspace import resolve_path
+
+from .save import save_module
 
 
 async def update(call: Call, inp: m.FileInput) -> m.UpdateResult:

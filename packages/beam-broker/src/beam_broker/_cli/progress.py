@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TextIO
 
-from ._render import Sources, diagnostic_key, diagnostic_line, progress_line, write_text
-from .events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker.events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+
+from .render import Sources, diagnostic_key, diagnostic_line, progress_line, write_text
 
 TICK_SECONDS: Final = 0.25
 """How often the live line's elapsed time is redrawn while nothing else happens."""

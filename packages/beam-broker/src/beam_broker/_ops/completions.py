@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, get_args
 
+from beam_broker import models as m
+from beam_broker._call import Call
 from beam_lsp import Position
-
-from . import models as m
-from ._call import Call
 
 KINDS: Final[tuple[str, ...]] = get_args(m.CompletionKind)
 """LSP `CompletionItemKind` names; kind `n` is `KINDS[n - 1]`."""

@@ -15,10 +15,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
-from . import _daemon_client as client
-from ._cli_base import EXIT_OK, Options, Output, run, workspace_root
-from .config import BrokerConfig, server_command
-from .errors import INTERNAL_ERROR, RUNTIME_SETUP, BrokerError
+from beam_broker.config import BrokerConfig, server_command
+from beam_broker.errors import INTERNAL_ERROR, RUNTIME_SETUP, BrokerError
+
+from . import daemon_client as client
+from .common import EXIT_OK, Options, Output, run, workspace_root
 
 DEFAULT_TIMEOUT: Final = 60.0
 EXIT_NOT_RUNNING: Final = 1
@@ -72,7 +73,7 @@ def _stats(args: argparse.Namespace, options: Options) -> int:
             return await client.request(paths, client.STATS)
         except client.DaemonUnavailable as exc:
             options.note(f"{exc}: a fresh broker has nothing to report")
-            from .broker import Broker
+            from beam_broker.broker import Broker
 
             async with Broker.open() as broker:
                 return {"result": broker.stats()}
@@ -185,7 +186,7 @@ def _daemon_status(args: argparse.Namespace, options: Options) -> int:
 
 
 def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
-    from . import _daemon
+    from . import daemon as _daemon
 
     paths = _daemon_paths(options)
     if os.path.isdir(paths.root):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Final
 
-from .config import DEFAULT_MAX_SOURCE_BYTES
+from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
 
 _TARGET: Final = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?(?:-(?P<eline>\d+):(?P<ecol>\d+))?$")
 MAX_SOURCE_CHARS: Final = DEFAULT_MAX_SOURCE_BYTES

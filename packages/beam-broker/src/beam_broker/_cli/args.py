@@ -18,12 +18,12 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
+from beam_broker.errors import invalid_input
 from beam_lsp.strict_json import loads_object
 
-from ._cli_commands import VERSION, Command, command_name, derive_commands, first_sentence
-from ._position import PositionError, Source, Target, parse_target
-from .config import DEFAULT_MAX_SOURCE_BYTES
-from .errors import invalid_input
+from .commands import VERSION, Command, command_name, derive_commands, first_sentence
+from .position import PositionError, Source, Target, parse_target
 
 MAX_VALUE_CHARS = DEFAULT_MAX_SOURCE_BYTES
 """Longest `@FILE` value read (characters): a text or JSON argument is never bigger than a source file."""
@@ -270,7 +270,7 @@ def synopsis(spec: Command) -> str:
 
 
 def commands_table() -> str:
-    """The Markdown table of registry subcommands in docs/cli.md (`python -m beam_broker._cli_args`)."""
+    """The Markdown table of registry subcommands in docs/cli.md (`python -m beam_broker._cli.args`)."""
     lines = ["| command | arguments | what it does |", "| --- | --- | --- |"]
     for command in derive_commands():
         args = synopsis(command).replace("|", "\\|")

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 import anyio
 
+from beam_broker import _probe_text as probe
+from beam_broker._call import Call
 from beam_lsp import Position
 
-from . import _probe as probe
-from . import _speculation as speculation
-from . import probe_models as pm
-from ._call import Call
+from . import models as pm
+from . import run as speculation
 
 if TYPE_CHECKING:
-    from ._mirrors import Mirror
+    from beam_broker._mirrors import Mirror
 
 T = TypeVar("T")
 Run = Callable[["Mirror", int], Awaitable[T]]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from . import models as m
-from .workspace import WorkspaceDescriptor
+from beam_broker import models as m
+from beam_broker.workspace import WorkspaceDescriptor
 
 
 class Runtimes(Protocol):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 from typing import Final, cast
 
+from beam_broker import _probe_text as probe
+from beam_broker import models as m
+from beam_broker._call import Call
 from beam_lsp import Position
 
-from . import _probe as probe
-from . import _speculation as speculation
-from . import models as m
-from . import probe_models as pm
-from ._call import Call
-from ._declaration import declaration_at
+from . import models as pm
+from . import run as speculation
+from .declaration import declaration_at
 
 _DEPENDS: Final = re.compile(r"\A'(?P<name>.*)' depends on axioms: \[(?P<axioms>.*)\]\s*\Z", re.DOTALL)
 _NONE: Final = re.compile(r"\A'(?P<name>.*)' does not depend on any axioms\s*\Z", re.DOTALL)

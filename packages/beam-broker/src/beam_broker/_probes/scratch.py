@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final, cast
 
+from beam_broker import _probe_text as probe
+from beam_broker import _verdict as verdict
+from beam_broker._call import Call
+from beam_broker.errors import invalid_params
 from beam_lsp import Elaboration, path_to_uri
 
-from . import _probe as probe
-from . import _speculation as speculation
-from . import _verdict as verdict
-from . import probe_models as pm
-from ._call import Call
-from .errors import invalid_params
+from . import models as pm
+from . import run as speculation
 
 SCRATCH: Final = "_beamScratch.lean"
 """The scratch document's name under the workspace root (never on disk; its mirrors are `_beamScratch_beamProbe<k>`)."""

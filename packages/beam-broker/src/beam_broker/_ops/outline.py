@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from beam_broker import models as m
+from beam_broker._call import Call, Watch
+from beam_broker._util import single_errors
+from beam_broker.workspace import resolve_path
 from beam_lsp import Position, ResponseError, path_to_uri
 from beam_lsp import errors as lsp
 
-from . import models as m
-from ._call import Call, Watch
-from ._navigation import lsp_json
-from ._util import single_errors
-from .workspace import resolve_path
+from .navigation import lsp_json
 
 if TYPE_CHECKING:
     from beam_lsp import LeanClient, TextDocument

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from beam_broker import _analysis as analysis
+from beam_broker import _verdict as verdict
+from beam_broker import models as m
+from beam_broker._call import Call
+from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position, Range, ResponseError
-
-from . import _analysis as analysis
-from . import _verdict as verdict
-from . import models as m
-from ._call import Call
-from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
 
 if TYPE_CHECKING:
     from beam_lsp import LeanClient, LeanDiagnostic

@@ -23,8 +23,13 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .__about__ import __version__
-from ._daemon_client import (
+from beam_broker.__about__ import __version__
+from beam_broker._outbound import log_failure
+from beam_broker.errors import BrokerError, invalid_input
+from beam_broker.events import CallContext
+from beam_broker.operations import BY_NAME
+
+from .daemon_client import (
     MAX_LINE,
     SHUTDOWN,
     STATS,
@@ -35,14 +40,10 @@ from ._daemon_client import (
     ensure_private_dir,
     event_wire,
 )
-from ._outbound import log_failure
-from .errors import BrokerError, invalid_input
-from .events import CallContext
-from .operations import BY_NAME
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .config import BrokerConfig
+    from beam_broker.broker import Broker
+    from beam_broker.config import BrokerConfig
 
 log = logging.getLogger("beam_broker.daemon")
 
@@ -263,7 +264,7 @@ async def serve(
     Returns:
         Why the daemon stopped.
     """
-    from .broker import Broker  # the Lean stack loads only where a broker runs, not in clients
+    from beam_broker.broker import Broker
 
     ensure_private_dir(paths.directory)
     async with Broker.open(config) as broker:

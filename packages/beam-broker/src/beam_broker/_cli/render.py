@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
-from ._position import Source, lean_position
-from .events import BrokerEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker.events import BrokerEvent, FileProgressEvent, PreparationEvent, SetupEvent
+
+from .position import Source, lean_position
 
 
 def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:

@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from beam_broker.config import SERVER_CMD_ENV, BrokerConfig, lake_command, server_command, slow_reports
+from beam_broker.errors import RUNTIME_SETUP, BrokerError
 from beam_lsp.project import PROJECT_MARKERS
 
-from . import _cli_args as cli_args
-from . import _daemon_client as client
-from ._cli_base import EXIT_OK, EXIT_SETUP, Options, Output, run, workspace_root
-from ._progress import Mode, Terminal, progress_mode
-from .config import SERVER_CMD_ENV, BrokerConfig, lake_command, server_command, slow_reports
-from .errors import RUNTIME_SETUP, BrokerError
+from . import args as cli_args
+from . import daemon_client as client
+from .common import EXIT_OK, EXIT_SETUP, Options, Output, run, workspace_root
+from .progress import Mode, Terminal, progress_mode
 
 Status = Literal["ok", "fail", "skip"]
 ELAN_HINT: Final = "install Lean with elan (https://github.com/leanprover/elan), which puts `lake` and `lean` on PATH"
@@ -225,7 +225,7 @@ def check_lean_server(options: Options, root: str | None, file: str | None, time
 async def _sync(options: Options, root: str, path: str, timeout: float) -> dict[str, Any]:
     import anyio
 
-    from .broker import Broker
+    from beam_broker.broker import Broker
 
     with anyio.fail_after(timeout):
         async with Broker.open(BrokerConfig(lean_cmd=options.lean_cmd)) as broker:

@@ -18,17 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from beam_broker import models as m
+from beam_broker._call import Call
 from beam_lsp import Position
-
-from . import models as m
-from ._call import Call
 
 if TYPE_CHECKING:
     from cattrs import Converter
 
+    from beam_broker._documents import DocState
     from beam_lsp import LeanClient
-
-    from ._documents import DocState
 
 
 def _plain(value: Any) -> Any:

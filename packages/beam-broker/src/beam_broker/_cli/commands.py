@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .__about__ import __version__
+from beam_broker.__about__ import __version__
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
-    from .operations import OperationSpec
+    from beam_broker.operations import OperationSpec
 
 Kind = Literal["str", "text", "texts", "int", "bool", "choice", "list", "json"]
 
@@ -59,7 +59,7 @@ def command_name(spec: _Named) -> str:
 
 def cli_text(text: str) -> str:
     """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
-    from .operations import BY_NAME, PROGRESS
+    from beam_broker.operations import BY_NAME, PROGRESS
 
     text = text.replace(PROGRESS, "")
 
@@ -313,7 +313,7 @@ class Command:
 
 def derive_commands() -> tuple[Command, ...]:
     """Every registry operation's command, in registry order (imports the registry and its models)."""
-    from .operations import OPERATIONS
+    from beam_broker.operations import OPERATIONS
 
     return tuple(Command.of(spec) for spec in OPERATIONS)
 

@@ -14,15 +14,15 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, cast
 
+from beam_broker import _probe_text as probe
+from beam_broker import _verdict as verdict
+from beam_broker import models as m
+from beam_broker._call import Call
 from beam_lsp import Elaboration, LeanDiagnostic, Position, TextDocument
 
-from . import _probe as probe
-from . import _speculation as speculation
-from . import _verdict as verdict
-from . import models as m
-from . import probe_models as pm
-from ._call import Call
-from ._declaration import declaration_at
+from . import models as pm
+from . import run as speculation
+from .declaration import declaration_at
 
 OPTIONS: Final = (
     "set_option profiler true\n"

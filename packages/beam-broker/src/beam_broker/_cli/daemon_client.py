@@ -30,10 +30,9 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from beam_broker.errors import INTERNAL_ERROR, BrokerError
+from beam_broker.events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
 from beam_lsp.strict_json import dumps, loads_object
-
-from .errors import INTERNAL_ERROR, BrokerError
-from .events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
 
 SHUTDOWN: Final = "__shutdown__"
 STATUS: Final = "__status__"

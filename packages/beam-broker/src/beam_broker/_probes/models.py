@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .models import (
+from beam_broker.models import (
     CHAR_DESC,
     LINE_DESC,
     VERSION_DESC,
@@ -25,7 +25,7 @@ from .models import (
     _Out,
     _Reply,
 )
-from .workspace import WorkspaceDescriptor
+from beam_broker.workspace import WorkspaceDescriptor
 
 ATTEMPTS_MAX = 32
 """Most alternative texts one `lean_attempts` call takes."""

@@ -1,0 +1,1 @@
+"""Operation handlers on documents: sync, navigation, goals, save, outline, completions, workspaces."""

@@ -1,0 +1,1 @@
+"""Speculative operations on probe mirrors: run_at and handles, attempts, axioms, profile, scratch runs."""
