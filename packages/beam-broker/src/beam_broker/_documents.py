@@ -15,6 +15,7 @@ import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,8 @@ class DocState:
     """When a call last read the document (a sequence number): the open-document bound closes the oldest."""
     users: int = 0
     """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
+    used_at: float = 0.0
+    """`time.monotonic()` of the last call that read it: the memory budget closes the least recent first."""
     goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
 
@@ -284,6 +287,7 @@ class Documents:
             self.docs[str(path)] = doc
         self._use_seq += 1
         doc.last_used = self._use_seq
+        doc.used_at = time.monotonic()
         return doc
 
     def beyond(self, limit: int, keep: DocState) -> list[DocState]:

@@ -144,7 +144,7 @@ async def check_built(
     need building), or None when there is no Lake to ask.
     """
     try:
-        args = [lake_command(config, env), "build", "--no-build", *modules]
+        args = [lake_command(config, env, root), "build", "--no-build", *modules]
     except BrokerError:
         return None
     try:

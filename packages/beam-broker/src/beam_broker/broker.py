@@ -7,6 +7,14 @@ invisible (`_outbound`): every result, error and event of a call, and `stats`, `
 each runtime in a task of its own task group (the runtime owns its inner task group); it never reaches into a
 runtime's session, and it never dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
 
+Sharing one broker among many agents and projects: every workspace-scoped call is admitted first (`_admission`:
+bounded slots per workspace and in all, cheap and heavy calls in separate lanes, `busy` past a short wait, and
+`busy` at once while draining). A task measures each runtime's Lean tree (`_memory`) on a timer and after every
+open; over the memory budget it evicts what `_governor.plan` picks (idle documents, then idle runtimes, least
+recently used first), and it shuts down runtimes idle past the idle timeout. A runtime with a call in flight, and
+a document a call holds, are never evicted; an evicted runtime starts again on its next call; every eviction is
+logged, counted and kept for `status()`, and the files it held read `evicted` until they are opened again.
+
 Diagnostics resources (`diagnostics(path)`) follow mcpls's cached-diagnostics rules: a file belongs to the
 runtime that knows it, else to the workspace whose root contains it; while that workspace's Lean server starts
 the read is `serverStarting`, after a failed start it is the start's `runtimeSetup` error, otherwise it is what
@@ -15,6 +23,7 @@ the cache holds (never triggering analysis).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -30,7 +39,9 @@ from pydantic import BaseModel
 from beam_lsp.strict_json import find_invalid_text
 
 from . import _outbound as invisible
+from ._admission import LANES, Admission
 from ._call import Call
+from ._governor import Governor
 from ._metrics import SUCCESS
 from ._util import single_errors
 from .config import BrokerConfig
@@ -42,6 +53,10 @@ from .runtime import WorkspaceRuntime
 from .workspace import WorkspaceDescriptor, cache_key, resolve
 
 log = logging.getLogger("beam_broker")
+
+CallListener = Callable[[str, str, float], None]
+"""`listener(tool, outcome, seconds)`: one finished call (`outcome`: `success` or the error code it ended with)."""
+RECENT_ERRORS = 50
 
 
 @dataclasses.dataclass
@@ -67,6 +82,14 @@ class Broker:
         self._diagnostic_listeners: list[Callable[[str], None]] = []
         self._save_lock = anyio.Lock()
         self._started = time.monotonic()
+        self.admission = Admission(config)
+        self.governor = Governor(config, self.redactor, self._settled, self._close, self._diagnostics_changed)
+        self.evictions = self.governor.evictions
+        self.errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ERRORS)
+        """The latest calls that ended with an error (for people: the status page)."""
+        self.retired_restarts = 0
+        """Lean restarts of runtimes that were closed since (the live ones count their own)."""
+        self._call_listeners: list[CallListener] = []
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -75,6 +98,7 @@ class Broker:
         with single_errors():
             async with anyio.create_task_group() as tg:
                 broker = cls(config or BrokerConfig(), tg)
+                tg.start_soon(broker.governor.run)
                 try:
                     yield broker
                 finally:
@@ -147,6 +171,8 @@ class Broker:
         hosted.stop.set()
         with anyio.CancelScope(shield=True):
             await hosted.done.wait()
+        if hosted.runtime is not None:
+            self.retired_restarts += hosted.runtime.metrics.sessionRestarts
         return hosted.runtime
 
     async def drop(self, descriptor: WorkspaceDescriptor) -> bool:
@@ -157,9 +183,18 @@ class Broker:
         runtime = self.cached(descriptor.root)
         files = runtime.files() if runtime is not None else []
         closed = await self._close(cache_key(descriptor.root))
+        files += self.governor.forget_under(descriptor.root)  # dropped on purpose: untracked, not evicted
         for path in files:
             self._diagnostics_changed(path)
         return closed is not None
+
+    def _settled(self) -> list[tuple[str, WorkspaceRuntime]]:
+        """Open runtimes not starting a server and not chosen for eviction already (the governor's candidates)."""
+        return [
+            (key, h.runtime)
+            for key, h in self._runtimes.items()
+            if h.runtime is not None and not h.runtime.starting and not h.runtime.occupancy.evicting
+        ]
 
     # ---- calls --------------------------------------------------------------------------------------
     async def call(
@@ -177,18 +212,44 @@ class Broker:
                 of the caller's scope propagates as such.
         """
         root: str | None = None
+        spec = BY_NAME.get(name)
+        started = time.perf_counter()
+        outcome = SUCCESS
         try:
-            spec = BY_NAME.get(name)
             if spec is None:
                 raise invalid_input(f"unknown operation {name!r}")
             inp = self._input(spec, arguments)
             root = cast(HasWorkspace, inp).workspace.root
-            return await self._call(spec, inp, ctx or CallContext())
+            if spec.scope is not Scope.WORKSPACE:
+                return await self._call(spec, inp, ctx or CallContext())
+            async with self.admission.admit(cache_key(root), root, "heavy" if spec.heavy else "cheap"):
+                return await self._call(spec, inp, ctx or CallContext())
         except BrokerError as exc:
+            outcome = exc.code
             clean = _unseen(exc, root).redacted(self.redactor)
+            self.errors.append(
+                {"at": round(time.time(), 3), "tool": spec.tool if spec else name, "code": exc.code, "root": root}
+            )
             if clean is exc:
                 raise
             raise clean from None
+        except anyio.get_cancelled_exc_class():
+            outcome = REQUEST_CANCELLED
+            raise
+        finally:
+            seconds = time.perf_counter() - started
+            for listener in list(self._call_listeners):
+                listener(spec.tool if spec else name, outcome, seconds)
+
+    def add_call_listener(self, listener: CallListener) -> Callable[[], None]:
+        """Call `listener(tool, outcome, seconds)` after every call (refused ones included); returns its remover."""
+        self._call_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._call_listeners:
+                self._call_listeners.remove(listener)
+
+        return remove
 
     async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
         """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
@@ -196,8 +257,9 @@ class Broker:
         ctx = invisible.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
-        runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
+        runtime = await self._claim(workspace) if spec.scope is Scope.WORKSPACE else None
         target: Any = Call(runtime, ctx, workspace, path) if runtime is not None else self
+        before = set(runtime.documents.docs) if runtime is not None else set()
         started = time.perf_counter()
         outcome = SUCCESS
         try:
@@ -214,9 +276,30 @@ class Broker:
         finally:
             if runtime is not None:
                 target.release()
+                runtime.occupancy.in_flight -= 1
+                runtime.occupancy.last_active = time.monotonic()
+                opened = runtime.documents.docs.keys() - before
+                if opened:
+                    self.governor.opened(opened)
                 runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
         out: dict[str, Any] = invisible.scrub(result.model_dump(mode="json"), workspace.root)
         return out
+
+    async def _claim(self, workspace: WorkspaceDescriptor) -> WorkspaceRuntime:
+        """The workspace's runtime with this call counted in it (a runtime being evicted is replaced by a new one).
+
+        No await separates the check from the count, so an eviction either saw the call or is seen by it.
+        """
+        while True:
+            runtime = await self.runtime(workspace)
+            if not runtime.occupancy.evicting:
+                runtime.occupancy.in_flight += 1
+                runtime.occupancy.last_active = time.monotonic()
+                return runtime
+            hosted = self._runtimes.get(cache_key(workspace.root))
+            if hosted is not None and hosted.runtime is runtime:  # still closing: wait until it has gone
+                with anyio.CancelScope(shield=True):
+                    await hosted.done.wait()
 
     @staticmethod
     def _input(spec: OperationSpec, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
@@ -260,6 +343,62 @@ class Broker:
         clean: dict[str, Any] = invisible.scrub(snapshot, rt.root)
         return clean
 
+    def drain(self) -> None:
+        """Stop admitting: every new workspace call fails at once with `busy` (`data.reason = "draining"`).
+
+        Calls already admitted go on; the caller decides how long to wait for them (`in_flight`).
+        """
+        self.admission.draining = True
+
+    @property
+    def in_flight(self) -> int:
+        """Workspace calls admitted and running now."""
+        return sum(counts.in_flight for counts in self.admission.lanes.values())
+
+    def status(self) -> dict[str, Any]:
+        """What an operator sees (metrics and the status page): memory, calls, evictions, errors, per workspace.
+
+        Cheap: it reads what is in memory (the last measurement), never starts or asks Lean. Redacted.
+        """
+        now = time.monotonic()
+        workspaces: list[dict[str, Any]] = []
+        for rt in sorted(self._open(), key=lambda rt: rt.key):
+            counts = self.admission.counts(rt.key)
+            workspaces.append(
+                {
+                    "root": rt.root,
+                    "toolchain": rt.toolchain.name if rt.toolchain is not None else None,
+                    "residentBytes": rt.occupancy.usage.total,
+                    "processes": rt.occupancy.usage.processes,
+                    "openDocuments": len(rt.documents.docs),
+                    "callsInFlight": counts.in_flight,
+                    "callsWaiting": counts.waiting,
+                    "idleSeconds": 0.0 if rt.occupancy.in_flight else round(now - rt.occupancy.last_active, 1),
+                    "sessionStarts": rt.metrics.sessionStarts,
+                    "sessionRestarts": rt.metrics.sessionRestarts,
+                }
+            )
+        budget = self.config.memory_budget_mib
+        out = {
+            "uptimeMs": int((now - self._started) * 1000),
+            "draining": self.admission.draining,
+            "memoryBudgetBytes": budget * 1024 * 1024 if budget is not None else None,
+            "idleTimeoutSeconds": self.config.idle_timeout,
+            "residentBytes": sum(w["residentBytes"] for w in workspaces),
+            "workspaces": workspaces,
+            "lanes": {lane: dataclasses.asdict(self.admission.lanes[lane]) for lane in LANES},
+            "rejections": dict(sorted(self.admission.rejected.items())),
+            "evictions": [
+                {"kind": kind, "reason": reason, "count": count}
+                for (kind, reason), count in sorted(self.evictions.counts.items())
+            ],
+            "recentEvictions": [e.wire() for e in reversed(self.evictions.recent)],
+            "recentErrors": list(reversed(self.errors)),
+            "sessionRestarts": self.retired_restarts + sum(w["sessionRestarts"] for w in workspaces),
+        }
+        redacted: dict[str, Any] = self.redactor.redact_json(out)
+        return redacted
+
     # ---- diagnostics resources ----------------------------------------------------------------------
     def open_documents(self) -> list[str]:
         """Canonical paths of the open source documents of every cached workspace, sorted (no probe mirrors)."""
@@ -288,9 +427,13 @@ class Broker:
         if owner is not None:
             owner.check_started()
             snap = owner.diagnostics(canonical)
+            if snap is not None and self.governor.evicted(canonical) and canonical not in owner.documents.docs:
+                return evicted(canonical)  # closed to free memory: unknown, not clean
             if snap is not None:
                 clean: dict[str, Any] = invisible.scrub(snap, owner.root)
                 return clean
+        if self.governor.evicted(canonical):  # its workspace was shut down to free memory: unknown, not clean
+            return evicted(canonical)
         return _untracked(canonical)
 
     def add_diagnostics_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
@@ -310,6 +453,11 @@ class Broker:
     def _diagnostics_changed(self, path: str) -> None:
         for listener in list(self._diagnostic_listeners):
             listener(path)
+
+
+def evicted(canonical: str) -> dict[str, Any]:
+    """The diagnostics resource of a file evicted to free memory (closed, or its workspace shut down)."""
+    return {"path": canonical, "tracked": True, "availability": "evicted", "diagnostics": [], "open": False}
 
 
 def _untracked(canonical: str) -> dict[str, Any]:

@@ -46,6 +46,21 @@ DEFAULT_CHANGE_DELAY = 0.1
 unless a call asks about the file sooner (then at once). A probe, goals or hover right after the edit runs in a
 mirror meanwhile without the file's worker taking both cores; Lean's whole-file diagnostics come at most this
 much later, and only when nobody is waiting for them."""
+DEFAULT_MAX_CALLS = 64
+"""Cheap calls (hover, goals, probes, ...) in flight in the whole broker; more wait (`admission_wait`), then `busy`."""
+DEFAULT_MAX_WORKSPACE_CALLS = 16
+"""Cheap calls in flight per workspace."""
+DEFAULT_MAX_HEAVY_CALLS = 8
+"""Heavy calls (whole-file barriers, builds, batches: `OperationSpec.heavy`) in flight in the whole broker."""
+DEFAULT_MAX_WORKSPACE_HEAVY_CALLS = 2
+"""Heavy calls in flight per workspace."""
+DEFAULT_ADMISSION_WAIT = 2.0
+"""Seconds a call waits for a free slot before it fails with `busy` (a short bound: a hang helps nobody)."""
+DEFAULT_MEASURE_INTERVAL = 2.0
+"""Seconds between two measurements of the Lean process trees' resident memory (also taken after each open)."""
+ELAN_HOME_ENV = "ELAN_HOME"
+"""Where elan keeps its toolchains (`$ELAN_HOME/toolchains/<name>`; default `~/.elan`)."""
+TOOLCHAIN_FILE = "lean-toolchain"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +77,19 @@ class BrokerConfig:
             no call is using are closed in Lean (probe mirrors are bounded by `mirrors_per_document` instead).
         change_delay: Seconds a source edit waits before it is sent to Lean, unless something asks about the
             file sooner (`DEFAULT_CHANGE_DELAY`; 0 sends it at once).
+        memory_budget_mib: Resident memory all Lean process trees together may use (MiB); beyond it the least
+            recently used idle documents are closed, then the least recently used idle workspaces shut down.
+            None: no budget.
+        idle_timeout: Seconds a workspace runtime may stay without a call before it shuts down (None: never).
+        measure_interval: Seconds between two measurements of the Lean trees' memory (`memory_budget_mib`).
+        max_calls: Cheap calls in flight in the broker (admission control; more wait, then fail `busy`).
+        max_workspace_calls: Cheap calls in flight per workspace.
+        max_heavy_calls: Heavy calls (`OperationSpec.heavy`) in flight in the broker; they have slots of their own,
+            so they never take the slots of cheap calls.
+        max_workspace_heavy_calls: Heavy calls in flight per workspace.
+        admission_wait: Seconds a call waits for a slot before it fails with `busy`.
+        project_toolchains: Start a workspace whose `lean-toolchain` names a toolchain installed in elan's
+            toolchain directory with that toolchain's `lake serve` (otherwise: the configured command).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -71,6 +99,15 @@ class BrokerConfig:
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_open_documents: int = DEFAULT_MAX_OPEN_DOCUMENTS
     change_delay: float = DEFAULT_CHANGE_DELAY
+    memory_budget_mib: int | None = None
+    idle_timeout: float | None = None
+    measure_interval: float = DEFAULT_MEASURE_INTERVAL
+    max_calls: int = DEFAULT_MAX_CALLS
+    max_workspace_calls: int = DEFAULT_MAX_WORKSPACE_CALLS
+    max_heavy_calls: int = DEFAULT_MAX_HEAVY_CALLS
+    max_workspace_heavy_calls: int = DEFAULT_MAX_WORKSPACE_HEAVY_CALLS
+    admission_wait: float = DEFAULT_ADMISSION_WAIT
+    project_toolchains: bool = True
 
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""
@@ -125,12 +162,81 @@ def command_words(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
         return [word.replace("'", "").replace('"', "") for word in from_env.split()]
 
 
-def lake_command(config: BrokerConfig, env: Mapping[str, str]) -> str:
-    """The `lake` executable for builds: the one the server runs under, else `lake` on PATH.
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """A project's toolchain as elan installed it: its name (`lean-toolchain`), directory and `lake`."""
+
+    name: str
+    directory: str
+    lake: str
+
+    def server_command(self) -> list[str]:
+        """`lake serve` of this toolchain, without Lean's report delay."""
+        return [self.lake, "serve", "--", REPORT_DELAY_ARG]
+
+
+def toolchain_name(root: str) -> str | None:
+    """What the project's `lean-toolchain` file names (its first non-empty line), or None without one."""
+    try:
+        with open(os.path.join(root, TOOLCHAIN_FILE), encoding="utf-8", errors="replace") as f:
+            text = f.read(4096)
+    except OSError:
+        return None
+    return next((line.strip() for line in text.splitlines() if line.strip()), None)
+
+
+def elan_home(env: Mapping[str, str]) -> str:
+    """The home of elan: `$ELAN_HOME`, else `~/.elan` (with the environment's HOME)."""
+    found = env.get(ELAN_HOME_ENV)
+    if found:
+        return found
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".elan")
+
+
+def toolchain_directory(name: str) -> str:
+    """The directory name elan gives a toolchain (`leanprover/lean4:v4.9.0` -> `leanprover--lean4---v4.9.0`)."""
+    return name.replace("/", "--").replace(":", "---")
+
+
+def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -> Toolchain | None:
+    """The toolchain a workspace runs on: the one its `lean-toolchain` names, when elan's directory holds it.
+
+    None when the feature is off (`project_toolchains`), the project has no `lean-toolchain`, or that toolchain
+    is not installed (no executable `bin/lake` in `$ELAN_HOME/toolchains/<name>`): the configured command is used.
+    """
+    if not config.project_toolchains:
+        return None
+    name = toolchain_name(root)
+    if name is None:
+        return None
+    directory = os.path.join(elan_home(env), "toolchains", toolchain_directory(name))
+    lake = os.path.join(directory, "bin", "lake")
+    if not (os.path.isfile(lake) and os.access(lake, os.X_OK)):
+        return None
+    return Toolchain(name, directory, lake)
+
+
+def workspace_command(config: BrokerConfig, env: Mapping[str, str], root: str) -> tuple[list[str], Toolchain | None]:
+    """The Lean server command of one workspace, and the project toolchain it comes from (None: configured).
+
+    Raises:
+        BrokerError: `runtimeSetup` when there is no project toolchain and no command can be found.
+    """
+    toolchain = project_toolchain(config, env, root)
+    if toolchain is not None:
+        return toolchain.server_command(), toolchain
+    return server_command(config, env), None
+
+
+def lake_command(config: BrokerConfig, env: Mapping[str, str], root: str | None = None) -> str:
+    """The `lake` executable for builds: the project toolchain's (with `root`), the server's, else `lake` on PATH.
 
     Raises:
         BrokerError: `runtimeSetup` when there is no Lake (a setup problem, as a missing Lean is).
     """
+    toolchain = project_toolchain(config, env, root) if root is not None else None
+    if toolchain is not None:
+        return toolchain.lake
     try:
         cmd = server_command(config, env)
     except BrokerError:

@@ -14,6 +14,8 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
       runtimeSetup            no Lean server could be started for the workspace (or no Lake for a save)
       serverStarting          the workspace's Lean server is still starting (reading cached diagnostics only;
                               MCP answers -32051 "server starting", as mcpls does)
+      busy                    not admitted: too many calls in flight (data.retryAfterMs, data.scope, data.limit),
+                              or the server is draining (data.reason = "draining"); nothing ran, retry later
       plus LSP names mapped from Lean's numeric error codes (methodNotFound, rpcNeedsReconnect, ...)
 
 Where a `BrokerError` comes from: handlers raise them for the rules they check; every failure of the Lean stack
@@ -62,6 +64,8 @@ RUNTIME_SETUP = "runtimeSetup"
 SERVER_STARTING = "serverStarting"
 METHOD_NOT_FOUND = "methodNotFound"
 RPC_NEEDS_RECONNECT = "rpcNeedsReconnect"
+BUSY = "busy"
+"""A call not admitted (admission control, or a draining server): nothing ran, so it is safe to retry."""
 
 _LSP_NAMES = {
     lsp.PARSE_ERROR: "parseError",

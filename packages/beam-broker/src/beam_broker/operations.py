@@ -98,6 +98,8 @@ class OperationSpec:
         extension: Beyond the seed's tool surface (listed after it); `lean-beam-mcp --tools beam` leaves it out.
         extension_fields: Input and output fields beyond the seed's surface; `--tools beam` leaves them out of
             the tool's schemas (so a call naming one is refused like any undeclared field).
+        heavy: Expensive (a whole-file barrier, a Lake build, a batch of probes): admitted in a lane of its own,
+            so queued heavy calls never take the slots of cheap ones (hover, goals, a probe).
     """
 
     name: str
@@ -118,6 +120,7 @@ class OperationSpec:
     preparing: str = PREPARING
     extension: bool = False
     extension_fields: frozenset[str] = frozenset()
+    heavy: bool = False
 
     @property
     def tool(self) -> str:
@@ -376,6 +379,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         document_progress=True,
         metrics_key="sync_file",
         extension_fields=_REBUILD,
+        heavy=True,
     ),
     OperationSpec(
         "refresh",
@@ -390,6 +394,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         document_progress=True,
         metrics_key="refresh_file",
         extension_fields=_REBUILD,
+        heavy=True,
     ),
     OperationSpec(
         "save",
@@ -403,6 +408,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="save_olean",
+        heavy=True,
     ),
     OperationSpec(
         "close_save",
@@ -413,6 +419,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="close",
+        heavy=True,
     ),
     OperationSpec(
         "close",
@@ -453,6 +460,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         progress=_FULL_PROGRESS,
         extension=True,
+        heavy=True,
     ),
     OperationSpec(
         "attempts",
@@ -471,6 +479,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         progress=_FULL_PROGRESS,
         extension=True,
+        heavy=True,
     ),
     OperationSpec(
         "axioms",
@@ -507,6 +516,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         progress=_FULL_PROGRESS,
         extension=True,
+        heavy=True,
     ),
     OperationSpec(
         "run_code",
@@ -523,6 +533,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         read_only=True,
         progress=_FULL_PROGRESS,
         extension=True,
+        heavy=True,
     ),
 )
 

@@ -9,7 +9,9 @@ beam-lsp errors (the broker's boundary does), except that a server that cannot s
 It also keeps the start-up state the diagnostics resources answer from (`starting`, `start_failure`: mcpls's
 "server starting" and "failed to start"), and the bound on open documents (`BrokerConfig.max_open_documents`:
 the least recently used documents no call holds are closed in Lean; their diagnostics stay readable with
-`open: false`, and the next call on one reopens it).
+`open: false`, and the next call on one reopens it), and what the broker's memory budget and idle timeout need of
+it (`occupancy`: calls in flight, last use, the last measurement of its Lean tree). Its Lean command comes from the
+project's toolchain when elan has it installed (`config.workspace_command`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor, path_to_uri
 
 from . import _lake as lake
+from . import _memory as memory
 from . import _mirrors as mirrors
 from ._documents import DocState, Documents, header_imports, read_source, text_hash
 from ._freshness import Freshness
@@ -39,7 +42,7 @@ from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
 from ._util import single_errors
-from .config import BrokerConfig, server_command, slow_reports
+from .config import BrokerConfig, Toolchain, slow_reports, workspace_command
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .workspace import cache_key, display_path, resolve_path
 
@@ -90,6 +93,8 @@ class WorkspaceRuntime:
         self.start_failure: BrokerError | None = None
         """The `runtimeSetup` error of the last start, until a start succeeds."""
         self.on_diagnostics: Callable[[str], None] | None = None
+        self.occupancy = memory.Occupancy()  # for the memory budget and the idle timeout (the broker's governor)
+        self.toolchain: Toolchain | None = None  # the project toolchain the server runs (None: configured command)
         self._tg = task_group
         self._session: _Session | None = None
         self._session_lock = anyio.Lock()
@@ -205,7 +210,7 @@ class WorkspaceRuntime:
                 self.on_diagnostics(path)
 
     async def _start_session(self) -> LeanClient:
-        cmd = server_command(self.config, self.env)
+        cmd, self.toolchain = workspace_command(self.config, self.env, self.root)
         slow = slow_reports(cmd)
         if slow is not None and self._next_epoch == 1:  # once per runtime, not on every restart
             log.info("%s: %s", self.root, slow)  # info: doctor and lean-beam-mcp's start-up say it louder

@@ -105,7 +105,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
         )
     if not sync.readiness.save_ready:
         raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
-    lake_cmd = lake_command(rt.config, rt.env)
+    lake_cmd = lake_command(rt.config, rt.env, rt.root)
     deps = [name for name in doc.imports if lake.module_file(rt.root, name) is not None]
     if deps:
         code, out = await _run(rt, [lake_cmd, "build", "--no-build", *deps], None, path)
