@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from beam_broker import RUNTIME_SETUP, BrokerError
 from beam_broker import errors as codes
-from beam_broker.config import REPORT_DELAY_ARG, SERVER_CMD_ENV, BrokerConfig, lake_command, server_command
+from beam_broker.config import (
+    REPORT_DELAY_ARG,
+    SERVER_CMD_ENV,
+    BrokerConfig,
+    Toolchain,
+    elan_home,
+    lake_command,
+    project_toolchain,
+    server_command,
+    toolchain_directory,
+    workspace_command,
+)
 
 
 def executable(directory: Path, name: str) -> Path:
@@ -51,3 +63,72 @@ def test_the_environment_is_the_configured_one_or_a_copy_of_this_process(monkeyp
     monkeypatch.setenv("BEAM_CONFIG_TEST", "yes")
     env = BrokerConfig().environment()
     assert env["BEAM_CONFIG_TEST"] == "yes" and env is not os.environ
+
+
+def install_toolchain(elan: Path, name: str, lake_text: str = "#!/bin/sh\nexit 0\n") -> Path:
+    """A stand-in toolchain in elan's directory layout: `<elan>/toolchains/<dir>/bin/lake`."""
+    lake = elan / "toolchains" / toolchain_directory(name) / "bin" / "lake"
+    lake.parent.mkdir(parents=True)
+    lake.write_text(lake_text, encoding="utf-8")
+    lake.chmod(0o755)
+    return lake
+
+
+def test_elan_names_a_toolchain_directory_by_escaping_slashes_and_colons() -> None:
+    assert toolchain_directory("leanprover/lean4:v4.9.0") == "leanprover--lean4---v4.9.0"
+    assert toolchain_directory("my-local-build") == "my-local-build"
+
+
+def test_a_project_toolchain_installed_in_elans_directory_gives_the_workspace_its_lake(tmp_path: Path) -> None:
+    elan = tmp_path / "elan"
+    lake = install_toolchain(elan, "leanprover/lean4:v4.35.0")
+    root = tmp_path / "proj"
+    root.mkdir()
+    env = {"ELAN_HOME": str(elan), "PATH": ""}
+    config = BrokerConfig(lean_cmd=["configured", "serve"])
+    assert workspace_command(config, env, str(root)) == (["configured", "serve"], None)  # no lean-toolchain
+    (root / "lean-toolchain").write_text("\n  leanprover/lean4:v4.35.0  \n", encoding="utf-8")
+    cmd, toolchain = workspace_command(config, env, str(root))
+    assert toolchain == Toolchain("leanprover/lean4:v4.35.0", str(lake.parent.parent), str(lake))
+    assert cmd == [str(lake), "serve", "--", REPORT_DELAY_ARG]
+    assert lake_command(config, env, str(root)) == str(lake)
+    # not installed, switched off, or elan's home elsewhere (HOME/.elan): the configured command
+    (root / "lean-toolchain").write_text("leanprover/lean4:v4.99.0\n", encoding="utf-8")
+    assert workspace_command(config, env, str(root))[1] is None
+    (root / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
+    off = BrokerConfig(lean_cmd=["configured", "serve"], project_toolchains=False)
+    assert workspace_command(off, env, str(root))[1] is None
+    assert elan_home({"HOME": str(tmp_path)}) == str(tmp_path / ".elan")
+    assert project_toolchain(config, {"HOME": str(elan.parent / "nowhere")}, str(root)) is None
+
+
+@pytest.mark.anyio
+async def test_two_projects_with_different_toolchains_run_different_lean_servers_in_one_broker(tmp_path: Path) -> None:
+    from tests.support.fixtures import FAKE_LEAN, fake_broker
+    from tests.support.projects import fake_project
+
+    elan = tmp_path / "elan"
+    run_fake = (
+        f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(FAKE_LEAN)!r}\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    lakes = {name: install_toolchain(elan, name, run_fake) for name in ("leanprover/lean4:v4.35.0", "nightly-x")}
+    roots = {}
+    for name in lakes:
+        roots[name] = fake_project(tmp_path / toolchain_directory(name), {"A.lean": "theorem a : True := trivial\n"})
+        (roots[name] / "lean-toolchain").write_text(name + "\n", encoding="utf-8")
+    plain = fake_project(tmp_path / "plain", {"A.lean": "theorem a : True := trivial\n"})
+    (plain / "lean-toolchain").write_text("leanprover/lean4:v4.0.0\n", encoding="utf-8")  # not installed
+    env = {**os.environ, "ELAN_HOME": str(elan)}
+    async with fake_broker(env=env) as broker:
+        for root in [*roots.values(), plain]:
+            await broker.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
+        toolchains = {w["root"]: w["toolchain"] for w in broker.status()["workspaces"]}
+        for name, root in roots.items():
+            runtime = broker.cached(str(root))
+            client = runtime.live_client() if runtime is not None else None
+            assert client is not None
+            cmdline = Path(f"/proc/{client.pid}/cmdline").read_bytes()
+            assert str(lakes[name]).encode() in cmdline  # that toolchain's lake serves it
+            assert toolchains[str(root)] == name
+    assert toolchains[str(plain)] is None  # not installed: the configured (fake) command

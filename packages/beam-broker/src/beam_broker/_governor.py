@@ -158,6 +158,9 @@ class Governor:
         self._changed = changed
         self._files: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._measure = anyio.Event()
+        self._round = anyio.Lock()  # one round at a time: a round plans from its own fresh measurement
+        self.meter: Callable[[int | None], memory.TreeUsage] = memory.measure
+        """Measures the tree under a server's process id (tests give a broker another)."""
 
     def measure_soon(self) -> None:
         """Measure now rather than at the next tick (a document was just opened)."""
@@ -206,9 +209,13 @@ class Governor:
 
     async def govern(self) -> None:
         """One round: measure every runtime, shut down the idle ones past the timeout, then keep to the budget."""
+        async with self._round:
+            await self._govern()
+
+    async def _govern(self) -> None:
         for _, rt in self._runtimes():
             client = rt.live_client()
-            rt.occupancy.usage = memory.measure(client.pid if client is not None else None)
+            rt.occupancy.usage = self.meter(client.pid if client is not None else None)
         timeout = self.config.idle_timeout
         if timeout is not None:
             now = time.monotonic()

@@ -1,0 +1,168 @@
+"""The memory budget and the idle timeout on the fake Lean: what is evicted, in which order, and what it leaves.
+
+The fake Lean server runs no file workers, so these brokers measure with a stand-in meter: each runtime holds a
+base plus a fixed amount per open document, which is what a Lean server with one worker per document looks like
+(the real-Lean lane measures real trees). `govern()` is called by the test, so each round happens when it says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from beam_broker import Broker
+from beam_broker._governor import Candidate, plan
+from beam_broker._memory import TreeUsage
+from tests.support.fixtures import LeanGate, fake_broker
+
+from .support import TIMEOUT, call, fake_project
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+BASE = 100 * MIB
+PER_DOCUMENT = 30 * MIB
+
+
+def metered(broker: Broker) -> dict[str, bool]:
+    """Give `broker` a meter: BASE per runtime plus PER_DOCUMENT per open document, once `on["on"]` is set."""
+    on = {"on": False}
+
+    def meter(pid: int | None) -> TreeUsage:
+        if not on["on"]:
+            return TreeUsage()
+        for rt in broker._open():
+            client = rt.live_client()
+            if client is not None and client.pid == pid:
+                docs = {doc.uri: PER_DOCUMENT for doc in rt.documents.docs.values()}
+                return TreeUsage(BASE + sum(docs.values()), 1 + len(docs), docs)
+        return TreeUsage()
+
+    broker.governor.meter = meter
+    return on
+
+
+def project(tmp_path: Path, name: str, *files: str) -> Path:
+    return fake_project(tmp_path / name, {f: f"theorem t : True := trivial\n-- {f}\n" for f in files})
+
+
+def candidate(key: str, path: str | None, used_at: float, size: int) -> Candidate:
+    return Candidate(key, f"/{key}", path, used_at, size)
+
+
+def test_the_plan_takes_least_recently_used_documents_first_and_stops_when_enough_is_freed() -> None:
+    docs = [candidate("a", "/a/2", 2, 30), candidate("a", "/a/1", 1, 30), candidate("b", "/b/1", 3, 30)]
+    chosen = plan(total=290, budget=250, documents=docs, workspaces=[candidate("b", None, 0, 130)])
+    assert [c.path for c in chosen] == ["/a/1", "/a/2"]
+    assert plan(total=250, budget=250, documents=docs, workspaces=[]) == []
+
+
+def test_the_plan_shuts_workspaces_down_when_documents_do_not_free_enough() -> None:
+    docs = [candidate("a", "/a/1", 1, 30), candidate("b", "/b/1", 5, 0)]
+    workspaces = [candidate("b", None, 4, 100), candidate("a", None, 2, 130)]
+    chosen = plan(total=230, budget=60, documents=docs, workspaces=workspaces)
+    # a's document is redundant once a goes whole; a is less recently used than b, and together they suffice
+    assert [(c.key, c.path) for c in chosen] == [("a", None), ("b", None)]
+    # everything idle is returned when even that is not enough (the bound yields to calls in flight)
+    assert len(plan(total=10_000, budget=60, documents=docs, workspaces=workspaces)) == 2
+
+
+async def test_over_the_budget_the_least_recently_used_idle_documents_are_closed_and_read_evicted(
+    tmp_path: Path,
+) -> None:
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    b = project(tmp_path, "b", "B1.lean")
+    async with fake_broker(memory_budget_mib=250) as broker:
+        on = metered(broker)
+        for root, name in ((a, "A1.lean"), (a, "A2.lean"), (b, "B1.lean")):
+            await call(broker, "sync", root, path=name)
+        on["on"] = True  # 100+2*30 + 100+30 = 290 MiB: 40 over, so the two oldest documents go
+        await broker.governor.govern()
+        status = broker.status()
+        assert status["evictions"] == [{"kind": "document", "reason": "memory", "count": 2}]
+        assert [(e["path"], e["bytes"]) for e in reversed(status["recentEvictions"])] == [
+            (str(a / "A1.lean"), PER_DOCUMENT),
+            (str(a / "A2.lean"), PER_DOCUMENT),
+        ]
+        assert broker.diagnostics(str(a / "A1.lean"))["availability"] == "evicted"
+        assert broker.diagnostics(str(a / "A1.lean"))["diagnostics"] == []
+        assert broker.diagnostics(str(b / "B1.lean"))["availability"] == "published"
+        assert broker.workspace_count == 2  # documents were enough: no workspace was shut down
+        await broker.governor.govern()  # 230 MiB now: within the budget, nothing more goes
+        assert broker.evictions.total() == 2
+        # the next call opens it again, and its diagnostics are Lean's again
+        assert (await call(broker, "sync", a, path="A1.lean"))["diagnostics"]["counts"]["error"] == 0
+        assert broker.diagnostics(str(a / "A1.lean"))["availability"] == "published"
+
+
+async def test_a_runtime_with_a_call_in_flight_is_never_evicted_and_an_idle_one_restarts_on_its_next_call(
+    tmp_path: Path,
+) -> None:
+    a = project(tmp_path, "a", "A1.lean")
+    b = project(tmp_path, "b", "B1.lean")
+    changed: list[str] = []
+    async with fake_broker(memory_budget_mib=150) as broker:
+        broker.add_diagnostics_listener(changed.append)
+        on = metered(broker)
+        await call(broker, "sync", b, path="B1.lean")
+        done: list[dict[str, Any]] = []
+
+        async def held() -> None:
+            done.append(await call(broker, "sync", a, path="A1.lean"))
+
+        async with LeanGate.install(a) as gate, anyio.create_task_group() as tg:
+            tg.start_soon(held)
+            with anyio.fail_after(TIMEOUT):
+                await gate.reached()
+            on["on"] = True  # 130 + 130 MiB: b's document alone frees too little, so b goes whole; a is in use
+            await broker.governor.govern()
+            assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "memory", "count": 1}]
+            assert broker.cached(str(b)) is None and broker.cached(str(a)) is not None
+            assert broker.diagnostics(str(b / "B1.lean"))["availability"] == "evicted"
+            assert str(b / "B1.lean") in changed  # subscribers hear of it
+            gate.open()
+        assert done and done[0]["version"] == 1
+        on["on"] = False
+        again = await call(broker, "sync", b, path="B1.lean")  # a new runtime, a new Lean server
+        assert again["version"] == 1
+        assert broker.diagnostics(str(b / "B1.lean"))["availability"] == "published"
+        assert broker.status()["workspaces"][1]["sessionStarts"] == 1
+
+
+async def test_a_runtime_idle_past_the_idle_timeout_shuts_down_and_the_drop_forgets_it(tmp_path: Path) -> None:
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker(idle_timeout=3600) as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        runtime = broker.cached(str(a))
+        assert runtime is not None
+        await broker.governor.govern()
+        assert broker.workspace_count == 1  # not idle long enough
+        runtime.occupancy.last_active -= 7200
+        await broker.governor.govern()
+        assert broker.workspace_count == 0
+        assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "idle", "count": 1}]
+        assert broker.diagnostics(str(a / "A1.lean"))["availability"] == "evicted"
+        # dropping the workspace on purpose makes its files untracked rather than evicted
+        await call(broker, "drop_workspace", a)
+        assert broker.diagnostics(str(a / "A1.lean"))["tracked"] is False
+
+
+async def test_status_reports_each_workspace_and_the_totals(tmp_path: Path) -> None:
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    async with fake_broker(memory_budget_mib=1000, idle_timeout=60) as broker:
+        on = metered(broker)
+        on["on"] = True
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "sync", a, path="A2.lean")
+        await broker.governor.govern()
+        status = broker.status()
+    assert status["memoryBudgetBytes"] == 1000 * MIB and status["idleTimeoutSeconds"] == 60
+    assert status["residentBytes"] == BASE + 2 * PER_DOCUMENT
+    (workspace,) = status["workspaces"]
+    assert workspace["root"] == str(a) and workspace["openDocuments"] == 2 and workspace["processes"] == 3
+    assert workspace["callsInFlight"] == 0 and workspace["toolchain"] is None
+    assert status["lanes"] == {"cheap": {"in_flight": 0, "waiting": 0}, "heavy": {"in_flight": 0, "waiting": 0}}
+    assert status["evictions"] == [] and status["recentErrors"] == []
