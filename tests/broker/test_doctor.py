@@ -203,3 +203,22 @@ def test_a_server_command_without_report_delay_zero_passes_with_a_hint(
     monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", f"{server} --stdio -Dserver.reportDelayMs=0")
     _, checks, _ = doctor(capsys)
     assert checks["Lean server command"]["status"] == "ok" and "hint" not in checks["Lean server command"]
+
+
+def test_doctor_shows_the_project_toolchain_elan_has_installed_and_that_it_serves_the_project(
+    setup: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, checks, _ = doctor(capsys)
+    assert "not in" in checks["toolchain"]["detail"]
+    assert "the configured command serves" in checks["toolchain"]["detail"]
+    toolchain = tmp_path / "elan" / "toolchains" / "leanprover--lean4---v4.35.0"
+    lean_bin(toolchain / "bin", "4.35.0")
+    (toolchain / "bin" / "lake").write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n", encoding="utf-8")
+    (toolchain / "bin" / "lake").chmod(0o755)
+    (tmp_path / "bin" / "lean").unlink()  # the project's own toolchain answers, not the lean on PATH
+    monkeypatch.setenv("ELAN_HOME", str(tmp_path / "elan"))
+    _, checks, _ = doctor(capsys)
+    detail = checks["toolchain"]["detail"]
+    assert checks["toolchain"]["status"] == "ok"
+    assert detail.startswith(f"project toolchain leanprover/lean4:v4.35.0 from {toolchain} serves this project: ")
+    assert "Lean (version 4.35.0" in detail

@@ -1,11 +1,12 @@
 """`lean-beam doctor`: check that lean-beam can work here, one check per line with ok/fail and a hint.
 
 Owns the checks: the Lean server command (`--lean-cmd`, `$BEAM_LEAN_SERVER_CMD` or `lake serve`) and its
-executable, `lake` (saves need it) and `lean` on PATH, the project root, the toolchain version against the
-project's `lean-toolchain`, a Lean server that starts and answers a sync for one file (the FILE argument, or a
-scratch file with no imports under `<root>/.beam/`, removed afterwards), and the daemon socket directory (private,
-writable, and short enough for a unix socket path). It runs Lean in this process (never through a daemon) and
-changes nothing in the project but its own scratch file.
+executable, `lake` (saves need it) and `lean` on PATH, the project root, the toolchain the project gets (the one
+its `lean-toolchain` names when elan's toolchain directory holds it, else the configured command's) and its
+version against the project's `lean-toolchain`, a Lean server that starts and answers a sync for one file (the FILE
+argument, or a scratch file with no imports under `<root>/.beam/`, removed afterwards), and the daemon socket
+directory (private, writable, and short enough for a unix socket path). It runs Lean in this process (never through
+a daemon) and changes nothing in the project but its own scratch file.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from beam_broker.config import SERVER_CMD_ENV, BrokerConfig, lake_command, server_command, slow_reports
+from beam_broker.config import (
+    SERVER_CMD_ENV,
+    BrokerConfig,
+    elan_home,
+    lake_command,
+    project_toolchain,
+    server_command,
+    slow_reports,
+)
 from beam_broker.errors import RUNTIME_SETUP, BrokerError
 from beam_lsp.project import PROJECT_MARKERS
 
@@ -113,8 +122,12 @@ def check_root(options: Options) -> tuple[Check, str | None]:
     return _ok("project root", f"{root} ({', '.join(markers)})"), root
 
 
-def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str]) -> Check:
-    """`lean --version` run in the project, against the version its `lean-toolchain` names."""
+def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str], options: Options | None = None) -> Check:
+    """The toolchain the project gets, and its `lean --version` against the version its `lean-toolchain` names.
+
+    When elan's toolchain directory holds the toolchain the project names, that toolchain serves it (its `lake
+    serve`, its `lean`); otherwise the configured command and the `lean` on PATH do.
+    """
     name = "toolchain"
     wanted = ""
     if root is not None:
@@ -122,6 +135,20 @@ def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str]) -> Ch
             wanted = (Path(root) / "lean-toolchain").read_text(encoding="utf-8").strip()
         except OSError:
             wanted = ""
+    config = BrokerConfig(lean_cmd=options.lean_cmd if options is not None else None)
+    own = project_toolchain(config, env, root) if root is not None else None
+    if own is not None:
+        lean = _ok("lean", os.path.join(own.directory, "bin", "lean"))
+        served = f"project toolchain {own.name} from {own.directory} serves this project: "
+    else:
+        where = os.path.join(elan_home(env), "toolchains")
+        served = f"{wanted} is not in {where}, so the configured command serves this project: " if wanted else ""
+    checked = _version(name, root, lean, env, wanted)
+    return dataclasses.replace(checked, detail=served + checked.detail)
+
+
+def _version(name: str, root: str | None, lean: Check, env: Mapping[str, str], wanted: str) -> Check:
+    """`lean --version` run in the project, against the version its `lean-toolchain` names."""
     if lean.status != "ok":
         return Check(name, "skip", f"no `lean` to ask; the project asks for {wanted or 'no particular version'}")
     try:
@@ -239,7 +266,7 @@ def checks(options: Options, file: str | None, timeout: float, env: Mapping[str,
     command = check_server_command(options, environ)
     lean = check_lean(options, environ)
     root_check, root = check_root(options)
-    out = [command, check_lake(options, environ), lean, root_check, check_toolchain(root, lean, environ)]
+    out = [command, check_lake(options, environ), lean, root_check, check_toolchain(root, lean, environ, options)]
     out.append(check_daemon_dir(root, environ))
     if command.status == "ok":
         out.append(check_lean_server(options, root, file, timeout))
