@@ -18,7 +18,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
+LOG_FORMAT_ENV = "LEAN_BEAM_MCP_LOG_FORMAT"
+MEMORY_BUDGET_ENV = "LEAN_BEAM_MCP_MEMORY_BUDGET_MIB"
+IDLE_TIMEOUT_ENV = "LEAN_BEAM_MCP_IDLE_TIMEOUT"
 TOKEN_ENV = "LEAN_BEAM_MCP_TOKEN"
 """The bearer token of `--http` when no `--http-token-file` is given (the same name as `_http.auth.TOKEN_ENV`)."""
 
@@ -39,7 +42,9 @@ There is no default workspace. The Lean server command is, in order: --lean-cmd,
 then `lake serve` found on PATH (elan installs it).
 
 MCP revisions: {MODERN_VERSION} (per-request metadata, preferred) and {LEGACY_VERSION} (initialize).
-Close stdin (or send SIGTERM or SIGINT) to stop the stdio server; SIGINT or SIGTERM stops the HTTP server.
+Close stdin (or send SIGTERM or SIGINT) to stop the stdio server. The HTTP server drains on SIGTERM (readiness
+false, new calls refused with a retryable 503, calls in flight finish within --drain-timeout, then it stops, exit
+0); SIGINT, or a second signal, stops it at once.
 
 The HTTP endpoint authenticates clients only when given a bearer token (--http-token-file, or $LEAN_BEAM_MCP_TOKEN):
 every request to /mcp must then send `Authorization: Bearer <token>` (/healthz stays open). Without one, keep it on
@@ -54,6 +59,8 @@ examples:
   lean-beam-mcp --tools beam                      list only Beam's 24 specified tools
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
   lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
+  lean-beam-mcp --http 0.0.0.0:8765 --http-token-file T --memory-budget-mib 8192 --idle-timeout 1800
+                                                  one server shared by many agents and projects
 """
 
 
@@ -83,6 +90,59 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         type=_positive,
         help="largest Lean source file read from disk, in MiB (default 16)",
+    )
+    parser.add_argument(
+        "--memory-budget-mib",
+        metavar="N",
+        type=_positive,
+        default=_env_number(MEMORY_BUDGET_ENV, int),
+        help="resident memory all Lean processes together may use, in MiB; beyond it the least recently used idle "
+        "documents are closed, then idle workspaces shut down (they restart on their next call) "
+        f"(default: ${MEMORY_BUDGET_ENV}, else no budget)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=_env_number(IDLE_TIMEOUT_ENV, float),
+        help=f"shut down a workspace's Lean after this long without a call (default: ${IDLE_TIMEOUT_ENV}, else never)",
+    )
+    parser.add_argument("--max-calls", metavar="N", type=_positive, help="cheap calls in flight in all (default 64)")
+    parser.add_argument(
+        "--max-workspace-calls", metavar="N", type=_positive, help="cheap calls in flight per workspace (default 16)"
+    )
+    parser.add_argument(
+        "--max-heavy-calls",
+        metavar="N",
+        type=_positive,
+        help="heavy calls (sync, refresh, save, attempts, outline, profile, run_code) in flight in all (default 8)",
+    )
+    parser.add_argument(
+        "--max-workspace-heavy-calls", metavar="N", type=_positive, help="heavy calls per workspace (default 2)"
+    )
+    parser.add_argument(
+        "--admission-wait",
+        metavar="SECONDS",
+        type=_seconds,
+        help="how long a call waits for a free slot before it fails with the `busy` tool error (default 2)",
+    )
+    parser.add_argument(
+        "--no-project-toolchains",
+        action="store_true",
+        help="always use the configured Lean command, even for a project whose lean-toolchain names a toolchain "
+        "installed in $ELAN_HOME/toolchains",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get(LOG_FORMAT_ENV) if os.environ.get(LOG_FORMAT_ENV) in ("text", "json") else "text",
+        help=f"log lines on stderr: text (default) or json, one object per line (default: ${LOG_FORMAT_ENV})",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        help="with --http: how long a SIGTERM lets calls in flight finish before it cancels them (default 30)",
     )
     parser.add_argument(
         "--http",
@@ -126,6 +186,28 @@ def _parser() -> argparse.ArgumentParser:
         "it, and report whether that worked",
     )
     return parser
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}")
+    return seconds
+
+
+def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
+    """A number from the environment for a default (a malformed value is reported by argparse's type check)."""
+    raw = os.environ.get(name)
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _positive(value: str) -> int:
@@ -172,19 +254,33 @@ def is_loopback(host: str) -> bool:
 
 
 async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | None:
-    """Serve HTTP until SIGINT or SIGTERM, then shut down gracefully; the error when it cannot listen."""
+    """Serve HTTP until SIGTERM (drain, then stop) or SIGINT (stop now); the error when it cannot listen.
+
+    A second signal during a drain stops at once.
+    """
     import anyio
+    import anyio.abc
 
     from ._http import serve_http
 
+    drain = anyio.Event()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
+
+            async def serve(*, task_status: anyio.abc.TaskStatus[str]) -> None:
+                await serve_http(config, http_config, drain=drain, task_status=task_status)
+                tg.cancel_scope.cancel()  # drained and stopped
+
             try:
-                url = await tg.start(serve_http, config, http_config)
+                url = await tg.start(serve)
             except OSError as exc:
                 return str(exc)
             print(f"{SERVER_NAME}: serving MCP over Streamable HTTP at {url}", file=sys.stderr, flush=True)
-            async for _ in signals:
+            async for signum in signals:
+                if signum == signal.SIGTERM and not drain.is_set():
+                    print(f"{SERVER_NAME}: SIGTERM: draining", file=sys.stderr, flush=True)
+                    drain.set()
+                    continue
                 break
             tg.cancel_scope.cancel()
     return None
@@ -262,8 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             address = parse_address(args.http)
         except ValueError as exc:
             parser.error(f"--http: {exc}")
-    elif args.allowed_host or args.allowed_origin or args.http_token_file is not None:
-        parser.error("--allowed-host, --allowed-origin and --http-token-file need --http")
+    elif args.allowed_host or args.allowed_origin or args.http_token_file is not None or args.drain_timeout is not None:
+        parser.error("--allowed-host, --allowed-origin, --http-token-file and --drain-timeout need --http")
     token: BearerToken | None = None
     if address is not None:
         from ._http.auth import BearerToken, TokenError
@@ -275,11 +371,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 token = BearerToken.from_env(os.environ)
         except TokenError as exc:
             parser.error(f"--http-token-file: {exc}" if args.http_token_file is not None else str(exc))
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if os.environ.get(TRACE_ENV) else logging.WARNING,
-        format="lean-beam-mcp: %(levelname)s %(name)s: %(message)s",
-    )
+    from beam_broker.config import BrokerConfig
+
+    from ._logs import configure
+
+    level = logging.DEBUG if os.environ.get(TRACE_ENV) else logging.WARNING
+    configure(level, args.log_format, BrokerConfig(lean_cmd=lean_cmd).redactor(os.environ))
     _warn_report_delay(lean_cmd)
     import anyio
 
@@ -290,11 +387,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .server import ServerConfig
 
-    broker: dict[str, int] = {}
+    broker: dict[str, Any] = {}
     if args.max_open_documents is not None:
         broker["max_open_documents"] = args.max_open_documents
     if args.max_source_mib is not None:
         broker["max_source_bytes"] = args.max_source_mib * 1024 * 1024
+    for name in (
+        "memory_budget_mib",
+        "idle_timeout",
+        "max_calls",
+        "max_workspace_calls",
+        "max_heavy_calls",
+        "max_workspace_heavy_calls",
+        "admission_wait",
+    ):
+        if getattr(args, name) is not None:
+            broker[name] = getattr(args, name)
+    if args.no_project_toolchains:
+        broker["project_toolchains"] = False
     config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=args.tools)
     try:
         if address is not None:
@@ -313,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 token=token,
                 allowed_hosts=tuple(args.allowed_host),
                 allowed_origins=tuple(args.allowed_origin),
+                **({"drain_deadline": args.drain_timeout} if args.drain_timeout is not None else {}),
             )
             error = anyio.run(_serve_http, config, http_config)
             if error is not None:

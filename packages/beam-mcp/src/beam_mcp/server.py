@@ -134,9 +134,11 @@ class McpServer:
             lean_cmd=config.lean_cmd,
             env=config.env,
             on_change=self._hub.changed,
-            on_open=self._hub.recheck,  # subscriptions recorded while the broker was loading
+            on_open=self._opened,
             config=config.broker,
         )
+        self._call_listeners: list[Callable[[str, str, float], None]] = []
+        self.draining = False
         self._toolset: ToolSet | None = None
         self._calls = Calls(self._dispatcher, self._host, self.tools, CallSettings(config.delay, config.server_binary))
         self._resources = ResourceMethods(self._hub, self._host.check)
@@ -170,6 +172,43 @@ class McpServer:
 
     async def _run_host(self) -> None:
         await self._host.run()
+
+    def _opened(self) -> None:
+        self._hub.recheck()  # subscriptions recorded while the broker was loading
+        broker = self._host.current()
+        if broker is not None:
+            for listener in self._call_listeners:
+                broker.add_call_listener(listener)
+            if self.draining:
+                broker.drain()
+
+    # ---- operations (a shared server: metrics, readiness, draining) -------------------------------------------
+    def observe_calls(self, listener: Callable[[str, str, float], None]) -> None:
+        """Call `listener(tool, outcome, seconds)` after every registry tool call (once the broker is open)."""
+        self._call_listeners.append(listener)
+        broker = self._host.current()
+        if broker is not None:
+            broker.add_call_listener(listener)
+
+    @property
+    def ready(self) -> bool:
+        """Whether calls are taken now: the broker is open and the server is not draining or shutting down."""
+        return self._host.current() is not None and not self.draining and not self._dispatcher.closing
+
+    def drain(self) -> None:
+        """Stop admitting tool calls: new ones fail with the broker's `busy` (`draining`); admitted ones go on."""
+        self.draining = True
+        broker = self._host.current()
+        if broker is not None:
+            broker.drain()
+
+    def broker_status(self) -> dict[str, Any] | None:
+        """The broker's `status()` (memory, calls, evictions, errors per workspace); None while it loads.
+
+        Never waits and never starts anything.
+        """
+        broker = self._host.current()
+        return broker.status() if broker is not None else None
 
     # ---- transports ---------------------------------------------------------------------------------------------
     def channel(self, *, notify: _subscriptions.Send | None = None, family: Family = "undecided") -> Channel:

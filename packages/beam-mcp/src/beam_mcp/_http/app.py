@@ -7,8 +7,10 @@ fresh modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25` sess
 each revision (for a tool call, also the `Mcp-Param-*` headers its tool declares), how the messages of one request
 become one answer (`application/json` when the response comes first, else `text/event-stream`; keepalive comments;
 a closed connection cancels the request; listen and GET streams end at a jittered lease), the legacy GET stream and
-DELETE, and stopping every answer at shutdown. It must not know MCP semantics beyond routing (every message goes to
-`McpServer.handle`), nor run a server or own sockets (`serve.py` does).
+DELETE, the operator's routes (`/healthz` liveness, `/readyz` readiness, `/metrics` and the status page `/`, the
+last two behind the bearer token), draining (readiness false, new requests 503 with `Retry-After`, answers in
+progress finish up to a deadline) and stopping every answer at shutdown. It must not know MCP semantics beyond
+routing (every message goes to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from beam_mcp._tools import PROCESS_TOOLS, ParamHeader
 from beam_mcp.errors import PARSE_ERROR, JsonRpcError
 from beam_mcp.server import Channel, McpServer
 
-from .config import ENDPOINT, HEALTH, HttpConfig
-from .health import health
+from .config import ENDPOINT, HEALTH, METRICS, READY, STATUS, HttpConfig
+from .health import health, readiness
 from .intake import Intake
+from .metrics import CONTENT_TYPE, Metrics
 from .outlet import Discard, Item, Reply
 from .rules import (
     Admission,
@@ -50,6 +53,7 @@ from .rules import (
     url_host,
 )
 from .sessions import Session, Sessions
+from .status import page
 from .wire import Closed, Wire
 
 
@@ -73,8 +77,13 @@ class Endpoint:
         self.intake = Intake(config.max_receiving, config.body_deadline)
         self.active = 0
         self.started = time.monotonic()
+        self.metrics = Metrics(server)
+        self.draining = False
         self._closing = False
         self._answers: set[anyio.CancelScope] = set()
+        self._answering = 0
+        self._quiet = anyio.Event()
+        self._quiet.set()
 
     def close(self) -> None:
         """Stop: new requests are refused (503), sessions end, every answer in progress is cut short.
@@ -92,14 +101,30 @@ class Endpoint:
         """Whether `close` was called (new requests are refused; health checks answer 503)."""
         return self._closing
 
+    async def drain_calls(self, deadline: float) -> None:
+        """Stop taking requests and let the answers in progress finish, for at most `deadline` seconds.
+
+        Readiness turns false at once (a balancer takes the replica out), new requests to the endpoint are answered
+        503 with `Retry-After` (safe to retry elsewhere: nothing ran), and tool calls that reach the broker anyway
+        fail `busy` (`draining`). Listen and GET streams are not waited for. `close` then cuts what is left.
+        """
+        self.draining = True
+        self.server.drain()
+        with anyio.move_on_after(deadline):
+            await self._quiet.wait()
+
     # ---- admission ------------------------------------------------------------------------------------------
     def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
         """The exchange of one request, its body read in this endpoint's intake."""
         return Wire(scope, receive, send, self.config, self.intake)
 
     def busy(self) -> Rejected | None:
-        """Rule 0a: the 503 when the endpoint stops or `max_requests` requests are being answered, else None."""
-        if self._closing or self.active >= self.config.max_requests:
+        """Rule 0a: the 503 when the endpoint drains or stops or `max_requests` are being answered, else None."""
+        if self.draining or self._closing:
+            return Rejected(
+                503, "this replica is shutting down; retry (elsewhere)", close=True, headers=[("retry-after", "1")]
+            )
+        if self.active >= self.config.max_requests:
             return Rejected(503, "too many requests in progress; retry later", close=True)
         return None
 
@@ -110,7 +135,7 @@ class Endpoint:
         """
         wire = self.wire(scope, receive, send)
         try:
-            busy = self.busy() if scope["path"] != HEALTH else None
+            busy = self.busy() if scope["path"] not in (HEALTH, READY, METRICS, STATUS) else None
             if busy is not None:
                 await wire.reject(busy)
                 return
@@ -299,8 +324,12 @@ class Endpoint:
             Closed: The answer was cut short.
         """
         reply = Reply()
-        lease = self.lease() if message.method == "subscriptions/listen" else math.inf
+        streams = message.method == "subscriptions/listen"
+        lease = self.lease() if streams else math.inf
         finished = False
+        if not streams:  # a drain waits for these answers, not for streams
+            self._answering += 1
+            self._quiet = anyio.Event() if self._answering == 1 else self._quiet
         try:
             async with self.answering(wire):
                 await self.server.handle(channel, message, reply)
@@ -314,6 +343,10 @@ class Endpoint:
             if not finished:
                 self.server.cancel(channel, message.id)
             reply.close()
+            if not streams:
+                self._answering -= 1
+                if self._answering == 0:
+                    self._quiet.set()
         if not wire.done:
             raise Closed
 
@@ -445,8 +478,58 @@ class _Health:
             if scope["method"] != "GET":
                 await wire.reject(Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")]))
                 return
-            status, body = health(endpoint.server, endpoint.started, stopping=endpoint.stopping)
+            status, body = health(
+                endpoint.server, endpoint.started, stopping=endpoint.stopping, draining=endpoint.draining
+            )
             await wire.respond(status, body, [("cache-control", "no-store")])
+
+
+class _Ready:
+    """`GET /readyz`: 200 while the replica takes calls; 503 while it starts, drains or stops (see `health.py`)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoint
+        wire = endpoint.wire(scope, receive, send)
+        with contextlib.suppress(Closed):
+            await wire.discard_body()
+            if scope["method"] != "GET":
+                await wire.reject(Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")]))
+                return
+            ready = endpoint.server.ready and not endpoint.draining and not endpoint.stopping
+            state = "ready" if ready else "stopping" if endpoint.stopping else "draining" if endpoint.draining else ""
+            status, body = readiness(state or "starting")
+            await wire.respond(status, body, [("cache-control", "no-store")])
+
+
+class _Operator:
+    """`GET /metrics` (Prometheus text) and `GET /` (the status page): behind the bearer token when one is set."""
+
+    def __init__(self, endpoint: Endpoint, what: str) -> None:
+        self.endpoint = endpoint
+        self.what = what
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoint
+        wire = endpoint.wire(scope, receive, send)
+        with contextlib.suppress(Closed):
+            await wire.discard_body()
+            try:
+                if self.what == STATUS and scope["method"] != "GET":
+                    raise not_found(scope["path"])  # a request meant for /mcp: point at it, as for any other path
+                endpoint.admission.check_token(Headers(scope=scope))
+                if scope["method"] != "GET":
+                    raise Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")])
+            except Rejected as rejected:
+                await wire.reject(rejected)
+                return
+            if self.what == METRICS:
+                body, kind = endpoint.metrics.render(), CONTENT_TYPE
+            else:
+                body, kind = page(endpoint.server, endpoint.metrics), "text/html; charset=utf-8"
+            await wire.respond(200, body, [("content-type", kind), ("cache-control", "no-store")])
 
 
 class _NotFound:
@@ -482,6 +565,9 @@ def build_app(endpoint: Endpoint) -> Starlette:
         routes=[
             Route(ENDPOINT, endpoint),
             Route(HEALTH, _Health(endpoint)),
+            Route(READY, _Ready(endpoint)),
+            Route(METRICS, _Operator(endpoint, METRICS)),
+            Route(STATUS, _Operator(endpoint, STATUS)),
             Route("/{path:path}", _NotFound(endpoint)),
         ],
         middleware=[Middleware(_Admit, endpoint=endpoint)],

@@ -15,7 +15,15 @@ from .auth import BearerToken
 ENDPOINT: Final = "/mcp"
 """The one MCP endpoint path; every other path but the health endpoint's is 404."""
 HEALTH: Final = "/healthz"
-"""The health endpoint path (`GET`): a tiny JSON status for load balancers; it never starts Lean."""
+"""The health endpoint path (`GET`): liveness, a tiny JSON status for load balancers; it never starts Lean."""
+READY: Final = "/readyz"
+"""The readiness path (`GET`): 200 while the replica takes calls, 503 while it starts, drains or stops."""
+METRICS: Final = "/metrics"
+"""Prometheus metrics (`GET`, behind the bearer token when one is set)."""
+STATUS: Final = "/"
+"""The status page for people (`GET`, HTML without JavaScript, behind the bearer token when one is set)."""
+DRAIN_DEADLINE: Final = 30.0
+"""Seconds a drain (SIGTERM) lets calls in flight finish before it cancels what is left."""
 MAX_BODY: Final = 4 * 1024 * 1024
 """Largest accepted request body (bytes): 413 beyond it."""
 MAX_HEAD: Final = 64 * 1024
@@ -69,6 +77,7 @@ class HttpConfig:
         session_idle: Seconds an idle legacy session lives.
         stream_lease: Bounds of the random lifetime of a listen or GET stream (seconds).
         keepalive: Seconds of silence before an SSE keepalive comment.
+        drain_deadline: Seconds a drain lets the calls in flight finish before it cancels the rest.
         token: The bearer token every request to the MCP endpoint must carry (`Authorization: Bearer <token>`,
             else 401); None: no authentication. The health endpoint stays open. Never shown (`repr` included).
     """
@@ -89,4 +98,5 @@ class HttpConfig:
     session_idle: float = SESSION_IDLE
     stream_lease: tuple[float, float] = STREAM_LEASE
     keepalive: float = KEEPALIVE
+    drain_deadline: float = DRAIN_DEADLINE
     token: BearerToken | None = dataclasses.field(default=None, repr=False)

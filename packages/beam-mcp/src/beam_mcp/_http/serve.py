@@ -3,7 +3,8 @@
 This module owns the listening sockets (bound here by anyio, so a bind error is ours and port 0 reports the port
 bound; handed to hypercorn as `fd://N` binds), hypercorn's settings (its idle timer bounds a connection without a
 complete request head, its head parser the head size; its logs go to the `beam_mcp.http.hypercorn` logger),
-running hypercorn's asyncio or trio worker for the running anyio backend, the session sweeper, and shutdown:
+running hypercorn's asyncio or trio worker for the running anyio backend, the session sweeper, draining (when the
+`drain` event is set: the endpoint drains, then the server stops as below and `serve_http` returns), and shutdown:
 when `serve_http` is cancelled the endpoint cuts every answer short, hypercorn closes its connections through
 `shutdown_trigger` (given a trigger, it installs no signal handlers), and `McpServer.open` then shuts down like
 stdio's EOF. It must not contain HTTP rules (`app.py`), and imports starlette and hypercorn only when serving, so
@@ -29,6 +30,8 @@ from .config import SHUTDOWN_TIMEOUT, HttpConfig
 
 if TYPE_CHECKING:
     from hypercorn.config import Config
+
+    from .app import Endpoint
 
 log = logging.getLogger("beam_mcp.http")
 
@@ -59,6 +62,7 @@ async def serve_http(
     config: ServerConfig,
     http_config: HttpConfig | None = None,
     *,
+    drain: anyio.Event | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve MCP over Streamable HTTP until cancelled, then shut down like stdio's EOF.
@@ -67,9 +71,14 @@ async def serve_http(
     is reported once the socket listens. On cancellation open connections are closed, in-flight calls cancelled,
     an admitted drop completes and Lean stops. Needs the `beam-mcp[http]` extra.
 
+    Setting `drain` drains first: readiness turns false, new requests are refused (503, retryable), the answers
+    in progress get up to `http_config.drain_deadline` seconds to finish; then the server stops as on cancellation
+    and `serve_http` returns.
+
     Args:
         config: Server settings (shared by every request and session).
         http_config: Transport settings; None: loopback on a free port with the documented limits.
+        drain: Set it to drain and stop (a rolling restart's SIGTERM).
         task_status: Receives the endpoint URL.
 
     Raises:
@@ -81,11 +90,11 @@ async def serve_http(
     listener = await anyio.create_tcp_listener(local_host=http_config.host, local_port=http_config.port)
     stop = anyio.Event()
     async with listener, anyio.create_task_group() as tg:
-        url = await tg.start(_serve, config, http_config, listener, stop)
+        url = await tg.start(_serve, config, http_config, listener, stop, drain)
         log.info("serving MCP over Streamable HTTP at %s", url)
         task_status.started(url)
         try:
-            await anyio.sleep_forever()
+            await stop.wait()  # set once a drain has finished; otherwise this waits until cancelled
         finally:
             stop.set()
 
@@ -95,6 +104,7 @@ async def _serve(
     http_config: HttpConfig,
     listener: MultiListener[anyio.abc.SocketStream],
     stop: anyio.Event,
+    drain: anyio.Event | None,
     *,
     task_status: anyio.abc.TaskStatus[str],
 ) -> None:
@@ -112,12 +122,21 @@ async def _serve(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_run_hypercorn, build_app(endpoint), http_config, listener, stop, stopped)
                 tg.start_soon(endpoint.sessions.sweep)
+                if drain is not None:
+                    tg.start_soon(_drain_when, drain, endpoint, http_config.drain_deadline, stop)
                 task_status.started(endpoint.url)
                 await stop.wait()
                 endpoint.close()
                 with anyio.move_on_after(2 * SHUTDOWN_TIMEOUT):
                     await stopped.wait()
                 tg.cancel_scope.cancel()
+
+
+async def _drain_when(drain: anyio.Event, endpoint: Endpoint, deadline: float, stop: anyio.Event) -> None:
+    await drain.wait()
+    log.warning("draining: no new calls; waiting up to %g s for the calls in flight", deadline)
+    await endpoint.drain_calls(deadline)
+    stop.set()
 
 
 async def _run_hypercorn(
