@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,31 @@ async def tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     return result
 
 
+async def until(check: Callable[[], Awaitable[bool]]) -> None:
+    """Poll the server until `check()` holds (its state is only visible over HTTP), bounded by TIMEOUT."""
+    with anyio.fail_after(TIMEOUT):
+        while True:
+            if await check():
+                return
+            await anyio.sleep(0.02)
+
+
 async def ready(client: Client) -> None:
     """Wait until the broker has loaded (readiness turns 200)."""
-    with anyio.fail_after(TIMEOUT):
-        while (await client.http.get("/readyz")).status_code != 200:
-            await anyio.sleep(0.02)
+
+    async def check() -> bool:
+        return (await client.http.get("/readyz")).status_code == 200
+
+    await until(check)
+
+
+async def in_flight(http: httpx.AsyncClient, lane: str) -> None:
+    """Wait until one call of `lane` is in flight (as `/metrics` says)."""
+
+    async def check() -> bool:
+        return samples((await http.get("/metrics")).text).get(("beam_calls_in_flight", (("lane", lane),))) == 1
+
+    await until(check)
 
 
 async def test_metrics_count_what_was_done_and_need_the_token(tmp_path: Path) -> None:
@@ -101,12 +122,7 @@ async def test_a_call_past_the_admission_limit_is_a_busy_tool_error_with_a_retry
     )
     async with served(config) as client, anyio.create_task_group() as tg:
         tg.start_soon(lambda: tool(client, "lean_sync", **ws, path="A.lean"))
-        with anyio.fail_after(TIMEOUT):
-            while (
-                samples((await client.http.get("/metrics")).text).get(("beam_calls_in_flight", (("lane", "heavy"),)))
-                != 1
-            ):
-                await anyio.sleep(0.02)
+        await in_flight(client.http, "heavy")
         busy = await tool(client, "lean_sync", **ws, path="A.lean")
         got = samples((await client.http.get("/metrics")).text)
         tg.cancel_scope.cancel()
@@ -142,9 +158,11 @@ async def test_a_drain_turns_readiness_off_refuses_new_calls_and_lets_calls_in_f
             with anyio.fail_after(TIMEOUT):
                 await gate.reached()  # the hover is in flight, held by "Lean"
             drain.set()
-            with anyio.fail_after(TIMEOUT):
-                while (await http.get("/readyz")).status_code != 503:
-                    await anyio.sleep(0.02)
+
+            async def not_ready() -> bool:
+                return (await http.get("/readyz")).status_code == 503
+
+            await until(not_ready)
             assert (await http.get("/readyz")).json() == {"status": "draining"}
             health = await http.get("/healthz")
             assert health.status_code == 200 and health.json()["status"] == "draining"
@@ -165,6 +183,7 @@ async def test_a_drain_cancels_what_is_still_running_at_its_deadline(tmp_path: P
     drain = anyio.Event()
     config = server_config({"stall": ["textDocument/waitForDiagnostics"]})
     outcome: list[str] = []
+    ended = anyio.Event()
     async with anyio.create_task_group() as tg:
         with anyio.fail_after(TIMEOUT):
             url = await tg.start(_serve, config, HttpConfig(host="127.0.0.1", port=0, drain_deadline=0.2), drain)
@@ -178,17 +197,13 @@ async def test_a_drain_cancels_what_is_still_running_at_its_deadline(tmp_path: P
                     outcome.append("answered")
                 except (httpx.HTTPError, AssertionError, KeyError):
                     outcome.append("cut")
+                ended.set()
 
             tg.start_soon(stuck)
+            await in_flight(http, "heavy")
+            drain.set()
             with anyio.fail_after(TIMEOUT):
-                while (
-                    samples((await http.get("/metrics")).text).get(("beam_calls_in_flight", (("lane", "heavy"),))) != 1
-                ):
-                    await anyio.sleep(0.02)
-            with anyio.fail_after(TIMEOUT):
-                drain.set()
-                while not outcome:
-                    await anyio.sleep(0.02)
+                await ended.wait()
     assert outcome == ["cut"]
 
 
