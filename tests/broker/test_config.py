@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
-from beam_broker import RUNTIME_SETUP, BrokerError
+from beam_broker import RUNTIME_SETUP, Broker, BrokerError
 from beam_broker import errors as codes
 from beam_broker.config import (
     REPORT_DELAY_ARG,
@@ -22,6 +23,8 @@ from beam_broker.config import (
     toolchain_directory,
     workspace_command,
 )
+from tests.support.fixtures import FAKE_LEAN, fake_broker, fake_cmd
+from tests.support.projects import fake_project
 
 
 def executable(directory: Path, name: str) -> Path:
@@ -79,56 +82,92 @@ def test_elan_names_a_toolchain_directory_by_escaping_slashes_and_colons() -> No
     assert toolchain_directory("my-local-build") == "my-local-build"
 
 
-def test_a_project_toolchain_installed_in_elans_directory_gives_the_workspace_its_lake(tmp_path: Path) -> None:
+def test_a_project_toolchain_installed_in_elans_directory_replaces_only_lake_serve_on_path(tmp_path: Path) -> None:
     elan = tmp_path / "elan"
     lake = install_toolchain(elan, "leanprover/lean4:v4.35.0")
+    on_path = executable(tmp_path / "bin", "lake")
+    default = [str(on_path), "serve", "--", REPORT_DELAY_ARG]
     root = tmp_path / "proj"
     root.mkdir()
-    env = {"ELAN_HOME": str(elan), "PATH": ""}
-    config = BrokerConfig(lean_cmd=["configured", "serve"])
-    assert workspace_command(config, env, str(root)) == (["configured", "serve"], None)  # no lean-toolchain
+    env = {"ELAN_HOME": str(elan), "PATH": str(on_path.parent)}
+    config = BrokerConfig()
+    assert workspace_command(config, env, str(root)) == (default, None)  # no lean-toolchain
     (root / "lean-toolchain").write_text("\n  leanprover/lean4:v4.35.0  \n", encoding="utf-8")
     cmd, toolchain = workspace_command(config, env, str(root))
     assert toolchain == Toolchain("leanprover/lean4:v4.35.0", str(lake.parent.parent), str(lake))
     assert cmd == [str(lake), "serve", "--", REPORT_DELAY_ARG]
-    assert lake_command(config, env, str(root)) == str(lake)
-    # not installed, switched off, or elan's home elsewhere (HOME/.elan): the configured command
+    assert lake_command(config, env, str(root)) == str(lake)  # saves build with the same toolchain
+    assert lake_command(config, env) == str(on_path)  # no project: the lake on PATH
+    # an explicit command wins over the project's toolchain: --lean-cmd / lean_cmd, then $BEAM_LEAN_SERVER_CMD
+    explicit = BrokerConfig(lean_cmd=["configured", "serve"])
+    assert workspace_command(explicit, env, str(root)) == (["configured", "serve"], None)
+    assert lake_command(explicit, env, str(root)) == str(on_path)
+    from_env = {**env, SERVER_CMD_ENV: "lean --server"}
+    assert workspace_command(config, from_env, str(root)) == (["lean", "--server"], None)
+    assert project_toolchain(config, from_env, str(root)) is None
+    # not installed, switched off, or elan's home elsewhere (HOME/.elan): lake serve on PATH
     (root / "lean-toolchain").write_text("leanprover/lean4:v4.99.0\n", encoding="utf-8")
-    assert workspace_command(config, env, str(root))[1] is None
+    assert workspace_command(config, env, str(root)) == (default, None)
     (root / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
-    off = BrokerConfig(lean_cmd=["configured", "serve"], project_toolchains=False)
-    assert workspace_command(off, env, str(root))[1] is None
+    off = BrokerConfig(project_toolchains=False)
+    assert workspace_command(off, env, str(root)) == (default, None)
     assert elan_home({"HOME": str(tmp_path)}) == str(tmp_path / ".elan")
     assert project_toolchain(config, {"HOME": str(elan.parent / "nowhere")}, str(root)) is None
 
 
-@pytest.mark.anyio
-async def test_two_projects_with_different_toolchains_run_different_lean_servers_in_one_broker(tmp_path: Path) -> None:
-    from tests.support.fixtures import FAKE_LEAN, fake_broker
-    from tests.support.projects import fake_project
-
-    elan = tmp_path / "elan"
-    run_fake = (
+def running_fake_lean() -> str:
+    """A `lake` stand-in whose `serve` runs the scripted fake Lean server (its arguments are ignored)."""
+    return (
         f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(FAKE_LEAN)!r}\n"
         "runpy.run_path(sys.argv[0], run_name='__main__')\n"
     )
-    lakes = {name: install_toolchain(elan, name, run_fake) for name in ("leanprover/lean4:v4.35.0", "nightly-x")}
+
+
+def server_cmdline(broker: Broker, root: Path) -> bytes:
+    """The command line of the Lean server process a broker runs for `root`."""
+    runtime = broker.cached(str(root))
+    client = runtime.live_client() if runtime is not None else None
+    assert client is not None and client.pid is not None
+    return Path(f"/proc/{client.pid}/cmdline").read_bytes()
+
+
+@pytest.mark.anyio
+async def test_two_projects_with_different_toolchains_run_different_lean_servers_in_one_broker(tmp_path: Path) -> None:
+    elan = tmp_path / "elan"
+    lakes = {
+        name: install_toolchain(elan, name, running_fake_lean()) for name in ("leanprover/lean4:v4.35.0", "nightly-x")
+    }
     roots = {}
     for name in lakes:
         roots[name] = fake_project(tmp_path / toolchain_directory(name), {"A.lean": "theorem a : True := trivial\n"})
         (roots[name] / "lean-toolchain").write_text(name + "\n", encoding="utf-8")
     plain = fake_project(tmp_path / "plain", {"A.lean": "theorem a : True := trivial\n"})
     (plain / "lean-toolchain").write_text("leanprover/lean4:v4.0.0\n", encoding="utf-8")  # not installed
-    env = {**os.environ, "ELAN_HOME": str(elan)}
-    async with fake_broker(env=env) as broker:
+    on_path = tmp_path / "bin" / "lake"
+    on_path.parent.mkdir()
+    on_path.write_text(running_fake_lean(), encoding="utf-8")
+    on_path.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != SERVER_CMD_ENV}
+    env |= {"ELAN_HOME": str(elan), "PATH": f"{on_path.parent}{os.pathsep}{env.get('PATH', '')}"}
+    async with Broker.open(BrokerConfig(env=env)) as broker:  # no explicit command: project toolchains apply
         for root in [*roots.values(), plain]:
             await broker.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
         toolchains = {w["root"]: w["toolchain"] for w in broker.status()["workspaces"]}
         for name, root in roots.items():
-            runtime = broker.cached(str(root))
-            client = runtime.live_client() if runtime is not None else None
-            assert client is not None
-            cmdline = Path(f"/proc/{client.pid}/cmdline").read_bytes()
-            assert str(lakes[name]).encode() in cmdline  # that toolchain's lake serves it
+            assert str(lakes[name]).encode() in server_cmdline(broker, root)  # that toolchain's lake serves it
             assert toolchains[str(root)] == name
-    assert toolchains[str(plain)] is None  # not installed: the configured (fake) command
+        assert str(on_path).encode() in server_cmdline(broker, plain)  # not installed: lake serve on PATH
+    assert toolchains[str(plain)] is None
+    # an explicit command wins: the test lanes and a pinned replica get the Lean they ask for on a machine with elan
+    async with fake_broker(env=env) as broker:
+        for root in [*roots.values(), plain]:
+            await broker.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
+            assert str(FAKE_LEAN).encode() in server_cmdline(broker, root)
+            assert not any(str(lake).encode() in server_cmdline(broker, root) for lake in [*lakes.values(), on_path])
+        assert {w["toolchain"] for w in broker.status()["workspaces"]} == {None}
+    env[SERVER_CMD_ENV] = shlex.join(fake_cmd())
+    async with Broker.open(BrokerConfig(env=env)) as broker:
+        for root in roots.values():
+            await broker.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
+            assert not any(str(lake).encode() in server_cmdline(broker, root) for lake in lakes.values())
+        assert {w["toolchain"] for w in broker.status()["workspaces"]} == {None}

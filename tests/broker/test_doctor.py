@@ -208,17 +208,26 @@ def test_a_server_command_without_report_delay_zero_passes_with_a_hint(
 def test_doctor_shows_the_project_toolchain_elan_has_installed_and_that_it_serves_the_project(
     setup: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, checks, _ = doctor(capsys)
-    assert "not in" in checks["toolchain"]["detail"]
-    assert "the configured command serves" in checks["toolchain"]["detail"]
     toolchain = tmp_path / "elan" / "toolchains" / "leanprover--lean4---v4.35.0"
     lean_bin(toolchain / "bin", "4.35.0")
     (toolchain / "bin" / "lake").write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n", encoding="utf-8")
     (toolchain / "bin" / "lake").chmod(0o755)
-    (tmp_path / "bin" / "lean").unlink()  # the project's own toolchain answers, not the lean on PATH
     monkeypatch.setenv("ELAN_HOME", str(tmp_path / "elan"))
+    _, checks, _ = doctor(capsys)  # installed, but BEAM_LEAN_SERVER_CMD is set: the explicit command wins
+    assert checks["toolchain"]["detail"].startswith(
+        "the command from BEAM_LEAN_SERVER_CMD serves this project (an explicit command wins over its toolchain): "
+    )
+    assert checks["lake"]["detail"] == str(tmp_path / "bin" / "lake")
+    monkeypatch.delenv("BEAM_LEAN_SERVER_CMD")  # the default (lake serve on PATH): the project toolchain replaces it
+    monkeypatch.setenv("ELAN_HOME", str(tmp_path / "elsewhere"))
+    _, checks, _ = doctor(capsys)  # not installed where elan looks: lake serve on PATH
+    assert "leanprover/lean4:v4.35.0 is not in " in checks["toolchain"]["detail"]
+    assert "so `lake serve` on PATH serves this project" in checks["toolchain"]["detail"]
+    monkeypatch.setenv("ELAN_HOME", str(tmp_path / "elan"))
+    (tmp_path / "bin" / "lean").unlink()  # the project's own toolchain answers, not the lean on PATH
     _, checks, _ = doctor(capsys)
     detail = checks["toolchain"]["detail"]
     assert checks["toolchain"]["status"] == "ok"
     assert detail.startswith(f"project toolchain leanprover/lean4:v4.35.0 from {toolchain} serves this project: ")
     assert "Lean (version 4.35.0" in detail
+    assert checks["lake"]["detail"] == str(toolchain / "bin" / "lake")  # saves build with the project's toolchain

@@ -1,7 +1,10 @@
 """Broker settings and the commands they select: the Lean server command and the Lake executable for saves.
 
-Owns `BrokerConfig` and the precedence rules (`--lean-cmd`, then `$BEAM_LEAN_SERVER_CMD`, then `lake serve` on
-PATH). Pure: it reads the environment mapping it is given and PATH, never starts a process.
+Owns `BrokerConfig` and the precedence rules of a workspace's Lean command: an explicitly configured command wins
+(`--lean-cmd` / `BrokerConfig.lean_cmd`, then `$BEAM_LEAN_SERVER_CMD`); without one, the project's own toolchain
+(its `lean-toolchain`, when elan's toolchain directory holds it) replaces the default, `lake serve` found on PATH.
+Pure: it reads the environment mapping and the files it is given (`lean-toolchain`, elan's directory) and PATH,
+never starts a process.
 """
 
 from __future__ import annotations
@@ -88,8 +91,9 @@ class BrokerConfig:
             so they never take the slots of cheap calls.
         max_workspace_heavy_calls: Heavy calls in flight per workspace.
         admission_wait: Seconds a call waits for a slot before it fails with `busy`.
-        project_toolchains: Start a workspace whose `lean-toolchain` names a toolchain installed in elan's
-            toolchain directory with that toolchain's `lake serve` (otherwise: the configured command).
+        project_toolchains: Without an explicit command (`lean_cmd`, `$BEAM_LEAN_SERVER_CMD`), start a workspace
+            whose `lean-toolchain` names a toolchain installed in elan's toolchain directory with that toolchain's
+            `lake serve` instead of the `lake serve` on PATH. An explicit command always wins.
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -123,8 +127,18 @@ class BrokerConfig:
         return Redactor.from_sources(env, command_words(self, env))
 
 
+def explicit(config: BrokerConfig, env: Mapping[str, str]) -> bool:
+    """Whether a Lean server command is configured explicitly (`lean_cmd` or `$BEAM_LEAN_SERVER_CMD`).
+
+    An explicit command serves every workspace; project toolchains replace only the default (`lake serve` on PATH).
+    """
+    return bool(config.lean_cmd) or bool(env.get(SERVER_CMD_ENV))
+
+
 def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
-    """The Lean server command: `--lean-cmd`, then `$BEAM_LEAN_SERVER_CMD`, then `lake serve` on PATH.
+    """The configured Lean server command: `--lean-cmd`, then `$BEAM_LEAN_SERVER_CMD`, then `lake serve` on PATH.
+
+    A workspace may run its project's toolchain instead of the last (`workspace_command`).
 
     Raises:
         BrokerError: `runtimeSetup` when no command can be found.
@@ -201,10 +215,12 @@ def toolchain_directory(name: str) -> str:
 def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -> Toolchain | None:
     """The toolchain a workspace runs on: the one its `lean-toolchain` names, when elan's directory holds it.
 
-    None when the feature is off (`project_toolchains`), the project has no `lean-toolchain`, or that toolchain
-    is not installed (no executable `bin/lake` in `$ELAN_HOME/toolchains/<name>`): the configured command is used.
+    None when a command is configured explicitly (`lean_cmd`, `$BEAM_LEAN_SERVER_CMD`: it serves every workspace,
+    so a test lane or an operator gets the Lean it asked for on a machine with elan), the feature is off
+    (`project_toolchains`), the project has no `lean-toolchain`, or that toolchain is not installed (no executable
+    `bin/lake` in `$ELAN_HOME/toolchains/<name>`): the configured command is used.
     """
-    if not config.project_toolchains:
+    if not config.project_toolchains or explicit(config, env):
         return None
     name = toolchain_name(root)
     if name is None:
@@ -219,6 +235,9 @@ def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -
 def workspace_command(config: BrokerConfig, env: Mapping[str, str], root: str) -> tuple[list[str], Toolchain | None]:
     """The Lean server command of one workspace, and the project toolchain it comes from (None: configured).
 
+    In order: an explicit command (`lean_cmd`, `$BEAM_LEAN_SERVER_CMD`), the project's toolchain (when installed),
+    `lake serve` on PATH.
+
     Raises:
         BrokerError: `runtimeSetup` when there is no project toolchain and no command can be found.
     """
@@ -229,7 +248,10 @@ def workspace_command(config: BrokerConfig, env: Mapping[str, str], root: str) -
 
 
 def lake_command(config: BrokerConfig, env: Mapping[str, str], root: str | None = None) -> str:
-    """The `lake` executable for builds: the project toolchain's (with `root`), the server's, else `lake` on PATH.
+    """The `lake` executable for builds: the one the workspace's server runs under, else `lake` on PATH.
+
+    That is the explicit command's `lake` when it runs one, else (with `root`) the project toolchain's, else the
+    `lake` on PATH.
 
     Raises:
         BrokerError: `runtimeSetup` when there is no Lake (a setup problem, as a missing Lean is).

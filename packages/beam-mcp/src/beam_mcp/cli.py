@@ -39,7 +39,8 @@ _EPILOG = f"""\
 Every workspace-bound tool call names its Lean project explicitly:
   {{"workspace": {{"root": "/absolute/path/to/project"}}, "path": "Main.lean"}}
 There is no default workspace. The Lean server command is, in order: --lean-cmd, $BEAM_LEAN_SERVER_CMD,
-then `lake serve` found on PATH (elan installs it).
+then the project's own toolchain (the `lake serve` of the toolchain its lean-toolchain names, when elan has it
+installed), then `lake serve` found on PATH (elan installs it).
 
 MCP revisions: {MODERN_VERSION} (per-request metadata, preferred) and {LEGACY_VERSION} (initialize).
 Close stdin (or send SIGTERM or SIGINT) to stop the stdio server. The HTTP server drains on SIGTERM (readiness
@@ -129,8 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-project-toolchains",
         action="store_true",
-        help="always use the configured Lean command, even for a project whose lean-toolchain names a toolchain "
-        "installed in $ELAN_HOME/toolchains",
+        help="without --lean-cmd or $BEAM_LEAN_SERVER_CMD, run `lake serve` from PATH even for a project whose "
+        "lean-toolchain names a toolchain installed in $ELAN_HOME/toolchains (an explicit command always wins)",
     )
     parser.add_argument(
         "--log-format",

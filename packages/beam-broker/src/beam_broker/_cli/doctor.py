@@ -31,6 +31,7 @@ from beam_broker.config import (
     SERVER_CMD_ENV,
     BrokerConfig,
     elan_home,
+    explicit,
     lake_command,
     project_toolchain,
     server_command,
@@ -91,10 +92,10 @@ def check_server_command(options: Options, env: Mapping[str, str]) -> Check:
     return Check(name, "ok", f"{shown} (from {source})", slow_reports(cmd))
 
 
-def check_lake(options: Options, env: Mapping[str, str]) -> Check:
-    """A `lake` executable for saves (the server's, else the one on PATH)."""
+def check_lake(options: Options, env: Mapping[str, str], root: str | None = None) -> Check:
+    """A `lake` executable for saves (the server's or the project toolchain's, else the one on PATH)."""
     try:
-        return _ok("lake", lake_command(BrokerConfig(lean_cmd=options.lean_cmd), env))
+        return _ok("lake", lake_command(BrokerConfig(lean_cmd=options.lean_cmd), env, root))
     except BrokerError:
         return _fail("lake", "no `lake` on PATH (`lean-beam save` needs it)", ELAN_HINT)
 
@@ -125,8 +126,9 @@ def check_root(options: Options) -> tuple[Check, str | None]:
 def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str], options: Options | None = None) -> Check:
     """The toolchain the project gets, and its `lean --version` against the version its `lean-toolchain` names.
 
-    When elan's toolchain directory holds the toolchain the project names, that toolchain serves it (its `lake
-    serve`, its `lean`); otherwise the configured command and the `lean` on PATH do.
+    An explicitly configured command (`--lean-cmd`, `$BEAM_LEAN_SERVER_CMD`) serves every project. Without one,
+    when elan's toolchain directory holds the toolchain the project names, that toolchain serves it (its `lake
+    serve`, its `lean`); otherwise `lake serve` and the `lean` on PATH do.
     """
     name = "toolchain"
     wanted = ""
@@ -140,9 +142,12 @@ def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str], optio
     if own is not None:
         lean = _ok("lean", os.path.join(own.directory, "bin", "lean"))
         served = f"project toolchain {own.name} from {own.directory} serves this project: "
+    elif explicit(config, env):
+        source = "--lean-cmd" if config.lean_cmd else SERVER_CMD_ENV
+        served = f"the command from {source} serves this project (an explicit command wins over its toolchain): "
     else:
         where = os.path.join(elan_home(env), "toolchains")
-        served = f"{wanted} is not in {where}, so the configured command serves this project: " if wanted else ""
+        served = f"{wanted} is not in {where}, so `lake serve` on PATH serves this project: " if wanted else ""
     checked = _version(name, root, lean, env, wanted)
     return dataclasses.replace(checked, detail=served + checked.detail)
 
@@ -266,7 +271,8 @@ def checks(options: Options, file: str | None, timeout: float, env: Mapping[str,
     command = check_server_command(options, environ)
     lean = check_lean(options, environ)
     root_check, root = check_root(options)
-    out = [command, check_lake(options, environ), lean, root_check, check_toolchain(root, lean, environ, options)]
+    lake = check_lake(options, environ, root)
+    out = [command, lake, lean, root_check, check_toolchain(root, lean, environ, options)]
     out.append(check_daemon_dir(root, environ))
     if command.status == "ok":
         out.append(check_lean_server(options, root, file, timeout))
