@@ -36,6 +36,8 @@ def test_a_tree_is_measured_whole_and_its_file_workers_by_the_uri_they_serve() -
             assert usage.processes == 2
             assert list(usage.documents) == [uri]
             assert 0 < usage.documents[uri] < usage.total
+            # both map the interpreter's files: counted once in the total, in each process in the plain sum
+            assert usage.total < usage.rss
             assert memory.worker_uri(parent.pid) is None
         finally:
             parent.stdin.close()
@@ -45,3 +47,18 @@ def test_a_tree_is_measured_whole_and_its_file_workers_by_the_uri_they_serve() -
 
 def test_no_process_measures_nothing() -> None:
     assert memory.measure(None) == memory.TreeUsage()
+
+
+def test_a_tree_holds_its_anonymous_memory_and_its_shared_file_pages_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    mib = 1024 * 1024
+    held = {1: (20 * mib, 90 * mib), 2: (18 * mib, 89 * mib), 3: (30 * mib, 95 * mib), 4: (0, 0)}  # 4: ended
+    monkeypatch.setattr(memory, "descendants", lambda pid: iter([1, 2, 3, 4]))
+    monkeypatch.setattr(memory, "resident", lambda pid: held[pid])
+    monkeypatch.setattr(memory, "worker_uri", lambda pid: {2: "file:///a", 3: "file:///b"}.get(pid))
+    usage = memory.measure(1)
+    assert usage == memory.TreeUsage(
+        total=(20 + 18 + 30 + 95) * mib,
+        processes=3,
+        documents={"file:///a": 18 * mib, "file:///b": 30 * mib},  # what closing each frees
+        rss=(110 + 107 + 125) * mib,
+    )
