@@ -14,8 +14,8 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="no /proc on 
 
 PARENT = """
 import subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "--worker", sys.argv[1]],
-                         stdin=subprocess.PIPE)
+child = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()",
+                          "--worker", sys.argv[1]], stdin=subprocess.PIPE)
 print(child.pid, flush=True)
 sys.stdin.read()
 child.stdin.close()
@@ -29,7 +29,10 @@ def test_a_tree_is_measured_whole_and_its_file_workers_by_the_uri_they_serve() -
         [sys.executable, "-c", PARENT, uri], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as parent:
         assert parent.stdout is not None and parent.stdin is not None
-        child = int(parent.stdout.readline())
+        # the child's pid, and its word that it runs (until then its command line may still be empty: exec)
+        lines = {parent.stdout.readline().strip(), parent.stdout.readline().strip()}
+        child = int(next(line for line in lines if line.isdigit()))
+        assert "ready" in lines
         try:
             usage = memory.measure(parent.pid)
             assert set(memory.descendants(parent.pid)) == {parent.pid, child}
