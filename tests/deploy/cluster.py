@@ -5,7 +5,8 @@ with the shipped `deploy/haproxy/haproxy.cfg` (addresses passed through its envi
 on another free port), waits until HAProxy listens and reports every replica UP, and stops everything at exit
 (SIGTERM, then SIGKILL after a bound). Every child's stderr is drained into a bounded tail, so a chatty child never
 blocks and a failure can show what it said. `Cluster` reads HAProxy's view of the replicas (its CSV stats),
-asks a replica directly which workspaces it holds (`beam_stats`, bypassing HAProxy), and kills a replica.
+asks a replica directly which workspaces it holds (`beam_stats`, bypassing HAProxy), kills a replica, and drains
+one (SIGTERM: a rolling restart's step) and starts it again at the same address.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -122,6 +123,10 @@ class Replica:
         return self.child.process.returncode is None
 
 
+Launch = Callable[[str, str], Awaitable[Replica]]
+"""`launch(name, "host:port")`: start a replica of the cluster's command at an address, once it listens."""
+
+
 @dataclasses.dataclass
 class Cluster:
     """HAProxy (`url`, the MCP endpoint clients use) in front of `replicas`."""
@@ -131,6 +136,7 @@ class Cluster:
     replicas: list[Replica]
     haproxy: Child
     http: httpx.AsyncClient
+    launch: Launch | None = None
 
     def replica(self, name: str) -> Replica:
         return next(replica for replica in self.replicas if replica.name == name)
@@ -193,6 +199,25 @@ class Cluster:
                 out[root] = replica.name
         return out
 
+    async def drain_restart(self, name: str, between: Callable[[], Awaitable[None]] | None = None) -> int:
+        """SIGTERM one replica (it drains and exits), start it again at its address, wait until HAProxy has it UP.
+
+        Returns the drained replica's exit status. `between` runs after it exited and before the new one starts.
+        """
+        if self.launch is None:
+            raise RuntimeError("this cluster cannot start replicas")
+        replica = self.replica(name)
+        replica.child.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(STOP_TIMEOUT + 30):  # its drain deadline, then stopping Lean
+            code = await replica.child.process.wait()
+        await self.wait_states({name: "DOWN"})
+        if between is not None:
+            await between()
+        fresh = await self.launch(name, replica.address)
+        self.replicas[self.replicas.index(replica)] = fresh
+        await self.wait_states({name: "UP"})
+        return code
+
     async def kill(self, name: str) -> float:
         """SIGKILL one replica (as a crash or a lost machine would end it); the `time.monotonic()` of the kill."""
         replica = self.replica(name)
@@ -213,6 +238,15 @@ async def _start(
     child.wanted = wanted
     tg.start_soon(child.drain)
     return child
+
+
+async def _listening(child: Child) -> Replica:
+    """The replica a started child is, once it said where it listens."""
+    with anyio.fail_after(START_TIMEOUT):
+        await child.line_seen.wait()
+    if not child.found:
+        raise RuntimeError(f"replica {child.name} did not start:\n{child.said()}")
+    return Replica(child.name, child, child.found.split(" at ", 1)[1].split()[0])
 
 
 @contextlib.asynccontextmanager
@@ -238,12 +272,14 @@ async def cluster(
             for i in range(1, replicas + 1):
                 child = await _start(tg, f"r{i}", cmd, base_env, wanted=" at http://")
                 children.append(child)
-            for child in children:
-                with anyio.fail_after(START_TIMEOUT):
-                    await child.line_seen.wait()
-                if not child.found:
-                    raise RuntimeError(f"replica {child.name} did not start:\n{child.said()}")
-                started.append(Replica(child.name, child, child.found.split(" at ", 1)[1].split()[0]))
+            started += [await _listening(child) for child in children]
+
+            async def launch(name: str, address: str) -> Replica:
+                at = [*cmd[: cmd.index("--http") + 1], address, *cmd[cmd.index("--http") + 2 :]]
+                child = await _start(tg, name, at, base_env, wanted=" at http://")
+                children.append(child)
+                return await _listening(child)
+
             lb, stats = (f"127.0.0.1:{port}" for port in free_ports(2))
             lb_env = {**base_env, "BEAM_LB_BIND": lb, "BEAM_LB_STATS": stats}
             lb_env |= {f"BEAM_REPLICA_{i}": replica.address for i, replica in enumerate(started, 1)}
@@ -251,7 +287,7 @@ async def cluster(
             children.append(proxy)
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
             async with httpx.AsyncClient(timeout=30, limits=limits) as http:
-                made = Cluster(f"http://{lb}/mcp", f"http://{stats}/stats", started, proxy, http)
+                made = Cluster(f"http://{lb}/mcp", f"http://{stats}/stats", started, proxy, http, launch)
                 try:
                     await made.wait_states({replica.name: "UP" for replica in started})
                 except (httpx.HTTPError, TimeoutError) as exc:

@@ -227,3 +227,46 @@ async def test_a_replica_that_stops_answering_health_checks_is_taken_out(tmp_pat
                 await c.kill(home)
             placement = await c.placement()
             assert placement[root] != home  # its workspace moved to a healthy replica
+
+
+async def test_a_rolling_restart_fails_no_call(tmp_path: Path) -> None:
+    """Every replica drained (SIGTERM) and started again in turn while agents call: no call fails or errs.
+
+    A draining replica answers new requests 503 until HAProxy's readiness checks take it out, HAProxy retries those
+    on another replica (it holds each request whole: `option http-buffer-request`), and the replica closes its
+    socket only once requests have stopped coming (the drain's linger), so no connection is reset unanswered.
+    """
+    roots = [str(project(tmp_path / f"ws{i}", {"A.lean": source(i)})) for i in range(WORKSPACES)]
+    answered: list[tuple[str, bool]] = []
+    finished = anyio.Event()
+
+    async def agent(client: Client, index: int) -> None:
+        while not finished.is_set():
+            root = roots[index % WORKSPACES]
+            index += 1
+            ws = {"workspace": {"root": root}, "path": "A.lean"}
+            try:
+                synced = await client.call_tool("lean_sync", ws)
+                content = synced.structured_content or {}
+                answered.append(
+                    (f"lean_sync {content}", not synced.is_error and content["workspace"] == {"root": root})
+                )
+                at = {**ws, "version": content.get("version", 1), "line": 0, "character": 9}
+                hover = await client.call_tool("lean_hover", at)
+                answered.append((f"lean_hover {hover.structured_content}", hover.is_error is False))
+            except MCPError as exc:  # a 503 or a reset connection that reached the client
+                answered.append((f"{exc!r}", False))
+
+    with anyio.fail_after(DEADLINE):
+        async with cluster(2, fake_cmd(), extra_args=["--drain-timeout", "10"]) as c:
+            async with contextlib.AsyncExitStack() as stack:
+                clients = [await stack.enter_async_context(sdk_client(c.url, [])) for _ in range(WORKSPACES)]
+                async with anyio.create_task_group() as tg:
+                    for i, client in enumerate(clients):
+                        tg.start_soon(agent, client, i)
+                    codes = [await c.drain_restart(replica.name) for replica in list(c.replicas)]
+                    finished.set()
+            assert codes == [0, 0]  # each drained and exited 0
+    failed = [what for what, ok in answered if not ok]
+    print(f"rolling restart of 2 replicas: {len(answered)} calls, {len(failed)} failed")
+    assert answered and failed == [], failed[:5]

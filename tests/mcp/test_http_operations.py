@@ -174,6 +174,39 @@ async def test_a_drain_turns_readiness_off_refuses_new_calls_and_lets_calls_in_f
     assert done and done[0]["isError"] is False  # the call in flight finished; then the server stopped by itself
 
 
+async def test_a_drain_keeps_refusing_while_requests_come_then_stops_by_itself(tmp_path: Path) -> None:
+    root = project(tmp_path / "p")
+    linger = 3.0
+    drain, stopped = anyio.Event(), anyio.Event()
+    http_config = HttpConfig(host="127.0.0.1", port=0, drain_deadline=60, drain_linger=linger)
+
+    async def serve(*, task_status: Any) -> None:
+        await serve_http(server_config(), http_config, drain=drain, task_status=task_status)
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        with anyio.fail_after(TIMEOUT):
+            url = await tg.start(serve)
+        async with httpx.AsyncClient(base_url=url.rsplit("/", 1)[0], timeout=TIMEOUT) as http:
+            client = Client(http, url, 0)
+            await ready(client)
+            drain.set()
+
+            async def not_ready() -> bool:
+                return (await http.get("/readyz")).status_code == 503
+
+            await until(not_ready)
+            # Nothing is in flight, yet a balancer that has not seen readiness turn false still sends: the server
+            # keeps answering those requests with the retryable 503 instead of closing its socket under them.
+            for i in range(5):
+                refused = await client.modern(call(100 + i, "lean_sync", {"workspace": {"root": str(root)}}))
+                assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+                assert not stopped.is_set()
+                await anyio.sleep(linger / 10)  # the pace of a client, well within the linger
+        with anyio.fail_after(TIMEOUT):
+            await stopped.wait()  # once requests stop coming, the drain ends and the server stops by itself
+
+
 async def _serve(config: Any, http: HttpConfig, drain: anyio.Event, *, task_status: Any) -> None:
     await serve_http(config, http, drain=drain, task_status=task_status)
 

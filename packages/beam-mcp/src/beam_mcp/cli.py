@@ -146,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --http: how long a SIGTERM lets calls in flight finish before it cancels them (default 30)",
     )
     parser.add_argument(
+        "--drain-linger",
+        metavar="SECONDS",
+        type=_seconds,
+        help="with --http: once calls in flight finished, a drain keeps refusing (retryable 503) until no request "
+        "came for this long, so the balancer has taken the replica out before its socket closes (default 1)",
+    )
+    parser.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT 0 picks a free port; "
@@ -359,8 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             address = parse_address(args.http)
         except ValueError as exc:
             parser.error(f"--http: {exc}")
-    elif args.allowed_host or args.allowed_origin or args.http_token_file is not None or args.drain_timeout is not None:
-        parser.error("--allowed-host, --allowed-origin, --http-token-file and --drain-timeout need --http")
+    elif (
+        args.allowed_host
+        or args.allowed_origin
+        or args.http_token_file is not None
+        or args.drain_timeout is not None
+        or args.drain_linger is not None
+    ):
+        parser.error(
+            "--allowed-host, --allowed-origin, --http-token-file, --drain-timeout and --drain-linger need --http"
+        )
     token: BearerToken | None = None
     if address is not None:
         from ._http.auth import BearerToken, TokenError
@@ -425,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 allowed_hosts=tuple(args.allowed_host),
                 allowed_origins=tuple(args.allowed_origin),
                 **({"drain_deadline": args.drain_timeout} if args.drain_timeout is not None else {}),
+                **({"drain_linger": args.drain_linger} if args.drain_linger is not None else {}),
             )
             error = anyio.run(_serve_http, config, http_config)
             if error is not None:

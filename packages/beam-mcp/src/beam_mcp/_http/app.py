@@ -79,6 +79,7 @@ class Endpoint:
         self.started = time.monotonic()
         self.metrics = Metrics(server)
         self.draining = False
+        self._refused_at = 0.0  # `time.monotonic()` of the last request a drain refused
         self._closing = False
         self._answers: set[anyio.CancelScope] = set()
         self._answering = 0
@@ -106,12 +107,20 @@ class Endpoint:
 
         Readiness turns false at once (a balancer takes the replica out), new requests to the endpoint are answered
         503 with `Retry-After` (safe to retry elsewhere: nothing ran), and tool calls that reach the broker anyway
-        fail `busy` (`draining`). Listen and GET streams are not waited for. `close` then cuts what is left.
+        fail `busy` (`draining`). Listen and GET streams are not waited for. Once the answers in progress are done
+        it lingers until no request has come for `config.drain_linger` seconds (the balancer has stopped sending,
+        so no connection is reset unanswered when the socket closes). `close` then cuts what is left.
         """
         self.draining = True
+        self._refused_at = time.monotonic()
         self.server.drain()
         with anyio.move_on_after(deadline):
             await self._quiet.wait()
+            while True:  # a timer whose end each refused request moves further
+                left = self._refused_at + self.config.drain_linger - time.monotonic()
+                if left <= 0:
+                    break
+                await anyio.sleep(left)
 
     # ---- admission ------------------------------------------------------------------------------------------
     def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
@@ -121,6 +130,7 @@ class Endpoint:
     def busy(self) -> Rejected | None:
         """Rule 0a: the 503 when the endpoint drains or stops or `max_requests` are being answered, else None."""
         if self.draining or self._closing:
+            self._refused_at = time.monotonic()
             return Rejected(
                 503, "this replica is shutting down; retry (elsewhere)", close=True, headers=[("retry-after", "1")]
             )
