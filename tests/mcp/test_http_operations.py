@@ -22,9 +22,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from beam_mcp._http import HttpConfig, serve_http
+from beam_mcp._http.app import Endpoint
+from beam_mcp.server import McpServer
 from tests.support.fixtures import LeanGate, gated_cmd
 
-from .http_support import TIMEOUT, Client, call, final, in_process, project, served, server_config
+from .http_support import TIMEOUT, Client, app_client, call, final, in_process, project, served, server_config
 
 pytestmark = pytest.mark.anyio
 
@@ -205,6 +207,26 @@ async def test_a_drain_keeps_refusing_while_requests_come_then_stops_by_itself(t
                 await anyio.sleep(linger / 10)  # the pace of a client, well within the linger
         with anyio.fail_after(TIMEOUT):
             await stopped.wait()  # once requests stop coming, the drain ends and the server stops by itself
+
+
+async def test_a_drain_refuses_at_the_broker_only_once_the_requests_admitted_before_it_are_answered(
+    tmp_path: Path,
+) -> None:
+    """The endpoint drains the server with `refuse=False` first: a request HTTP admitted before the drain must run
+    (the broker's `busy` is a tool result that no balancer retries); only at the end does the broker refuse."""
+    ws = {"workspace": {"root": str(project(tmp_path / "p"))}, "path": "A.lean"}
+    async with McpServer.open(server_config()) as server:
+        endpoint = Endpoint(server, HttpConfig(), 8765)
+        async with app_client(endpoint) as client:
+            await ready(client)
+            server.drain(refuse=False)
+            assert server.draining and not server.ready
+            assert (await client.http.get("/readyz")).status_code == 503
+            assert (await tool(client, "lean_sync", **ws))["isError"] is False  # admitted by HTTP: it runs
+            server.drain()
+            refused = (await tool(client, "lean_sync", **ws))["structuredContent"]
+            assert refused["code"] == "busy" and refused["data"]["reason"] == "draining"
+        endpoint.close()
 
 
 async def _serve(config: Any, http: HttpConfig, drain: anyio.Event, *, task_status: Any) -> None:

@@ -139,6 +139,7 @@ class McpServer:
         )
         self._call_listeners: list[Callable[[str, str, float], None]] = []
         self.draining = False
+        self._refusing = False  # the broker refuses new tool calls (`drain(refuse=True)`)
         self._toolset: ToolSet | None = None
         self._calls = Calls(self._dispatcher, self._host, self.tools, CallSettings(config.delay, config.server_binary))
         self._resources = ResourceMethods(self._hub, self._host.check)
@@ -179,7 +180,7 @@ class McpServer:
         if broker is not None:
             for listener in self._call_listeners:
                 broker.add_call_listener(listener)
-            if self.draining:
+            if self._refusing:
                 broker.drain()
 
     # ---- operations (a shared server: metrics, readiness, draining) -------------------------------------------
@@ -195,9 +196,18 @@ class McpServer:
         """Whether calls are taken now: the broker is open and the server is not draining or shutting down."""
         return self._host.current() is not None and not self.draining and not self._dispatcher.closing
 
-    def drain(self) -> None:
-        """Stop admitting tool calls: new ones fail with the broker's `busy` (`draining`); admitted ones go on."""
+    def drain(self, *, refuse: bool = True) -> None:
+        """Drain: readiness, metrics and the status page say so; with `refuse`, the broker admits no tool call.
+
+        A refused call fails with the broker's `busy` (`draining`): a tool result a balancer does not retry. So a
+        transport that refuses new requests itself (HTTP answers 503, which a balancer retries elsewhere) drains
+        with `refuse=False` first, and refuses at the broker only once the requests it admitted before the drain
+        are answered: those must run, not fail. Calls the broker admitted go on either way.
+        """
         self.draining = True
+        if not refuse:
+            return
+        self._refusing = True
         broker = self._host.current()
         if broker is not None:
             broker.drain()

@@ -105,22 +105,25 @@ class Endpoint:
     async def drain_calls(self, deadline: float) -> None:
         """Stop taking requests and let the answers in progress finish, for at most `deadline` seconds.
 
-        Readiness turns false at once (a balancer takes the replica out), new requests to the endpoint are answered
-        503 with `Retry-After` (safe to retry elsewhere: nothing ran), and tool calls that reach the broker anyway
-        fail `busy` (`draining`). Listen and GET streams are not waited for. Once the answers in progress are done
-        it lingers until no request has come for `config.drain_linger` seconds (the balancer has stopped sending,
-        so no connection is reset unanswered when the socket closes). `close` then cuts what is left.
+        Readiness turns false at once (a balancer takes the replica out) and new requests to the endpoint are
+        answered 503 with `Retry-After` (safe to retry elsewhere: nothing ran); a request admitted before the drain
+        runs, even if its call reaches the broker after it (the broker refusing it would answer `busy`, a tool
+        result no balancer retries). Listen and GET streams are not waited for. Once the answers in progress are
+        done it lingers until no request has come for `config.drain_linger` seconds (the balancer has stopped
+        sending, so no connection is reset unanswered when the socket closes); then the broker refuses whatever
+        still reaches it, and `close` cuts what is left.
         """
         self.draining = True
         self._refused_at = time.monotonic()
-        self.server.drain()
+        self.server.drain(refuse=False)
         with anyio.move_on_after(deadline):
-            await self._quiet.wait()
-            while True:  # a timer whose end each refused request moves further
+            while True:  # a timer whose end each refused request moves further, once nothing is being answered
+                await self._quiet.wait()
                 left = self._refused_at + self.config.drain_linger - time.monotonic()
-                if left <= 0:
+                if left <= 0 and self._answering == 0:
                     break
-                await anyio.sleep(left)
+                await anyio.sleep(max(left, 0))
+        self.server.drain()
 
     # ---- admission ------------------------------------------------------------------------------------------
     def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
