@@ -354,8 +354,11 @@ class WorkspaceRuntime:
         """Forget a document, its mirrors and its handles, and close it in `client` when that is alive.
 
         No error when it is not open. The document's lock is taken first: messages of an update in flight go out
-        before the didClose, and an update waiting for the lock starts over (it reopens the document). With
-        `idle_only` (the open-document bound) a document that a call started to hold meanwhile stays open.
+        before the didClose, and an update waiting for the lock starts over (it reopens the document). The
+        document stays current until its didClose is out: a call that comes for it meanwhile finds it and waits
+        for its lock, rather than opening it anew in Lean only for this close to end that new worker under it
+        (the load lane saw a sync answered "file worker terminated" when an eviction raced it). With `idle_only`
+        (the open-document bound, the memory budget) a document that a call started to hold meanwhile stays open.
         """
         path = resolve_path(self.root, rel)
         doc = self.documents.docs.get(str(path))
@@ -364,14 +367,17 @@ class WorkspaceRuntime:
         async with doc.lock:
             if not self.documents.is_current(doc) or (idle_only and doc.users):
                 return
-            self.documents.pop(path)
-            if client is None or client.exited is not None:
-                return
-            self.handles.invalidate_document(doc.uri)
-            pool = self.pools.pop(doc.uri, None)
-            if pool is not None:
-                await pool.close_all(client)
-            await client.close(doc.uri)
+            try:
+                if client is None or client.exited is not None:
+                    return
+                self.handles.invalidate_document(doc.uri)
+                pool = self.pools.pop(doc.uri, None)
+                if pool is not None:
+                    await pool.close_all(client)
+                await client.close(doc.uri)
+            finally:
+                if self.documents.docs.get(str(path)) is doc:
+                    self.documents.pop(path)
 
     # ---- probe mirrors ------------------------------------------------------------------------------
     def pool(self, uri: str) -> MirrorPool:
