@@ -306,10 +306,12 @@ async def agents(
     seed: int = 0,
     stop: anyio.Event | None = None,
     warm: bool = False,
+    check: bool = True,
 ) -> Stats:
     """`count` agents calling for `seconds` (or until `stop` is set; each finishes the call it is in); what they saw.
 
-    With `warm`, instead, one sync of every workspace in turn (spread over `count` agents).
+    With `warm`, instead, one sync of every workspace in turn (spread over `count` agents). With `check` (the
+    default) a wrong or lost answer fails at once; without, the caller reads them in the stats.
     """
     stats = Stats()
     until = time.monotonic() + seconds
@@ -321,9 +323,10 @@ async def agents(
             else:
                 tg.start_soon(agent.run, until, stop or anyio.Event())
     stats.ended = time.monotonic()
-    assert not stats.wrong, f"wrong answers: {stats.wrong[:10]}"
-    assert not stats.lost, f"lost calls: {stats.lost[:10]}"
-    assert stats.calls > 0 or warm, "no call was answered"
+    if check:
+        assert not stats.wrong, f"wrong answers: {stats.wrong[:10]}"
+        assert not stats.lost, f"lost calls: {stats.lost[:10]}"
+    assert stats.calls > 0 or warm or stats.wrong, "no call was answered"
     return stats
 
 

@@ -255,20 +255,30 @@ async def test_agents_across_more_workspaces_than_fit_in_the_budget(
             report["chaos"] = {"tools": stormy.table(), "retries": dict(stormy.retries), "restarts": len(restarts.done)}
             assert held <= limit, f"a replica's Lean reached {h.mib(held)}, over {h.mib(limit)}"
 
+        wrong: list[str] = []
         if prof.sweep_workspaces:
-            report["sweep"] = await sweep(prof, lean_cmd, env, workspaces, budget)
+            report["sweep"] = await sweep(prof, lean_cmd, env, workspaces, budget, wrong)
             plot(report["sweep"], out_dir / "load.png")
             lines.append(f"plots: {out_dir / 'load.png'}")
+            lines.append(f"sweeps: wrong answers {len(wrong)}: {wrong[:5]}")
+            say(lines[-1])
     (out_dir / "load-report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "load-report.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     say(f"report: {out_dir / 'load-report.txt'}")
+    assert not wrong, f"the sweeps saw wrong answers: {wrong[:10]}"
 
 
 async def sweep(
-    prof: Profile, lean_cmd: list[str], env: dict[str, str], workspaces: list[h.Workspace], budget: int
+    prof: Profile,
+    lean_cmd: list[str],
+    env: dict[str, str],
+    workspaces: list[h.Workspace],
+    budget: int,
+    wrong: list[str],
 ) -> dict[str, Any]:
     """Peak Lean memory and p99 of one replica against the number of workspaces and of agents, with and without
-    the budget (the plots' data)."""
+    the budget (the plots' data). Wrong and lost answers go to `wrong` (the lane fails on them once its report
+    and plots are written)."""
     out: dict[str, Any] = {"budget_mib": budget, "workspaces": [], "agents": []}
     fixed_agents = prof.sweep_agents[len(prof.sweep_agents) // 2]
     fixed_workspaces = prof.sweep_workspaces[-1]
@@ -280,10 +290,12 @@ async def sweep(
                     sampler = h.cluster_sampler(c)
                     await h.agents(c.url, workspaces[:m], k, 0, seed=value, warm=True)
                     async with h.sampling(sampler):
-                        stats = await h.agents(c.url, workspaces[:m], k, prof.sweep_phase, seed=value)
+                        stats = await h.agents(c.url, workspaces[:m], k, prof.sweep_phase, seed=value, check=False)
+                    wrong += [f"{axis}={value} budget={limit}: {w}" for w in stats.wrong + stats.lost]
                     held, rss = sampler.peak()
                 row = {"value": value, "budget": limit, "peak_held": held, "peak_rss": rss, "p99_ms": stats.p99()}
                 row |= {"throughput": stats.throughput(), "evictions": sampler.total_evictions()}
+                row |= {"wrong": len(stats.wrong), "lost": len(stats.lost), "calls": stats.calls}
                 out[axis].append(row)
                 say(f"sweep {axis}={value} budget={limit}: peak {h.mib(held)}, p99 {stats.p99():.0f} ms")
     return out
