@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from beam_broker import _analysis as analysis
 from beam_broker import models as m
-from beam_lsp import LeanDiagnostic, PlainGoal, Position, TextDocument
+from beam_lsp import InteractiveGoals, LeanDiagnostic, PlainGoal, Position, TextDocument
 
 
 def test_the_tactic_after_by_starts_after_the_last_by_of_the_line() -> None:
@@ -29,21 +29,22 @@ def test_tactic_spans_for_goal_modes() -> None:
 
 
 def test_interactive_goals_flatten_tagged_text() -> None:
+    tag = {"info": {"p": "0"}, "subexprPos": "/"}
     result = {
         "goals": [
             {
                 "userName": "h",
                 "goalPrefix": "⊢ ",
-                "type": {"append": [{"text": "a "}, {"tag": [{"info": {}}, {"text": "= b"}]}]},
+                "type": {"append": [{"text": "a "}, {"tag": [tag, {"text": "= b"}]}]},
                 "hyps": [
                     {"names": ["x", "y"], "type": {"text": "Nat"}},
                     {"names": ["z"], "type": {"text": "Nat"}, "val": {"text": "1"}},
                 ],
             },
-            {"userName": "[anonymous]", "type": ["p", {"text": "!"}], "hyps": []},
+            {"userName": "[anonymous]", "type": {"append": [{"text": "p"}, {"text": "!"}]}, "hyps": []},
         ]
     }
-    state = analysis.goals_from_interactive(result)
+    state = analysis.goals_from_interactive(InteractiveGoals.model_validate(result))
     assert state is not None
     assert state.dump() == {
         "goals": [
@@ -57,7 +58,6 @@ def test_interactive_goals_flatten_tagged_text() -> None:
         ]
     }
     assert analysis.goals_from_interactive(None) is None
-    assert analysis.tagged_text(42) == ""
 
 
 def test_plain_goals_parse_into_the_same_structure() -> None:

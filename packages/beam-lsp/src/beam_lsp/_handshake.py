@@ -1,35 +1,44 @@
-"""The client's side of the LSP handshake: what we tell Lean we are, and how we answer Lean's own requests.
+"""The client's side of the LSP handshake: what we tell Lean we are, and the default answers to Lean's requests.
 
 Owns the `initialize` params (our capabilities, among them Lean's `incrementalDiagnosticSupport`) and the
-answers to the server-to-client requests Lean sends (capability registration, refreshes, configuration,
-`applyEdit`, which Beam refuses: it never edits sources). It sends nothing itself (`client.py` does).
+default handlers of the server-to-client requests Lean sends (capability registration, refreshes,
+configuration, and a refusal of `workspace/applyEdit`). A caller replaces any of them
+(`LeanClient.start(server_requests=...)`); the library never applies an edit on its own. It sends nothing
+itself (`client.py` does).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from .jsonrpc import JsonRpcPeer
+from pydantic import JsonValue
 
-__all__ = ["initialize_params", "install_handlers"]
+__all__ = ["DEFAULT_SERVER_REQUESTS", "ServerRequestHandler", "default_handlers", "initialize_params"]
+
+ServerRequestHandler = Callable[[JsonValue], Awaitable[JsonValue]]
+"""Answers one request the server sends the client: takes its params, returns the result (or raises
+`ResponseError` to answer with that error). Runs in the client's task group; a `$/cancelRequest` from the server
+cancels it."""
 
 
-def initialize_params(root_uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+def initialize_params(
+    root_uri: str, options: Mapping[str, Any] | None, *, applies_edits: bool = False
+) -> dict[str, Any]:
     """The `initialize` params: our process, the root, our capabilities and Lean's `initializationOptions`."""
     params: dict[str, Any] = {
         "processId": os.getpid(),
         "clientInfo": {"name": "beam-lsp"},
         "rootUri": root_uri,
-        "capabilities": _client_capabilities(),
+        "capabilities": _client_capabilities(applies_edits),
     }
     if options:
         params["initializationOptions"] = dict(options)
     return params
 
 
-def _client_capabilities() -> dict[str, Any]:
+def _client_capabilities(applies_edits: bool) -> dict[str, Any]:
     return {
         "textDocument": {
             "publishDiagnostics": {"relatedInformation": True},
@@ -43,7 +52,7 @@ def _client_capabilities() -> dict[str, Any]:
             "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
         },
         "window": {"workDoneProgress": True},
-        "workspace": {"configuration": True},
+        "workspace": {"configuration": True, "applyEdit": applies_edits},
         # Lean 4.32+: publish only what a version adds (`isIncremental`) instead of re-sending the growing list.
         "lean": {"incrementalDiagnosticSupport": True},
     }
@@ -61,22 +70,28 @@ _ACKNOWLEDGED: Final = (
 )
 
 
-async def _acknowledge(_params: Any) -> None:
+async def _acknowledge(_params: JsonValue) -> JsonValue:
     return None
 
 
-async def _configuration(params: Any) -> list[None]:
+async def _configuration(params: JsonValue) -> JsonValue:
     items = params.get("items") if isinstance(params, dict) else None
     return [None] * (len(items) if isinstance(items, list) else 0)
 
 
-async def _apply_edit(_params: Any) -> dict[str, Any]:
-    return {"applied": False, "failureReason": "beam never edits sources"}
+async def _refuse_edit(_params: JsonValue) -> JsonValue:
+    return {"applied": False, "failureReason": "this client does not apply edits"}
 
 
-def install_handlers(peer: JsonRpcPeer) -> None:
-    """Answer the requests Lean sends a client (acknowledgements, configuration, and no to `applyEdit`)."""
-    for method in _ACKNOWLEDGED:
-        peer.set_handler(method, _acknowledge)
-    peer.set_handler("workspace/configuration", _configuration)
-    peer.set_handler("workspace/applyEdit", _apply_edit)
+def default_handlers() -> dict[str, ServerRequestHandler]:
+    """The default answers to Lean's requests (a new dict each time: the caller's to change)."""
+    handlers: dict[str, ServerRequestHandler] = dict.fromkeys(_ACKNOWLEDGED, _acknowledge)
+    handlers["workspace/configuration"] = _configuration
+    handlers["workspace/applyEdit"] = _refuse_edit
+    return handlers
+
+
+DEFAULT_SERVER_REQUESTS: Final[Mapping[str, ServerRequestHandler]] = default_handlers()
+"""What the client answers when the caller registers no handler: `null` to capability registration, progress
+creation and refresh requests, one `null` per item to `workspace/configuration`, and
+`{"applied": false, ...}` to `workspace/applyEdit`. Any other request is answered `MethodNotFound`."""

@@ -7,12 +7,82 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
-from .lean import Position, Range
+from .lean import Position
+
+
+class PositionLike(Protocol):
+    """A position argument: 0-based `line` and UTF-16 `character` (Beam's `Position` or lsprotocol's)."""
+
+    @property
+    def line(self) -> int:
+        """0-based line."""
+        ...
+
+    @property
+    def character(self) -> int:
+        """0-based column in UTF-16 code units."""
+        ...
+
+
+class RangeLike(Protocol):
+    """A range argument, end exclusive (Beam's `Range` or lsprotocol's)."""
+
+    @property
+    def start(self) -> PositionLike:
+        """Where it starts."""
+        ...
+
+    @property
+    def end(self) -> PositionLike:
+        """Where it ends (exclusive)."""
+        ...
+
+
+class TextEditLike(Protocol):
+    """A text edit: a range of the text and what replaces it (lsprotocol's `TextEdit`)."""
+
+    @property
+    def range(self) -> RangeLike:
+        """The range replaced (in the text before any edit)."""
+        ...
+
+    @property
+    def new_text(self) -> str:
+        """What replaces it."""
+        ...
+
+
+def apply_text_edits(text: str | TextDocument, edits: Sequence[TextEditLike]) -> str:
+    """The text after LSP text edits (from a code action, a rename, an inlay hint), as LSP applies them.
+
+    Every range refers to the text before any edit; inserts at the same position keep their order.
+
+    Raises:
+        InvalidPosition: A range is outside the text, reversed, or overlaps another edit.
+    """
+    doc = text if isinstance(text, TextDocument) else TextDocument("", text, 0)
+    spans = []
+    for index, edit in enumerate(edits):
+        start, end = doc.offset_at(edit.range.start), doc.offset_at(edit.range.end)
+        if start > end:
+            raise InvalidPosition("an edit's range starts after its end")
+        spans.append((start, end, index, edit.new_text))
+    spans.sort()
+    pieces: list[str] = []
+    at = 0
+    for start, end, _, new_text in spans:
+        if start < at:
+            raise InvalidPosition("two edits overlap")
+        pieces += [doc.text[at:start], new_text]
+        at = end
+    pieces.append(doc.text[at:])
+    return "".join(pieces)
 
 
 def path_to_uri(path: str | Path) -> str:
@@ -67,7 +137,9 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
 
 def utf16_len(text: str) -> int:
     """Length of `text` in UTF-16 code units."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclasses.dataclass
@@ -125,7 +197,7 @@ class TextDocument:
         end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
         return self.text[start:end]
 
-    def validate(self, pos: Position) -> None:
+    def validate(self, pos: PositionLike) -> None:
         """Check that `pos` lies inside the text.
 
         Raises:
@@ -134,6 +206,8 @@ class TextDocument:
         if pos.line >= self.line_count:
             raise InvalidPosition(f"line {pos.line} is out of range (document has {self.line_count} lines)")
         line = self.line_text(pos.line)
+        if line.isascii() and pos.character <= len(line):  # the common case: one unit per character
+            return
         width = utf16_len(line)
         if pos.character > width:
             raise InvalidPosition(
@@ -141,7 +215,7 @@ class TextDocument:
             )
         self.offset_at(pos)
 
-    def validate_range(self, rng: Range) -> None:
+    def validate_range(self, rng: RangeLike) -> None:
         """Check both ends of `rng` and that start <= end.
 
         Raises:
@@ -152,7 +226,7 @@ class TextDocument:
         if (rng.start.line, rng.start.character) > (rng.end.line, rng.end.character):
             raise InvalidPosition("range start is after its end")
 
-    def offset_at(self, pos: Position) -> int:
+    def offset_at(self, pos: PositionLike) -> int:
         """String index (code points) of a UTF-16 position.
 
         Raises:
@@ -161,6 +235,10 @@ class TextDocument:
         if pos.line >= self.line_count:
             raise InvalidPosition(f"line {pos.line} is out of range")
         line = self.line_text(pos.line)
+        if line.isascii():
+            if pos.character <= len(line):
+                return self._line_starts[pos.line] + pos.character
+            raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
         units = 0
         for i, ch in enumerate(line):
             if units == pos.character:

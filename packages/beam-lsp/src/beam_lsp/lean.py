@@ -1,19 +1,63 @@
-"""Typed models for Lean's extensions to LSP (`$/lean/*`, `textDocument/waitForDiagnostics`, Lean diagnostics).
+"""Typed models for Lean's extensions to LSP: the one module of Beam's own result types.
 
-Inbound models accept unknown fields (Lean adds fields over time) and keep them, so a diagnostic round-trips
-with everything Lean said (`fullRange`, `isSilent`, `leanTags`, ...). Field names keep Lean's JSON casing.
+Standard LSP results are lsprotocol's types; what Lean adds to LSP is modelled here, as frozen pydantic models:
+positions and ranges (the arguments of every request), Lean's diagnostics (`fullRange`, `isSilent`, `leanTags`),
+`$/lean/fileProgress`, `$/lean/plainGoal` and `$/lean/plainTermGoal`, Lean's module hierarchy, decoded semantic
+tokens, and the answers of Lean's RPC methods (interactive goals and diagnostics as `TaggedText`, widgets).
+
+Inbound models accept unknown fields (Lean adds fields over time) and keep them, so a value round-trips with
+everything Lean said. Field names keep Lean's JSON casing. This module imports no LSP machinery (lsprotocol,
+anyio): `from beam_lsp import Position` stays cheap.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Generic, NamedTuple, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = [
+    "CodeWithInfos",
+    "DiagnosticRelatedInformation",
+    "DiagnosticSeverity",
+    "InteractiveDiagnostic",
+    "InteractiveGoal",
+    "InteractiveGoals",
+    "InteractiveHypothesisBundle",
+    "InteractiveTermGoal",
+    "JsonValue",
+    "LeanDiagnostic",
+    "LeanFileProgressKind",
+    "LeanFileProgressParams",
+    "LeanImport",
+    "LeanImportKind",
+    "LeanModule",
+    "LeanTag",
+    "Location",
+    "MsgEmbed",
+    "PanelWidgetInstance",
+    "PlainGoal",
+    "PlainTermGoal",
+    "Position",
+    "Range",
+    "RpcRef",
+    "SemanticToken",
+    "SubexprInfo",
+    "TaggedText",
+    "WidgetEmbed",
+    "WidgetSource",
+    "severity_label",
+]
 
 
 class _Inbound(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    def wire(self) -> dict[str, JsonValue]:
+        """The value as LSP JSON (Lean casing, absent fields omitted), e.g. to send it back to Lean."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class Position(_Inbound):
@@ -28,6 +72,20 @@ class Range(_Inbound):
 
     start: Position
     end: Position
+
+
+class Location(_Inbound):
+    """A range in a document (`uri`)."""
+
+    uri: str
+    range: Range
+
+
+class DiagnosticRelatedInformation(_Inbound):
+    """A place a diagnostic refers to, with a message."""
+
+    location: Location
+    message: str
 
 
 class DiagnosticSeverity(enum.IntEnum):
@@ -71,17 +129,13 @@ class LeanDiagnostic(_Inbound):
     isSilent: bool | None = None
     leanTags: list[int] | None = None
     tags: list[int] | None = None
-    relatedInformation: list[dict[str, Any]] | None = None
-    data: Any = None
+    relatedInformation: list[DiagnosticRelatedInformation] | None = None
+    data: JsonValue = None
 
     @property
     def is_error(self) -> bool:
         """Whether this is a user-visible error (severity 1 and not silent)."""
         return self.severity == DiagnosticSeverity.ERROR and not self.isSilent
-
-    def wire(self) -> dict[str, Any]:
-        """The diagnostic as LSP JSON (Lean casing, absent fields omitted)."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 class PublishDiagnosticsParams(_Inbound):
@@ -144,6 +198,202 @@ class RpcConnectResult(_Inbound):
     """`$/lean/rpc/connect` result."""
 
     sessionId: int | str
+
+
+# ---- the module hierarchy ---------------------------------------------------------------------------------------
+class LeanModule(_Inbound):
+    """A module of Lean's module hierarchy (`$/lean/prepareModuleHierarchy`), e.g. `Demo.Basic` and its file.
+
+    Example: `LeanModule(name="Demo.Basic", uri="file:///p/Demo/Basic.lean")`.
+    """
+
+    name: str
+    uri: str
+    data: JsonValue = None
+
+
+class LeanImportKind(_Inbound):
+    """How a module is imported: `private import`, `import all`, `meta import`."""
+
+    isPrivate: bool = False
+    isAll: bool = False
+    metaKind: str = "nonMeta"
+
+
+class LeanImport(_Inbound):
+    """One edge of the module hierarchy: the module imported (or importing), and how."""
+
+    module: LeanModule
+    kind: LeanImportKind = Field(default_factory=LeanImportKind)
+
+
+# ---- semantic tokens --------------------------------------------------------------------------------------------
+class SemanticToken(NamedTuple):
+    """One decoded semantic token: where it starts (0-based line, UTF-16 column), its length, type and modifiers.
+
+    Example: `SemanticToken(line=3, character=0, length=3, type="keyword", modifiers=())`.
+    """
+
+    line: int
+    character: int
+    length: int
+    type: str
+    modifiers: tuple[str, ...]
+
+
+# ---- Lean RPC: interactive goals, diagnostics and widgets ---------------------------------------------------------
+T = TypeVar("T")
+
+
+class RpcRef(_Inbound):
+    """A reference to a value held by Lean's RPC session (`{"p": "3"}`); valid until released or the session ends."""
+
+    p: int | str
+
+
+class SubexprInfo(_Inbound):
+    """What a part of an interactive expression is: its RPC reference and position in the expression."""
+
+    info: RpcRef
+    subexprPos: str
+    diffStatus: str | None = None
+
+
+class TaggedText(_Inbound, Generic[T]):
+    """Lean's rich text: plain `text`, a sequence (`append`), or a `tag` (a payload and the text it annotates).
+
+    Exactly one field is set. `plain` renders the text without the tags.
+    """
+
+    text: str | None = None
+    append: tuple[TaggedText[T], ...] | None = None
+    tag: tuple[T, TaggedText[T]] | None = None
+
+    @property
+    def plain(self) -> str:
+        """The text with every tag dropped."""
+        return "".join(self._pieces())
+
+    def _pieces(self) -> Iterator[str]:
+        stack: list[TaggedText[T]] = [self]
+        while stack:
+            node = stack.pop()
+            if node.text is not None:
+                yield node.text
+            elif node.append is not None:
+                stack.extend(reversed(node.append))
+            elif node.tag is not None:
+                stack.append(node.tag[1])
+
+
+CodeWithInfos = TaggedText[SubexprInfo]
+"""An expression as Lean's infoview shows it: text tagged with the subexpressions' RPC references."""
+
+
+class InteractiveHypothesisBundle(_Inbound):
+    """Hypotheses sharing one type (`a b : Nat`), with their free variable ids, type and value (for `let`)."""
+
+    names: tuple[str, ...]
+    fvarIds: tuple[str, ...] = ()
+    type: CodeWithInfos
+    val: CodeWithInfos | None = None
+    isInstance: bool | None = None
+    isType: bool | None = None
+    isInserted: bool | None = None
+    isRemoved: bool | None = None
+
+
+class InteractiveGoal(_Inbound):
+    r"""One goal of `Lean.Widget.getInteractiveGoals`: hypotheses, the target type, the case name.
+
+    `plain` renders it as `$/lean/plainGoal` does: `p : Prop\nhp : p\n⊢ p`.
+    """
+
+    hyps: tuple[InteractiveHypothesisBundle, ...] = ()
+    type: CodeWithInfos
+    ctx: RpcRef | None = None
+    userName: str | None = None
+    goalPrefix: str = "⊢ "
+    mvarId: str | None = None
+    isInserted: bool | None = None
+    isRemoved: bool | None = None
+
+    @property
+    def plain(self) -> str:
+        """The goal as text: the case name, one line per hypothesis bundle, then the target."""
+        lines = [f"case {self.userName}"] if self.userName else []
+        for hyp in self.hyps:
+            value = f" := {hyp.val.plain}" if hyp.val is not None else ""
+            lines.append(f"{' '.join(hyp.names)} : {hyp.type.plain}{value}")
+        lines.append(f"{self.goalPrefix}{self.type.plain}")
+        return "\n".join(lines)
+
+
+class InteractiveGoals(_Inbound):
+    """`Lean.Widget.getInteractiveGoals`: the goals at a tactic position (empty when the proof is done there)."""
+
+    goals: tuple[InteractiveGoal, ...] = ()
+
+
+class InteractiveTermGoal(_Inbound):
+    """`Lean.Widget.getInteractiveTermGoal`: the expected type at a term, with its hypotheses and range."""
+
+    hyps: tuple[InteractiveHypothesisBundle, ...] = ()
+    type: CodeWithInfos
+    ctx: RpcRef | None = None
+    range: Range | None = None
+    term: RpcRef | None = None
+
+
+class WidgetEmbed(_Inbound):
+    """A widget inside a message: the instance and the text shown where it cannot be rendered."""
+
+    wi: PanelWidgetInstance
+    alt: TaggedText[MsgEmbed]
+
+
+class MsgEmbed(_Inbound):
+    """What an interactive message embeds: an expression, a goal, a widget or a trace node (one field is set)."""
+
+    expr: CodeWithInfos | None = None
+    goal: InteractiveGoal | None = None
+    widget: WidgetEmbed | None = None
+    trace: JsonValue = None
+
+
+class InteractiveDiagnostic(_Inbound):
+    """A diagnostic of `Lean.Widget.getInteractiveDiagnostics`: `LeanDiagnostic`'s fields, the message as rich text."""
+
+    range: Range
+    message: TaggedText[MsgEmbed]
+    severity: int | None = None
+    code: int | str | None = None
+    source: str | None = None
+    fullRange: Range | None = None
+    isSilent: bool | None = None
+    leanTags: list[int] | None = None
+    tags: list[int] | None = None
+    relatedInformation: list[DiagnosticRelatedInformation] | None = None
+
+
+class PanelWidgetInstance(_Inbound):
+    """A user widget (`Lean.Widget.getWidgets`): its id, the hash of its JavaScript module, its props and range."""
+
+    id: str
+    javascriptHash: str
+    props: JsonValue = None
+    range: Range | None = None
+    name: str | None = None
+
+
+class WidgetSource(_Inbound):
+    """`Lean.Widget.getWidgetSource`: the JavaScript module of a widget."""
+
+    sourcetext: str
+
+
+WidgetEmbed.model_rebuild()
+MsgEmbed.model_rebuild()
 
 
 def publish_params(params: Any) -> tuple[str, int | None, list[Any], bool]:

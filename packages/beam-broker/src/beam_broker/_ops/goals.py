@@ -13,6 +13,7 @@ from beam_broker import _analysis as analysis
 from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker._ops.navigation import code_action, lsp_json
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position, Range, ResponseError
 
@@ -82,7 +83,7 @@ async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
             items.extend(await _diagnostic_items(client, doc.uri, d, rng, kinds, inp.suggest))
     if "code_action" in kinds:
         overlapping = [d for d in diags if analysis.matches((d.fullRange or d.range).model_dump(mode="json"), qjson)]
-        actions = await client.code_actions(doc.uri, query, diagnostics=overlapping)
+        actions = [lsp_json(action) for action in await client.code_actions(doc.uri, query, diagnostics=overlapping)]
         items.extend(
             m.TodoItem(
                 kind="code_action",
@@ -136,5 +137,5 @@ async def code_action_resolve(call: Call, inp: m.CodeActionResolveInput) -> m.Co
     target = ((data.get("params") or {}).get("textDocument") or {}).get("uri")
     if target != doc.uri:
         raise invalid_params(f"codeAction.data targets {target}, not requested document {doc.uri}")
-    resolved = await client.resolve_code_action(inp.code_action)
-    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=resolved)
+    resolved = await client.resolve_code_action(code_action(inp.code_action))
+    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=lsp_json(resolved))

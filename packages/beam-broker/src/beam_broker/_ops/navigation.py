@@ -20,10 +20,12 @@ from pydantic import BaseModel
 
 from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker.errors import invalid_params
 from beam_lsp import Position
 
 if TYPE_CHECKING:
     from cattrs import Converter
+    from lsprotocol.types import CodeAction
 
     from beam_broker._documents import DocState
     from beam_lsp import LeanClient
@@ -46,6 +48,21 @@ def _converter() -> Converter:
     from lsprotocol import converters
 
     return converters.get_converter()
+
+
+def code_action(raw: dict[str, Any]) -> CodeAction:
+    """A code action a caller passed back (as `todo` gave it) as lsprotocol's type, for `resolve_code_action`.
+
+    Raises:
+        BrokerError: `invalidParams` when it is not a code action.
+    """
+    from lsprotocol import types
+
+    try:
+        action: CodeAction = _converter().structure(raw, types.CodeAction)
+    except Exception as exc:  # cattrs raises several unrelated types
+        raise invalid_params("codeAction is not an LSP CodeAction (pass an action returned by lean_todo)") from exc
+    return action
 
 
 def lsp_json(value: Any) -> Any:
