@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._handshake import DEFAULT_SERVER_REQUESTS, ServerRequestHandler
     from ._logs import LogBuffer, LogEntry
     from ._progress import FileProgress
+    from ._sync import SyncEventStream, SyncLeanClient, SyncLeanFile
     from .client import ClientStats, LeanClient
     from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, DocumentProgress, Elaboration
     from .documents import (
@@ -148,6 +149,7 @@ _LAZY = {
     **dict.fromkeys(("DEFAULT_SERVER_REQUESTS", "ServerRequestHandler"), "_handshake"),
     "FileProgress": "_progress",
     **dict.fromkeys(("LeanFile", "Point", "Point0", "Point1"), "_file"),
+    **dict.fromkeys(("SyncEventStream", "SyncLeanClient", "SyncLeanFile"), "_sync"),
     **dict.fromkeys(
         ("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "DocumentProgress", "Elaboration"), "diagnostics"
     ),
@@ -178,6 +180,10 @@ __all__ = [
     "ClientStats",
     "ServerRequestHandler",
     "DEFAULT_SERVER_REQUESTS",
+    # the blocking twin
+    "SyncLeanClient",
+    "SyncLeanFile",
+    "SyncEventStream",
     # a document by path, positions in code points
     "LeanFile",
     "Point",
