@@ -32,7 +32,10 @@ def test_the_client_asks_lean_for_incremental_diagnostics() -> None:
     assert "initializationOptions" not in initialize_params("file:///p", None)
 
 
-def test_the_client_announces_applying_edits_only_when_a_handler_does_it() -> None:
-    assert initialize_params("file:///p", None)["capabilities"]["workspace"]["applyEdit"] is False
-    applies = initialize_params("file:///p", None, applies_edits=True)
-    assert applies["capabilities"]["workspace"]["applyEdit"] is True
+def test_a_callers_capabilities_are_merged_into_the_clients_own() -> None:
+    assert "applyEdit" not in initialize_params("file:///p", None)["capabilities"]["workspace"]
+    extra = {"workspace": {"applyEdit": True}, "lean": {"silentDiagnosticSupport": True}, "x": [1]}
+    caps = initialize_params("file:///p", None, extra)["capabilities"]
+    assert caps["workspace"] == {"configuration": True, "applyEdit": True}
+    assert caps["lean"] == {"incrementalDiagnosticSupport": True, "silentDiagnosticSupport": True}
+    assert caps["x"] == [1] and caps["textDocument"]["hover"] == {"contentFormat": ["markdown", "plaintext"]}

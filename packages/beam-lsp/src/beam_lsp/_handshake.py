@@ -24,21 +24,30 @@ cancels it."""
 
 
 def initialize_params(
-    root_uri: str, options: Mapping[str, Any] | None, *, applies_edits: bool = False
+    root_uri: str, options: Mapping[str, Any] | None, extra: Mapping[str, JsonValue] | None = None
 ) -> dict[str, Any]:
-    """The `initialize` params: our process, the root, our capabilities and Lean's `initializationOptions`."""
+    """The `initialize` params: our process, the root, our capabilities with `extra` merged in, Lean's options."""
     params: dict[str, Any] = {
         "processId": os.getpid(),
         "clientInfo": {"name": "beam-lsp"},
         "rootUri": root_uri,
-        "capabilities": _client_capabilities(applies_edits),
+        "capabilities": _merged(_client_capabilities(), extra or {}),
     }
     if options:
         params["initializationOptions"] = dict(options)
     return params
 
 
-def _client_capabilities(applies_edits: bool) -> dict[str, Any]:
+def _merged(base: dict[str, Any], extra: Mapping[str, JsonValue]) -> dict[str, Any]:
+    """`base` with `extra` merged in: objects member by member, anything else replaced."""
+    out = dict(base)
+    for key, value in extra.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def _client_capabilities() -> dict[str, Any]:
     return {
         "textDocument": {
             "publishDiagnostics": {"relatedInformation": True},
@@ -52,7 +61,7 @@ def _client_capabilities(applies_edits: bool) -> dict[str, Any]:
             "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
         },
         "window": {"workDoneProgress": True},
-        "workspace": {"configuration": True, "applyEdit": applies_edits},
+        "workspace": {"configuration": True},
         # Lean 4.32+: publish only what a version adds (`isIncremental`) instead of re-sending the growing list.
         "lean": {"incrementalDiagnosticSupport": True},
     }

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from lsprotocol import types
+from pydantic import JsonValue
 
 from ._events import EventStream, LspEvent
 from ._file import LeanFile
@@ -101,6 +102,7 @@ class SyncLeanClient(SyncClientMethods):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
         server_requests: Mapping[str, ServerRequestHandler] | None = None,
+        client_capabilities: Mapping[str, JsonValue] | None = None,
         timeout: float | None = None,
         backend: str = "asyncio",
     ) -> Iterator[SyncLeanClient]:
@@ -116,6 +118,7 @@ class SyncLeanClient(SyncClientMethods):
             max_message_bytes: Largest message body accepted from the server.
             initialize_timeout: Seconds to wait for the `initialize` answer.
             server_requests: Handlers (async functions, run on the event loop) for the server's requests.
+            client_capabilities: LSP client capabilities to announce besides beam-lsp's own.
             timeout: Seconds each call may take before it is cancelled and raises `TimeoutError` (default: none).
             backend: The anyio backend of the event loop (`"asyncio"` or `"trio"`).
 
@@ -133,6 +136,7 @@ class SyncLeanClient(SyncClientMethods):
             max_message_bytes=max_message_bytes,
             initialize_timeout=initialize_timeout,
             server_requests=server_requests,
+            client_capabilities=client_capabilities,
         )
         with start_blocking_portal(backend) as portal, portal.wrap_async_context_manager(started) as client:
             yield cls(client, _Runner(portal, timeout))

@@ -138,6 +138,7 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
         server_requests: Mapping[str, ServerRequestHandler] | None = None,
+        client_capabilities: Mapping[str, JsonValue] | None = None,
     ) -> AsyncIterator[LeanClient]:
         """Spawn the server in `cwd`, run the LSP handshake, and yield a ready client.
 
@@ -152,8 +153,11 @@ class LeanClient(LspRequests, LeanExtensionRequests):
             initialize_timeout: Seconds to wait for the `initialize` answer.
             server_requests: Handlers for requests the server sends the client, by method, replacing the defaults
                 (see `DEFAULT_SERVER_REQUESTS`): each takes the params and returns the result, or raises
-                `ResponseError` to answer with an error. A handler for `workspace/applyEdit` also makes the client
-                announce that it applies edits; without one, the client refuses them.
+                `ResponseError` to answer with an error. Without a handler for `workspace/applyEdit` the client
+                refuses edits.
+            client_capabilities: LSP client capabilities to announce besides beam-lsp's own, merged into them
+                (e.g. `{"workspace": {"applyEdit": True}}` with an `applyEdit` handler, so Lean sends edits as
+                requests instead of inside code actions).
 
         Raises:
             ServerExited: The server could not be started or died during the handshake.
@@ -175,8 +179,8 @@ class LeanClient(LspRequests, LeanExtensionRequests):
                     tg.start_soon(client._server.stderr.pump, process.stderr)
                     tg.start_soon(client._server.watch, client._rpc.serve)
                     try:
-                        applies_edits = server_requests is not None and "workspace/applyEdit" in server_requests
-                        await client._initialize(root_uri, initialization_options, initialize_timeout, applies_edits)
+                        params = initialize_params(root_uri, initialization_options, client_capabilities)
+                        await client._initialize(params, initialize_timeout)
                         yield client
                     finally:
                         graceful = anyio.current_effective_deadline() != -math.inf  # cancelled: no reader left
@@ -188,12 +192,9 @@ class LeanClient(LspRequests, LeanExtensionRequests):
                 await client._server.reap(SHUTDOWN_TIMEOUT)
                 client._events.close()
 
-    async def _initialize(
-        self, root_uri: str, options: Mapping[str, Any] | None, timeout: float, applies_edits: bool
-    ) -> None:
+    async def _initialize(self, params: dict[str, Any], timeout: float) -> None:
         try:
             with anyio.fail_after(timeout):
-                params = initialize_params(root_uri, options, applies_edits=applies_edits)
                 result = await self._rpc.request("initialize", params)
         except TimeoutError:
             reason = f"the server did not answer initialize within {timeout:g} s"
