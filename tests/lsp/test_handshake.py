@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from beam_lsp import DEFAULT_SERVER_REQUESTS
+from beam_lsp import DEFAULT_SERVER_REQUESTS, JsonValue
 from beam_lsp._handshake import default_handlers, initialize_params
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +34,11 @@ def test_the_client_asks_lean_for_incremental_diagnostics() -> None:
 
 def test_a_callers_capabilities_are_merged_into_the_clients_own() -> None:
     assert "applyEdit" not in initialize_params("file:///p", None)["capabilities"]["workspace"]
-    extra = {"workspace": {"applyEdit": True}, "lean": {"silentDiagnosticSupport": True}, "x": [1]}
+    extra: dict[str, JsonValue] = {
+        "workspace": {"applyEdit": True},
+        "lean": {"silentDiagnosticSupport": True},
+        "x": [1],
+    }
     caps = initialize_params("file:///p", None, extra)["capabilities"]
     assert caps["workspace"] == {"configuration": True, "applyEdit": True}
     assert caps["lean"] == {"incrementalDiagnosticSupport": True, "silentDiagnosticSupport": True}
