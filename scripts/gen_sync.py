@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from lsprotocol import types
-from pydantic import JsonValue
+from ._model import JsonValue
 
 from ._barrier import SyncResult
 from ._file import Point

@@ -44,7 +44,7 @@ def test_interactive_goals_flatten_tagged_text() -> None:
             {"userName": "[anonymous]", "type": {"append": [{"text": "p"}, {"text": "!"}]}, "hyps": []},
         ]
     }
-    state = analysis.goals_from_interactive(InteractiveGoals.model_validate(result))
+    state = analysis.goals_from_interactive(InteractiveGoals.from_json(result))
     assert state is not None
     assert state.dump() == {
         "goals": [
@@ -61,7 +61,7 @@ def test_interactive_goals_flatten_tagged_text() -> None:
 
 
 def test_plain_goals_parse_into_the_same_structure() -> None:
-    plain = PlainGoal(rendered="", goals=["case succ\nn m : Nat\nh : n = m := rfl\n  more\n⊢ n + 1 = m + 1"])
+    plain = PlainGoal(rendered="", goals=("case succ\nn m : Nat\nh : n = m := rfl\n  more\n⊢ n + 1 = m + 1",))
     [goal] = analysis.goals_from_plain(plain).goals
     assert goal.userName == "succ" and goal.target == "n + 1 = m + 1"
     assert [(h.names, h.type, h.value) for h in goal.hyps] == [
@@ -72,12 +72,12 @@ def test_plain_goals_parse_into_the_same_structure() -> None:
 
 def test_unsolved_goals_errors_list_their_goals() -> None:
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
-    d = LeanDiagnostic.model_validate({"range": rng, "message": "unsolved goals\n⊢ p\n\n⊢ q", "severity": 1})
+    d = LeanDiagnostic.from_json({"range": rng, "message": "unsolved goals\n⊢ p\n\n⊢ q", "severity": 1})
     assert analysis.is_unsolved_goals(d)
     assert [g.target for g in analysis.goals_from_unsolved(d).goals] == ["p", "q"]
-    tagged = LeanDiagnostic.model_validate({"range": rng, "message": "x", "leanTags": [1]})
+    tagged = LeanDiagnostic.from_json({"range": rng, "message": "x", "leanTags": [1]})
     assert analysis.is_unsolved_goals(tagged)
-    hole = LeanDiagnostic.model_validate({"range": rng, "message": "don't know how to synthesize placeholder"})
+    hole = LeanDiagnostic.from_json({"range": rng, "message": "don't know how to synthesize placeholder"})
     assert analysis.is_hole(hole) and not analysis.is_hole(d)
 
 

@@ -117,7 +117,7 @@ IMPORTS = [  # Lean 4.35's answer for `import Demo.Basic` (real lane capture)
 
 
 def test_lean_s_imports_keep_their_order_uri_and_kind() -> None:
-    assert [i.dump() for i in imports_of([LeanImport.model_validate(raw) for raw in IMPORTS])] == [
+    assert [i.dump() for i in imports_of([LeanImport.from_json(raw) for raw in IMPORTS])] == [
         {
             "module": "Demo.Basic",
             "uri": "file:///r/Demo/Basic.lean",
@@ -148,10 +148,10 @@ class _Hierarchy:
 
     async def prepare_module_hierarchy(self, uri: str) -> LeanModule | None:
         found = self._answer("$/lean/prepareModuleHierarchy", uri)
-        return None if found is None else LeanModule.model_validate(found)
+        return None if found is None else LeanModule.from_json(found)
 
     async def module_imports(self, module: LeanModule) -> list[LeanImport]:
-        return [LeanImport.model_validate(i) for i in self._answer("$/lean/moduleHierarchy/imports", module)]
+        return [LeanImport.from_json(i) for i in self._answer("$/lean/moduleHierarchy/imports", module)]
 
 
 async def test_imports_come_from_the_module_lean_prepared() -> None:
@@ -161,7 +161,7 @@ async def test_imports_come_from_the_module_lean_prepared() -> None:
     assert [i.module for i in found or []] == ["Demo.Basic"]
     assert client.sent == [
         ("$/lean/prepareModuleHierarchy", "file:///r/Demo/A.lean"),
-        ("$/lean/moduleHierarchy/imports", LeanModule.model_validate(module)),
+        ("$/lean/moduleHierarchy/imports", LeanModule.from_json(module)),
     ]
 
 

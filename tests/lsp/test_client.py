@@ -349,7 +349,7 @@ async def test_typed_requests_turn_lean_answers_into_typed_results(tmp_path: Pat
             await client.wait_for_ileans()
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert hover.contents.value == "```lean\nx\n```" and hover.range is not None
-    assert goal is not None and goal.goals == ["⊢ p"] and no_goal is None
+    assert goal is not None and goal.goals == ("⊢ p",) and no_goal is None
     assert term is None and signature is None
     assert definition == [] and declaration == [] and references == [] and workspace == [] and actions == []
     assert [(s.name, s.kind) for s in symbols] == [("x", types.SymbolKind.Method), ("y", types.SymbolKind.Method)]
@@ -431,9 +431,7 @@ async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_i
             await client.rpc_release(uri, session, [RpcRef(p="1")])
             with pytest.raises(ResponseError) as unknown:
                 await client.rpc_call(uri, session, P(0, 0), "Nope.method", {})
-    assert (
-        goals == again == InteractiveGoals.model_validate({"goals": [{"goalPrefix": "⊢ ", "type": {"text": "True"}}]})
-    )
+    assert goals == again == InteractiveGoals.from_json({"goals": [{"goalPrefix": "⊢ ", "type": {"text": "True"}}]})
     assert goals is not None and goals.goals[0].plain == "⊢ True"
     assert none is None and unknown.value.code == codes.METHOD_NOT_FOUND
 
@@ -592,7 +590,7 @@ async def test_real_unsolved_goals_and_plain_goals_in_a_tactic_block(client: Lea
         inside = await client.plain_goal(uri, P(4, 2))
         term = await client.plain_term_goal(uri, P(3, 43))
         outside = await client.plain_goal(uri, P(0, 0))
-    assert before is not None and before.goals == ["p : Prop\nhp : p\n⊢ p"]
+    assert before is not None and before.goals == ("p : Prop\nhp : p\n⊢ p",)
     assert inside is not None and inside.goals == before.goals
     assert term is None and outside is None
 

@@ -83,7 +83,7 @@ def test_locations_keep_the_shape_lean_chose_and_one_location_is_a_list() -> Non
 
 
 def test_lean_models_that_do_not_validate_are_invalid_result() -> None:
-    assert model("$/lean/plainGoal", {"rendered": "r", "goals": []}, PlainGoal).goals == []
+    assert model("$/lean/plainGoal", {"rendered": "r", "goals": []}, PlainGoal).goals == ()
     with pytest.raises(InvalidResult, match=r"\$/lean/plainGoal .* PlainGoal \(got an object\)"):
         model("$/lean/plainGoal", {"rendered": 1}, PlainGoal)
 

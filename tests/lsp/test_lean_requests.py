@@ -65,7 +65,7 @@ async def test_real_plain_goals_and_the_waits(client: LeanClient, demo_root: Pat
         term = await client.plain_term_goal(uri, P(7, 2))
         outside = await client.plain_goal(uri, P(0, 0))
         await client.wait_for_ileans()
-    assert goal is not None and goal.goals == ["p : Prop\nhp : p\n⊢ p"]
+    assert goal is not None and goal.goals == ("p : Prop\nhp : p\n⊢ p",)
     assert term is not None and term.goal == "p : Prop\nhp : p\n⊢ p" and term.range.start == P(7, 2)
     assert outside is None
     assert client.cache.get(uri).version == 1
@@ -105,7 +105,7 @@ async def test_real_interactive_goals_term_goals_and_diagnostics_are_rich_text(
     # Without `Init`, `skip` is no tactic: Lean reports it, and the goal it leaves unsolved.
     unknown, unsolved = sorted(diagnostics, key=lambda d: d.message.plain)
     assert unknown.message.plain == "unknown tactic" and unknown.range.start == P(4, 3)
-    assert unsolved.message.plain == "unsolved goals\np : Prop\nhp : p\n⊢ p" and unsolved.leanTags == [1]
+    assert unsolved.message.plain == "unsolved goals\np : Prop\nhp : p\n⊢ p" and unsolved.leanTags == (1,)
     assert first_lines == [unsolved]  # only the error starting before line 4
 
 

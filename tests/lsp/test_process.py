@@ -10,7 +10,15 @@ import anyio
 import pytest
 
 from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, path_to_uri
-from beam_lsp._process import ServerProcess, StderrBuffer, _redacted_os_error, descendants, reap, spawn
+from beam_lsp._process import (
+    ServerProcess,
+    StderrBuffer,
+    _redacted_os_error,
+    descendants,
+    reap,
+    spawn,
+    spawn_server,
+)
 from tests.support.fixtures import fake_cmd
 
 pytestmark = pytest.mark.anyio
@@ -218,3 +226,38 @@ async def test_a_server_that_never_answers_initialize_is_server_exited_after_the
     with anyio.fail_after(30), pytest.raises(ServerExited, match=r"did not answer initialize within 0\.5 s"):
         async with LeanClient.start(_python(code), cwd=tmp_path, initialize_timeout=0.5):
             pass
+
+
+# ---- the stdin pipe the client owns ---------------------------------------------------------------------
+async def test_the_stdin_writer_delivers_more_than_a_pipe_holds_then_end_of_input(tmp_path: Path) -> None:
+    code = "import sys, time; time.sleep(0.2); data = sys.stdin.buffer.read(); print(len(data), flush=True)"
+    process, stdin = await spawn_server(_python(code), tmp_path, None)
+    assert process.stdin is None and process.stdout is not None
+    payload = bytes(range(256)) * 4096  # 1 MiB: the pipe (64 KiB) fills, the writer waits for the reader
+    with anyio.fail_after(30):
+        await stdin.send(payload)
+        await stdin.aclose()  # end of input
+        answer = await process.stdout.receive()
+        await process.wait()
+    assert answer.strip() == str(len(payload)).encode()
+    with pytest.raises(anyio.ClosedResourceError):
+        await stdin.send(b"x")
+    await reap(process, 5)
+
+
+async def test_writing_to_a_server_that_exited_is_a_broken_pipe(tmp_path: Path) -> None:
+    process, stdin = await spawn_server(_python("pass"), tmp_path, None)
+    with anyio.fail_after(30):
+        await process.wait()
+        with pytest.raises(BrokenPipeError):
+            await stdin.send(b"x" * 100_000)
+    stdin.close()
+    stdin.close()  # closing twice is fine
+    await reap(process, 5)
+
+
+async def test_a_command_that_cannot_run_leaks_no_pipe(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        await spawn_server([str(tmp_path / "no-such-program")], tmp_path, None)
+    assert len(os.listdir("/proc/self/fd")) == before

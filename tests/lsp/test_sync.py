@@ -84,7 +84,7 @@ def test_a_script_drives_lean_without_async(tmp_path: Path) -> None:
             client.hover(path_to_uri(tmp_path / "B.lean"), Position(line=0, character=0))
         assert client.call(lambda: client.client.cache.get(uri).version) == 1
         assert threading.current_thread() is threading.main_thread()
-    assert hover is not None and goal is not None and goal.goals == ["⊢ p"]
+    assert hover is not None and goal is not None and goal.goals == ("⊢ p",)
 
 
 def test_a_file_handle_takes_paths_and_code_points(tmp_path: Path) -> None:

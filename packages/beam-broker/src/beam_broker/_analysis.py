@@ -104,7 +104,7 @@ def goals_from_unsolved(d: LeanDiagnostic) -> m.ProofState:
     """Goals listed by Lean's "unsolved goals" error (goals are separated by blank lines)."""
     body = d.message.split("\n", 1)[1] if "\n" in d.message else ""
     goals = [g for g in body.split("\n\n") if g.strip()]
-    return goals_from_plain(PlainGoal(rendered="", goals=goals))
+    return goals_from_plain(PlainGoal(rendered="", goals=tuple(goals)))
 
 
 # ---- todo ---------------------------------------------------------------------------------------------

@@ -245,14 +245,8 @@ class WorkspaceRuntime:
         stop, done = anyio.Event(), anyio.Event()
         started = False
         try:
-            async with LeanClient.start(
-                cmd,
-                cwd=self.root,
-                env=dict(self.env),
-                cache=self.cache,
-                redactor=self.redactor,
-                server_requests=SERVER_REQUESTS,
-            ) as client:
+            start = functools.partial(LeanClient.start, cwd=self.root, env=dict(self.env), cache=self.cache)
+            async with start(cmd, redactor=self.redactor, server_requests=SERVER_REQUESTS) as client:
                 token = f"{client.pid}-{time.monotonic_ns()}"
                 task_status.started(_Session(client, epoch, token, stop, done))
                 started = True

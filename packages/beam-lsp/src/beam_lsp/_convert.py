@@ -4,7 +4,7 @@ Owns turning a decoded result into its lsprotocol type (standard LSP) or its `le
 and arguments back into JSON. lsprotocol's converter (cattrs) does the general work; the answers a client asks
 for thousands of times (hover, locations, ranges, plain goals) take a direct path that builds the same values
 without the converter's dispatch, and falls back to it for any shape it does not know. A result that fits no
-shape raises `InvalidResult` naming the method: never a cattrs or pydantic error.
+shape raises `InvalidResult` naming the method: never a cattrs or model error.
 
 It sends nothing and knows nothing about documents (`_requests.py` does).
 """
@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from lsprotocol import converters, types
-from pydantic import BaseModel, JsonValue
 
 from .documents import PositionLike, RangeLike
 from .errors import InvalidResult
-from .lean import SemanticToken
+from .lean import JsonValue, Model, SemanticToken
 
 __all__ = [
     "PositionLike",
@@ -38,7 +37,7 @@ __all__ = [
 CONVERTER: Final = converters.get_converter()
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Model)
 _MARKUP: Final = {"markdown": types.MarkupKind.Markdown, "plaintext": types.MarkupKind.PlainText}
 
 
@@ -91,15 +90,15 @@ def model(method: str, value: object, kind: type[M]) -> M:
         InvalidResult: The value does not validate.
     """
     try:
-        return kind.model_validate(value)
-    except ValueError as exc:  # pydantic's ValidationError
+        return kind.from_json(value)
+    except ValueError as exc:  # ModelError
         raise _fail(method, kind, value) from exc
 
 
 def unstructure(value: object) -> JsonValue:
     """An lsprotocol value (or a Lean model) as LSP JSON, e.g. to send it back to Lean."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Model):
+        return value.wire()
     result: JsonValue = CONVERTER.unstructure(value)
     return result
 

@@ -67,10 +67,11 @@ class LeanFile:
 
     def __init__(self, client: LeanClient, path: Path) -> None:
         """Internal: use `LeanClient.file`."""
-        self.client = client
-        self.path = path
+        self.client: LeanClient = client
+        """The client the document belongs to."""
+        self.path: Path = path
         """The absolute path."""
-        self.uri = path_to_uri(path)
+        self.uri: str = path_to_uri(path)
         """The document's `file:` URI."""
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from pydantic import JsonValue
+from ._model import JsonValue
 
 __all__ = ["DEFAULT_SERVER_REQUESTS", "ServerRequestHandler", "default_handlers", "initialize_params"]
 
@@ -24,7 +24,7 @@ cancels it."""
 
 
 def initialize_params(
-    root_uri: str, options: Mapping[str, Any] | None, extra: Mapping[str, JsonValue] | None = None
+    root_uri: str, options: Mapping[str, JsonValue] | None, extra: Mapping[str, JsonValue] | None = None
 ) -> dict[str, Any]:
     """The `initialize` params: our process, the root, our capabilities with `extra` merged in, Lean's options."""
     params: dict[str, Any] = {

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import JsonValue
-
 from . import _convert
 from ._convert import PositionLike, position_json
+from ._model import JsonValue
 from ._requests import RequestBase
 from .errors import RpcNeedsReconnect
 from .lean import (
@@ -209,7 +208,7 @@ class LeanExtensionRequests(RequestBase):
     async def interactive_goals(self, uri: str, position: PositionLike) -> InteractiveGoals | None:
         """`Lean.Widget.getInteractiveGoals`: the goals at a tactic position, with structured hypotheses.
 
-        Types are `TaggedText` (`.plain` renders them); `goal.plain` renders a goal as `plain_goal` does. The RPC
+        Types are `CodeWithInfos` (`.plain` renders them); `goal.plain` renders a goal as `plain_goal` does. The RPC
         references in the answer stay valid until `release_refs` or the session ends. Example result:
         `InteractiveGoals(goals=(InteractiveGoal(hyps=(InteractiveHypothesisBundle(names=("p",), type=...), ...),
         type=..., goalPrefix="⊢ ", mvarId="_uniq.30.4"),))`.
@@ -225,7 +224,7 @@ class LeanExtensionRequests(RequestBase):
     async def interactive_term_goal(self, uri: str, position: PositionLike) -> InteractiveTermGoal | None:
         """`Lean.Widget.getInteractiveTermGoal`: the expected type at a term, with hypotheses and the term's range.
 
-        Example result: `InteractiveTermGoal(hyps=(...), type=TaggedText(...), range=Range(...))`.
+        Example result: `InteractiveTermGoal(hyps=(...), type=CodeWithInfos(...), range=Range(...))`.
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -242,8 +241,8 @@ class LeanExtensionRequests(RequestBase):
 
         Messages embed expressions, goals, widgets and traces. With `lines` (`(start, end)`, 0-based, end exclusive)
         only the diagnostics starting on those lines.
-        Example result: `[InteractiveDiagnostic(range=..., severity=1, message=TaggedText(append=(TaggedText(
-        text="unsolved goals\np : "), ...)))]` (`message.plain` renders it).
+        Example result: `[InteractiveDiagnostic(range=..., severity=1, message=InteractiveMessage(append=(
+        InteractiveMessage(text="unsolved goals\np : "), ...)))]` (`message.plain` renders it).
 
         Raises:
             DocumentNotOpen: The document is not open.

@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from lsprotocol import types
-from pydantic import JsonValue
 
 from ._events import EventStream, LspEvent
 from ._file import LeanFile
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES
 from ._handshake import ServerRequestHandler
+from ._model import JsonValue
 from ._sync_methods import SyncClientMethods, SyncFileMethods
 from .client import EVENT_BUFFER, INITIALIZE_TIMEOUT, LeanClient
 from .diagnostics import DiagnosticsCache, DiagnosticsSnapshot
@@ -51,6 +51,7 @@ class _Runner:
         self._timeout = timeout
 
     def run(self, func: Callable[[], Any]) -> Any:
+        """`func()` on the loop (awaited when awaitable), within the timeout; the caller's interruption cancels it."""
         future: Future[Any] = self._portal.start_task_soon(_within, self._timeout, func)
         try:
             return future.result()
@@ -75,10 +76,10 @@ class SyncLeanClient(SyncClientMethods):
             print(doc.sync().diagnostics)
     """
 
-    def __init__(self, client: LeanClient, runner: _Runner) -> None:
+    def __init__(self, client: LeanClient, portal: BlockingPortal, timeout: float | None) -> None:
         """Internal: use `SyncLeanClient.start`."""
         self._client = client
-        self._runner = runner
+        self._runner = _Runner(portal, timeout)
 
     def _await(self, func: Callable[[], Awaitable[T]]) -> T:
         result: T = self._runner.run(func)
@@ -98,7 +99,7 @@ class SyncLeanClient(SyncClientMethods):
         env: Mapping[str, str] | None = None,
         cache: DiagnosticsCache | None = None,
         redactor: Redactor | None = None,
-        initialization_options: Mapping[str, Any] | None = None,
+        initialization_options: Mapping[str, JsonValue] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
         server_requests: Mapping[str, ServerRequestHandler] | None = None,
@@ -139,7 +140,7 @@ class SyncLeanClient(SyncClientMethods):
             client_capabilities=client_capabilities,
         )
         with start_blocking_portal(backend) as portal, portal.wrap_async_context_manager(started) as client:
-            yield cls(client, _Runner(portal, timeout))
+            yield cls(client, portal, timeout)
 
     @property
     def client(self) -> LeanClient:
@@ -175,7 +176,7 @@ class SyncLeanClient(SyncClientMethods):
 
     def file(self, path: str | Path) -> SyncLeanFile:
         """A blocking handle on the document at `path` (see `LeanClient.file`)."""
-        return SyncLeanFile(self._client.file(path), self._runner)
+        return SyncLeanFile(self._client.file(path), self._runner._portal, self._runner._timeout)
 
     @contextlib.contextmanager
     def subscribe(self, buffer: int = EVENT_BUFFER, *, coalesce_progress: bool = False) -> Iterator[SyncEventStream]:
@@ -184,19 +185,19 @@ class SyncLeanClient(SyncClientMethods):
         with portal.wrap_async_context_manager(
             self._client.subscribe(buffer, coalesce_progress=coalesce_progress)
         ) as stream:
-            yield SyncEventStream(stream, self._runner)
+            yield SyncEventStream(stream, portal)
 
 
 class SyncLeanFile(SyncFileMethods):
     """A blocking handle on one document (see `LeanFile`): every method of `LeanFile`, blocking."""
 
-    def __init__(self, file: LeanFile, runner: _Runner) -> None:
+    def __init__(self, file: LeanFile, portal: BlockingPortal, timeout: float | None) -> None:
         """Internal: use `SyncLeanClient.file`."""
         self._file = file
-        self._runner = runner
-        self.path = file.path
+        self._runner = _Runner(portal, timeout)
+        self.path: Path = file.path
         """The absolute path."""
-        self.uri = file.uri
+        self.uri: str = file.uri
         """The document's `file:` URI."""
 
     def __repr__(self) -> str:
@@ -214,10 +215,10 @@ class SyncLeanFile(SyncFileMethods):
 class SyncEventStream:
     """One subscriber's events, blocking: `receive(timeout)`, iteration, `pending` (see `EventStream`)."""
 
-    def __init__(self, stream: EventStream, runner: _Runner) -> None:
+    def __init__(self, stream: EventStream, portal: BlockingPortal) -> None:
         """Internal: use `SyncLeanClient.subscribe`."""
         self._stream = stream
-        self._runner = runner
+        self._runner = _Runner(portal, None)
 
     def receive(self, timeout: float | None = None) -> LspEvent:
         """The next event, waiting at most `timeout` seconds.

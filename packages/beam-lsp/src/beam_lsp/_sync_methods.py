@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from lsprotocol import types
-from pydantic import JsonValue
 
 from ._barrier import SyncResult
 from ._file import Point
+from ._model import JsonValue
 from .documents import PositionLike, RangeLike, TextDocument
 from .errors import ServerExited
 from .lean import (
@@ -249,8 +249,8 @@ class SyncClientMethods(SyncRunner):
 
         Messages embed expressions, goals, widgets and traces. With `lines` (`(start, end)`, 0-based, end exclusive)
         only the diagnostics starting on those lines.
-        Example result: `[InteractiveDiagnostic(range=..., severity=1, message=TaggedText(append=(TaggedText(
-        text="unsolved goals\np : "), ...)))]` (`message.plain` renders it).
+        Example result: `[InteractiveDiagnostic(range=..., severity=1, message=InteractiveMessage(append=(
+        InteractiveMessage(text="unsolved goals\np : "), ...)))]` (`message.plain` renders it).
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -260,7 +260,7 @@ class SyncClientMethods(SyncRunner):
     def interactive_goals(self, uri: str, position: PositionLike) -> InteractiveGoals | None:
         """`Lean.Widget.getInteractiveGoals`: the goals at a tactic position, with structured hypotheses.
 
-        Types are `TaggedText` (`.plain` renders them); `goal.plain` renders a goal as `plain_goal` does. The RPC
+        Types are `CodeWithInfos` (`.plain` renders them); `goal.plain` renders a goal as `plain_goal` does. The RPC
         references in the answer stay valid until `release_refs` or the session ends. Example result:
         `InteractiveGoals(goals=(InteractiveGoal(hyps=(InteractiveHypothesisBundle(names=("p",), type=...), ...),
         type=..., goalPrefix="⊢ ", mvarId="_uniq.30.4"),))`.
@@ -274,7 +274,7 @@ class SyncClientMethods(SyncRunner):
     def interactive_term_goal(self, uri: str, position: PositionLike) -> InteractiveTermGoal | None:
         """`Lean.Widget.getInteractiveTermGoal`: the expected type at a term, with hypotheses and the term's range.
 
-        Example result: `InteractiveTermGoal(hyps=(...), type=TaggedText(...), range=Range(...))`.
+        Example result: `InteractiveTermGoal(hyps=(...), type=CodeWithInfos(...), range=Range(...))`.
 
         Raises:
             DocumentNotOpen: The document is not open.

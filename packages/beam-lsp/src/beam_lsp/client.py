@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import Process, TaskGroup
+from anyio.abc import ByteSendStream, Process, TaskGroup
 from lsprotocol import types
-from pydantic import JsonValue
 
 from . import _convert
 from ._barrier import Barrier, SyncResult
@@ -33,7 +32,8 @@ from ._file import LeanFile
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, FrameReader
 from ._handshake import ServerRequestHandler, default_handlers, initialize_params
 from ._lean_requests import LeanExtensionRequests
-from ._process import ServerProcess, spawn
+from ._model import JsonValue
+from ._process import ServerProcess, spawn_server
 from ._progress import FileProgress, compact_report
 from ._requests import LspRequests
 from .diagnostics import DiagnosticsCache
@@ -57,7 +57,7 @@ __all__ = [
     "SyncResult",
 ]
 
-log = logging.getLogger("beam_lsp")
+log: logging.Logger = logging.getLogger("beam_lsp")
 
 
 INITIALIZE_TIMEOUT: Final = 120.0
@@ -92,6 +92,7 @@ class LeanClient(LspRequests, LeanExtensionRequests):
     def __init__(
         self,
         process: Process,
+        stdin: ByteSendStream,
         cache: DiagnosticsCache,
         redactor: Redactor,
         max_message_bytes: int,
@@ -99,15 +100,15 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         handlers: Mapping[str, ServerRequestHandler],
     ) -> None:
         """Internal: use `LeanClient.start`."""
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdout is not None
         self.cache = cache
         self.root = root
         """The project root the server runs in (absolute)."""
-        self._server = ServerProcess(process, redactor, self._server_exited)
+        self._server = ServerProcess(process, redactor, self._server_exited, stdin)
         reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes, redactor=redactor)
         notify, lost = self._on_notification, self._server.input_broke
         self._rpc = JsonRpcPeer(
-            process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
+            stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
         )
         for method, handler in handlers.items():
             self._rpc.set_handler(method, handler)
@@ -120,7 +121,7 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         self._requests = 0
         self.server_info: types.ServerInfo | None = None
         """The server's name and version from the handshake (`ServerInfo(name="Lean 4 Server", version="0.3.0")`)."""
-        self.capabilities = types.ServerCapabilities()
+        self.capabilities: types.ServerCapabilities = types.ServerCapabilities()
         """What the server announced in the handshake (lsprotocol's `ServerCapabilities`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         env: Mapping[str, str] | None = None,
         cache: DiagnosticsCache | None = None,
         redactor: Redactor | None = None,
-        initialization_options: Mapping[str, Any] | None = None,
+        initialization_options: Mapping[str, JsonValue] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
         server_requests: Mapping[str, ServerRequestHandler] | None = None,
@@ -169,9 +170,9 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         cache.server_restarted()
         root_uri = path_to_uri(cwd)
         handlers = {**default_handlers(), **(server_requests or {})}
-        process = await spawn(cmd, cwd, env, redactor)
+        process, stdin = await spawn_server(cmd, cwd, env, redactor)
         assert process.stderr is not None
-        client = cls(process, cache, redactor, max_message_bytes, Path(cwd), handlers)
+        client = cls(process, stdin, cache, redactor, max_message_bytes, Path(cwd), handlers)
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:

@@ -9,11 +9,11 @@ import bisect
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
-from .lean import Position
+from .lean import JsonValue, Position
 
 
 class PositionLike(Protocol):
@@ -164,7 +164,7 @@ class TextDocument:
             i = find("\n", i + 1)
         self._line_starts = starts
 
-    def change_to(self, text: str) -> dict[str, Any]:
+    def change_to(self, text: str) -> dict[str, JsonValue]:
         """The `didChange` content change that turns this document's text into `text`.
 
         One range edit covering only what differs (the common prefix and suffix stay), so Lean's watchdog and
@@ -177,7 +177,7 @@ class TextDocument:
             return {"text": text}
         start = common_prefix(old, text)
         tail = _common_suffix(old, text, min(len(old), len(text)) - start)
-        rng = {"start": self.position_at(start).model_dump(), "end": self.position_at(len(old) - tail).model_dump()}
+        rng: JsonValue = {"start": self.position_at(start).wire(), "end": self.position_at(len(old) - tail).wire()}
         return {"range": rng, "text": text[start : len(text) - tail]}
 
     def replace(self, text: str, version: int) -> None:

@@ -91,7 +91,7 @@ class ResponseError(BeamLspError):
         data: The optional `data` member, redacted.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(f"[{code}] {message}" if message else f"[{code}]")
         self.code = code
         self.message = message

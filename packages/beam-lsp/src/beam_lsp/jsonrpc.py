@@ -59,7 +59,7 @@ __all__ = [
     "encode_message",
 ]
 
-log = logging.getLogger("beam_lsp")
+log: logging.Logger = logging.getLogger("beam_lsp")
 
 RequestHandler = Callable[[Any], Awaitable[Any]]
 """Answers one request from the other side: takes its params, returns the result or raises `ResponseError`."""
@@ -155,10 +155,10 @@ class JsonRpcPeer:
         self._next_id = 0
         self._write_lock = anyio.Lock(fast_acquire=True)  # a frame is one write: the lock only keeps order
         self._closed: BaseException | None = None
-        self.cancellations_sent = 0
-        self.cancellations_received = 0
-        self.late_answers_dropped = 0
-        self.protocol_errors = 0
+        self.cancellations_sent: int = 0
+        self.cancellations_received: int = 0
+        self.late_answers_dropped: int = 0
+        self.protocol_errors: int = 0
 
     async def _plain_lost(self, exc: BaseException) -> BeamLspError:
         return ServerExited(self._redactor.redact(f"the connection broke while writing ({type(exc).__name__}: {exc})"))

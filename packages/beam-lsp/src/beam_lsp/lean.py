@@ -1,22 +1,24 @@
 """Typed models for Lean's extensions to LSP: the one module of Beam's own result types.
 
-Standard LSP results are lsprotocol's types; what Lean adds to LSP is modelled here, as frozen pydantic models:
+Standard LSP results are lsprotocol's types; what Lean adds to LSP is modelled here, as frozen attrs classes like
+lsprotocol's (`_model.Model`: `from_json` reads Lean's JSON, `wire` writes it back):
 positions and ranges (the arguments of every request), Lean's diagnostics (`fullRange`, `isSilent`, `leanTags`),
 `$/lean/fileProgress`, `$/lean/plainGoal` and `$/lean/plainTermGoal`, Lean's module hierarchy, decoded semantic
-tokens, and the answers of Lean's RPC methods (interactive goals and diagnostics as `TaggedText`, widgets).
+tokens, and the answers of Lean's RPC methods (interactive goals and diagnostics as Lean's `TaggedText`, widgets).
 
-Inbound models accept unknown fields (Lean adds fields over time) and keep them, so a value round-trips with
-everything Lean said. Field names keep Lean's JSON casing. This module imports no LSP machinery (lsprotocol,
-anyio): `from beam_lsp import Position` stays cheap.
+Models accept unknown fields (Lean adds fields over time) and keep them (`extra`), so a value round-trips with
+everything Lean said. Field names keep Lean's JSON casing; every field is a keyword argument. This module imports
+no LSP machinery (lsprotocol, anyio): `from beam_lsp import Position` stays cheap.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+import attrs
+
+from ._model import JsonValue, Model, ModelError
 
 __all__ = [
     "CodeWithInfos",
@@ -31,11 +33,14 @@ __all__ = [
     "LeanDiagnostic",
     "LeanFileProgressKind",
     "LeanFileProgressParams",
+    "LeanFileProgressProcessingInfo",
     "LeanImport",
     "LeanImportKind",
     "LeanModule",
     "LeanTag",
     "Location",
+    "Model",
+    "ModelError",
     "MsgEmbed",
     "PanelWidgetInstance",
     "PlainGoal",
@@ -45,43 +50,45 @@ __all__ = [
     "RpcRef",
     "SemanticToken",
     "SubexprInfo",
-    "TaggedText",
+    "VersionedTextDocumentIdentifier",
+    "InteractiveMessage",
     "WidgetEmbed",
     "WidgetSource",
     "severity_label",
 ]
 
 
-class _Inbound(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
-
-    def wire(self) -> dict[str, JsonValue]:
-        """The value as LSP JSON (Lean casing, absent fields omitted), e.g. to send it back to Lean."""
-        return self.model_dump(mode="json", exclude_none=True)
+def _natural(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{attribute.name} must be a natural number, not {value!r}")
 
 
-class Position(_Inbound):
-    """An LSP position: 0-based line and UTF-16 code unit offset."""
+@attrs.frozen(kw_only=True)
+class Position(Model):
+    """An LSP position: 0-based line and UTF-16 code unit offset (`Position(line=3, character=9)`)."""
 
-    line: int = Field(ge=0)
-    character: int = Field(ge=0)
+    line: int = attrs.field(validator=_natural)
+    character: int = attrs.field(validator=_natural)
 
 
-class Range(_Inbound):
+@attrs.frozen(kw_only=True)
+class Range(Model):
     """An LSP range, end exclusive."""
 
     start: Position
     end: Position
 
 
-class Location(_Inbound):
+@attrs.frozen(kw_only=True)
+class Location(Model):
     """A range in a document (`uri`)."""
 
     uri: str
     range: Range
 
 
-class DiagnosticRelatedInformation(_Inbound):
+@attrs.frozen(kw_only=True)
+class DiagnosticRelatedInformation(Model):
     """A place a diagnostic refers to, with a message."""
 
     location: Location
@@ -117,7 +124,8 @@ class LeanTag(enum.IntEnum):
     GOALS_ACCOMPLISHED = 2
 
 
-class LeanDiagnostic(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanDiagnostic(Model):
     """A diagnostic as Lean publishes it: the LSP fields plus `fullRange`, `isSilent` and `leanTags`."""
 
     range: Range
@@ -127,9 +135,9 @@ class LeanDiagnostic(_Inbound):
     source: str | None = None
     fullRange: Range | None = None
     isSilent: bool | None = None
-    leanTags: list[int] | None = None
-    tags: list[int] | None = None
-    relatedInformation: list[DiagnosticRelatedInformation] | None = None
+    leanTags: tuple[int, ...] | None = None
+    tags: tuple[int, ...] | None = None
+    relatedInformation: tuple[DiagnosticRelatedInformation, ...] | None = None
     data: JsonValue = None
 
     @property
@@ -138,12 +146,13 @@ class LeanDiagnostic(_Inbound):
         return self.severity == DiagnosticSeverity.ERROR and not self.isSilent
 
 
-class PublishDiagnosticsParams(_Inbound):
+@attrs.frozen(kw_only=True)
+class PublishDiagnosticsParams(Model):
     """`textDocument/publishDiagnostics` params."""
 
     uri: str
+    diagnostics: tuple[LeanDiagnostic, ...]
     version: int | None = None
-    diagnostics: list[LeanDiagnostic]
     isIncremental: bool | None = None
 
 
@@ -154,25 +163,28 @@ class LeanFileProgressKind(enum.IntEnum):
     FATAL_ERROR = 2
 
 
-class LeanFileProgressProcessingInfo(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanFileProgressProcessingInfo(Model):
     """One range Lean is still elaborating (or failed on, kind 2)."""
 
     range: Range
     kind: int = LeanFileProgressKind.PROCESSING
 
 
-class VersionedTextDocumentIdentifier(_Inbound):
+@attrs.frozen(kw_only=True)
+class VersionedTextDocumentIdentifier(Model):
     """A document URI and version."""
 
     uri: str
     version: int | None = None
 
 
-class LeanFileProgressParams(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanFileProgressParams(Model):
     """`$/lean/fileProgress` params: an empty `processing` list means elaboration finished."""
 
     textDocument: VersionedTextDocumentIdentifier
-    processing: list[LeanFileProgressProcessingInfo]
+    processing: tuple[LeanFileProgressProcessingInfo, ...]
 
     @property
     def fatal(self) -> bool:
@@ -180,28 +192,32 @@ class LeanFileProgressParams(_Inbound):
         return any(p.kind == LeanFileProgressKind.FATAL_ERROR for p in self.processing)
 
 
-class PlainGoal(_Inbound):
+@attrs.frozen(kw_only=True)
+class PlainGoal(Model):
     """`$/lean/plainGoal` result: one rendered string per goal; empty when the goals are solved."""
 
     rendered: str
-    goals: list[str]
+    goals: tuple[str, ...]
 
 
-class PlainTermGoal(_Inbound):
+@attrs.frozen(kw_only=True)
+class PlainTermGoal(Model):
     """`$/lean/plainTermGoal` result: the expected type at a term, with its range."""
 
     goal: str
     range: Range
 
 
-class RpcConnectResult(_Inbound):
+@attrs.frozen(kw_only=True)
+class RpcConnectResult(Model):
     """`$/lean/rpc/connect` result."""
 
     sessionId: int | str
 
 
 # ---- the module hierarchy ---------------------------------------------------------------------------------------
-class LeanModule(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanModule(Model):
     """A module of Lean's module hierarchy (`$/lean/prepareModuleHierarchy`), e.g. `Demo.Basic` and its file.
 
     Example: `LeanModule(name="Demo.Basic", uri="file:///p/Demo/Basic.lean")`.
@@ -212,7 +228,8 @@ class LeanModule(_Inbound):
     data: JsonValue = None
 
 
-class LeanImportKind(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanImportKind(Model):
     """How a module is imported: `private import`, `import all`, `meta import`."""
 
     isPrivate: bool = False
@@ -220,11 +237,12 @@ class LeanImportKind(_Inbound):
     metaKind: str = "nonMeta"
 
 
-class LeanImport(_Inbound):
+@attrs.frozen(kw_only=True)
+class LeanImport(Model):
     """One edge of the module hierarchy: the module imported (or importing), and how."""
 
     module: LeanModule
-    kind: LeanImportKind = Field(default_factory=LeanImportKind)
+    kind: LeanImportKind = attrs.field(factory=LeanImportKind)
 
 
 # ---- semantic tokens --------------------------------------------------------------------------------------------
@@ -242,16 +260,15 @@ class SemanticToken(NamedTuple):
 
 
 # ---- Lean RPC: interactive goals, diagnostics and widgets ---------------------------------------------------------
-T = TypeVar("T")
-
-
-class RpcRef(_Inbound):
+@attrs.frozen(kw_only=True)
+class RpcRef(Model):
     """A reference to a value held by Lean's RPC session (`{"p": "3"}`); valid until released or the session ends."""
 
     p: int | str
 
 
-class SubexprInfo(_Inbound):
+@attrs.frozen(kw_only=True)
+class SubexprInfo(Model):
     """What a part of an interactive expression is: its RPC reference and position in the expression."""
 
     info: RpcRef
@@ -259,38 +276,40 @@ class SubexprInfo(_Inbound):
     diffStatus: str | None = None
 
 
-class TaggedText(_Inbound, Generic[T]):
-    """Lean's rich text: plain `text`, a sequence (`append`), or a `tag` (a payload and the text it annotates).
+def _render(node: CodeWithInfos | InteractiveMessage) -> str:
+    """The text of a `TaggedText` with every tag dropped (no recursion: Lean's texts nest deeply)."""
+    pieces: list[str] = []
+    stack: list[CodeWithInfos | InteractiveMessage] = [node]
+    while stack:
+        top = stack.pop()
+        if top.text is not None:
+            pieces.append(top.text)
+        elif top.append is not None:
+            stack.extend(reversed(top.append))
+        elif top.tag is not None:
+            stack.append(top.tag[1])
+    return "".join(pieces)
 
-    Exactly one field is set. `plain` renders the text without the tags.
+
+@attrs.frozen(kw_only=True)
+class CodeWithInfos(Model):
+    """An expression as Lean's infoview shows it (`TaggedText SubexprInfo`): `.plain` renders it.
+
+    Exactly one field is set: `text`, `append` (a sequence) or `tag` (a `SubexprInfo` and the text it annotates).
     """
 
     text: str | None = None
-    append: tuple[TaggedText[T], ...] | None = None
-    tag: tuple[T, TaggedText[T]] | None = None
+    append: tuple[CodeWithInfos, ...] | None = None
+    tag: tuple[SubexprInfo, CodeWithInfos] | None = None
 
     @property
     def plain(self) -> str:
         """The text with every tag dropped."""
-        return "".join(self._pieces())
-
-    def _pieces(self) -> Iterator[str]:
-        stack: list[TaggedText[T]] = [self]
-        while stack:
-            node = stack.pop()
-            if node.text is not None:
-                yield node.text
-            elif node.append is not None:
-                stack.extend(reversed(node.append))
-            elif node.tag is not None:
-                stack.append(node.tag[1])
+        return _render(self)
 
 
-CodeWithInfos = TaggedText[SubexprInfo]
-"""An expression as Lean's infoview shows it: text tagged with the subexpressions' RPC references."""
-
-
-class InteractiveHypothesisBundle(_Inbound):
+@attrs.frozen(kw_only=True)
+class InteractiveHypothesisBundle(Model):
     """Hypotheses sharing one type (`a b : Nat`), with their free variable ids, type and value (for `let`)."""
 
     names: tuple[str, ...]
@@ -303,7 +322,8 @@ class InteractiveHypothesisBundle(_Inbound):
     isRemoved: bool | None = None
 
 
-class InteractiveGoal(_Inbound):
+@attrs.frozen(kw_only=True)
+class InteractiveGoal(Model):
     r"""One goal of `Lean.Widget.getInteractiveGoals`: hypotheses, the target type, the case name.
 
     `plain` renders it as `$/lean/plainGoal` does: `p : Prop\nhp : p\n⊢ p`.
@@ -329,13 +349,15 @@ class InteractiveGoal(_Inbound):
         return "\n".join(lines)
 
 
-class InteractiveGoals(_Inbound):
+@attrs.frozen(kw_only=True)
+class InteractiveGoals(Model):
     """`Lean.Widget.getInteractiveGoals`: the goals at a tactic position (empty when the proof is done there)."""
 
     goals: tuple[InteractiveGoal, ...] = ()
 
 
-class InteractiveTermGoal(_Inbound):
+@attrs.frozen(kw_only=True)
+class InteractiveTermGoal(Model):
     """`Lean.Widget.getInteractiveTermGoal`: the expected type at a term, with its hypotheses and range."""
 
     hyps: tuple[InteractiveHypothesisBundle, ...] = ()
@@ -345,14 +367,16 @@ class InteractiveTermGoal(_Inbound):
     term: RpcRef | None = None
 
 
-class WidgetEmbed(_Inbound):
+@attrs.frozen(kw_only=True)
+class WidgetEmbed(Model):
     """A widget inside a message: the instance and the text shown where it cannot be rendered."""
 
     wi: PanelWidgetInstance
-    alt: TaggedText[MsgEmbed]
+    alt: InteractiveMessage
 
 
-class MsgEmbed(_Inbound):
+@attrs.frozen(kw_only=True)
+class MsgEmbed(Model):
     """What an interactive message embeds: an expression, a goal, a widget or a trace node (one field is set)."""
 
     expr: CodeWithInfos | None = None
@@ -361,22 +385,42 @@ class MsgEmbed(_Inbound):
     trace: JsonValue = None
 
 
-class InteractiveDiagnostic(_Inbound):
+@attrs.frozen(kw_only=True)
+class InteractiveMessage(Model):
+    """A message as Lean's infoview shows it (`TaggedText MsgEmbed`): `.plain` renders it.
+
+    Exactly one field is set: `text`, `append` (a sequence) or `tag` (an embedded expression, goal, widget or trace,
+    and the text shown for it).
+    """
+
+    text: str | None = None
+    append: tuple[InteractiveMessage, ...] | None = None
+    tag: tuple[MsgEmbed, InteractiveMessage] | None = None
+
+    @property
+    def plain(self) -> str:
+        """The text with every tag dropped."""
+        return _render(self)
+
+
+@attrs.frozen(kw_only=True)
+class InteractiveDiagnostic(Model):
     """A diagnostic of `Lean.Widget.getInteractiveDiagnostics`: `LeanDiagnostic`'s fields, the message as rich text."""
 
     range: Range
-    message: TaggedText[MsgEmbed]
+    message: InteractiveMessage
     severity: int | None = None
     code: int | str | None = None
     source: str | None = None
     fullRange: Range | None = None
     isSilent: bool | None = None
-    leanTags: list[int] | None = None
-    tags: list[int] | None = None
-    relatedInformation: list[DiagnosticRelatedInformation] | None = None
+    leanTags: tuple[int, ...] | None = None
+    tags: tuple[int, ...] | None = None
+    relatedInformation: tuple[DiagnosticRelatedInformation, ...] | None = None
 
 
-class PanelWidgetInstance(_Inbound):
+@attrs.frozen(kw_only=True)
+class PanelWidgetInstance(Model):
     """A user widget (`Lean.Widget.getWidgets`): its id, the hash of its JavaScript module, its props and range."""
 
     id: str
@@ -386,14 +430,11 @@ class PanelWidgetInstance(_Inbound):
     name: str | None = None
 
 
-class WidgetSource(_Inbound):
+@attrs.frozen(kw_only=True)
+class WidgetSource(Model):
     """`Lean.Widget.getWidgetSource`: the JavaScript module of a widget."""
 
     sourcetext: str
-
-
-WidgetEmbed.model_rebuild()
-MsgEmbed.model_rebuild()
 
 
 def publish_params(params: Any) -> tuple[str, int | None, list[Any], bool]:

@@ -16,12 +16,10 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from beam_broker import models as m
 from beam_broker._call import Call
 from beam_broker.errors import invalid_params
-from beam_lsp import Position
+from beam_lsp import Model, Position
 
 if TYPE_CHECKING:
     from cattrs import Converter
@@ -66,13 +64,13 @@ def code_action(raw: dict[str, Any]) -> CodeAction:
 
 
 def lsp_json(value: Any) -> Any:
-    """Plain LSP JSON of lsprotocol or pydantic values."""
+    """Plain LSP JSON of lsprotocol values or beam-lsp models."""
     if value is None:
         return None
     if isinstance(value, list):
         return [lsp_json(v) for v in value]
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Model):
+        return value.wire()
     return _plain(_converter().unstructure(value))
 
 
