@@ -84,7 +84,7 @@ class SyncRunner:
 
 def _members(cls: type) -> list[tuple[str, str, Any]]:
     """(name, kind, object) of the public members `cls` defines or inherits, in source order of their classes."""
-    out = []
+    out: list[tuple[str, str, Any]] = []
     for name in sorted(dir(cls)):
         if name.startswith("_") or name in HAND_WRITTEN:
             continue

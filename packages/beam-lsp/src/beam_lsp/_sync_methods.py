@@ -249,6 +249,7 @@ class SyncClientMethods(SyncRunner):
 
         Messages embed expressions, goals, widgets and traces. With `lines` (`(start, end)`, 0-based, end exclusive)
         only the diagnostics starting on those lines.
+
         Example result: `[InteractiveDiagnostic(range=..., severity=1, message=InteractiveMessage(append=(
         InteractiveMessage(text="unsolved goals\np : "), ...)))]` (`message.plain` renders it).
 
@@ -340,7 +341,7 @@ class SyncClientMethods(SyncRunner):
         r"""`$/lean/plainGoal`: the tactic goals at `position` (None outside tactic proofs; no goals: `goals == []`).
 
         Lean waits until the part of the file holding `position` is elaborated, not for the whole file. Example
-        result: `PlainGoal(rendered="```lean\np : Prop\nhp : p\n⊢ p\n```", goals=["p : Prop\nhp : p\n⊢ p"])`.
+        result: `PlainGoal(rendered="```lean\np : Prop\nhp : p\n⊢ p\n```", goals=("p : Prop\nhp : p\n⊢ p",))`.
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -603,6 +604,7 @@ class SyncClientMethods(SyncRunner):
         """`textDocument/waitForDiagnostics`: return once Lean has published every diagnostic of `version`.
 
         `version` defaults to the client's current version of the document.
+
         Lean's own barrier; `sync` adds the file's progress, the diagnostics and a result that never reads clean
         too early, so prefer it. A version Lean never gets is never answered: bound the wait (`anyio.fail_after`).
 
@@ -616,6 +618,7 @@ class SyncClientMethods(SyncRunner):
         """`$/lean/waitForILeans`: return once Lean has loaded the `.ilean` index of the project.
 
         The index is the data behind `references`, `workspace_symbols` and definitions in closed modules.
+
         Lean's watchdog blocks every other message while it answers, so ask once, before the first such query.
 
         Raises:
