@@ -6,8 +6,9 @@ module level). Both clients run `LEAN --server -Dserver.reportDelayMs=0` in ROOT
 gives: `LEAN_PATH`, `LEAN_SRC_PATH`) and are asked the same things through their path-and-code-point API
 (beam-lsp's `LeanFile`, leanclient's `AsyncLeanLSPClient`):
 
-- `hover` / `goal`: N sequential requests on `Demo/Goals.lean` after 200 warm-up hovers (requests per second);
-- `pipelined`: N hovers with 8 in flight (8 workers, N / 8 each);
+- `hover` / `goal`: N sequential requests on `Demo/Goals.lean` after 200 warm-up hovers (requests per second, and
+  the client process's CPU per request: `*_cpu_us`);
+- `pipelined`: N hovers with 8 in flight (8 workers, N / 8 each), likewise;
 - `open50`: open the 50 files `Demo/Open*.lean` and wait until Lean has finished all of them (seconds);
 - `long`: open `Demo/Long.lean` (1500 declarations) and wait until Lean has finished it: the client process's
   CPU seconds (user + system, this process only) and the messages it received from Lean meanwhile;
@@ -74,20 +75,21 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
             ("hover", lambda: doc.hover(Point0(*HOVER))),
             ("goal", lambda: doc.plain_goal(Point0(*GOAL))),
         ):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), _cpu()
             for _ in range(n):
                 await call()
-            out[name] = n / (time.perf_counter() - t0)
+            out[name], out[f"{name}_cpu_us"] = n / (time.perf_counter() - t0), (_cpu() - cpu0) / n * 1e6
 
         async def worker() -> None:
             for _ in range(n // WORKERS):
                 await doc.hover(Point0(*HOVER))
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu()
         async with anyio.create_task_group() as tg:
             for _ in range(WORKERS):
                 tg.start_soon(worker)
         out["pipelined"] = n // WORKERS * WORKERS / (time.perf_counter() - t0)
+        out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
 
         files = [client.file(rel) for rel in _files(root, "Open")]
         t0 = time.perf_counter()
@@ -135,18 +137,19 @@ async def leanclient(root: str, cmd: list[str], n: int) -> dict[str, Any]:
             ("goal", lambda: client.goal(GOALS, *GOAL)),
         )
         for name, call in calls:
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), _cpu()
             for _ in range(n):
                 await call()
-            out[name] = n / (time.perf_counter() - t0)
+            out[name], out[f"{name}_cpu_us"] = n / (time.perf_counter() - t0), (_cpu() - cpu0) / n * 1e6
 
         async def worker() -> None:
             for _ in range(n // WORKERS):
                 await client.hover(GOALS, *HOVER)
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu()
         await asyncio.gather(*(worker() for _ in range(WORKERS)))
         out["pipelined"] = n // WORKERS * WORKERS / (time.perf_counter() - t0)
+        out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
 
         t0 = time.perf_counter()
         await client.open_many(_files(root, "Open"))

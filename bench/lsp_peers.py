@@ -106,6 +106,27 @@ async def main() -> dict[str, float]:
             [r["pipelined"] for r in p],
             higher_is_better=True,
         ),
+        "hover_cpu": row(
+            "client CPU per sequential hover",
+            "us",
+            [r["hover_cpu_us"] for r in b],
+            [r["hover_cpu_us"] for r in p],
+            higher_is_better=False,
+        ),
+        "goal_cpu": row(
+            "client CPU per sequential goal",
+            "us",
+            [r["goal_cpu_us"] for r in b],
+            [r["goal_cpu_us"] for r in p],
+            higher_is_better=False,
+        ),
+        "pipelined_cpu": row(
+            "client CPU per pipelined hover",
+            "us",
+            [r["pipelined_cpu_us"] for r in b],
+            [r["pipelined_cpu_us"] for r in p],
+            higher_is_better=False,
+        ),
         "open50": row(
             "open 50 files until elaborated",
             "s",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from lsprotocol import types
 
 from ._barrier import SyncResult
-from .documents import PositionLike, TextDocument, path_to_uri, utf16_len
+from .documents import PositionLike, TextDocument, path_to_uri
 from .errors import InvalidPosition
 from .lean import (
     InteractiveDiagnostic,
@@ -137,13 +137,10 @@ class LeanFile:
         doc = self.document
         if isinstance(point, (Point0, Point1)):
             base = 1 if isinstance(point, Point1) else 0
-            line, column = point.line - base, point.column - base
-            if line < 0 or column < 0 or line >= doc.line_count:
-                raise InvalidPosition(f"{point!r} is outside the text ({doc.line_count} lines)")
-            text = doc.line_text(line)
-            if column > len(text):
-                raise InvalidPosition(f"{point!r} is past the end of its line ({len(text)} characters)")
-            return Position(line=line, character=utf16_len(text[:column]))
+            try:
+                return doc.position_of(point.line - base, point.column - base)
+            except InvalidPosition:
+                raise InvalidPosition(f"{point!r} is outside the text") from None
         doc.validate(point)
         return Position(line=point.line, character=point.character)
 

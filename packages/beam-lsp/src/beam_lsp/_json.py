@@ -11,8 +11,8 @@ orjson keeps the last of two equal keys, so its answer is used only once it is p
   key from its value) equals that number in orjson's re-encoding of what it decoded (a repeated key leaves one
   member, so one `:` fewer; a key spelled with escapes, `"\\u0061"` and `"a"`, counts as the same key);
 - no nesting deeper than `MAX_DEPTH` (counted outside strings only when the body has that many brackets at all);
-- no integer beyond 64 bits, which orjson turns into a float (a run of 20 digits, or 19 after a `-`, anywhere
-  in the body takes the slow path).
+- no integer beyond 64 bits, which orjson turns into a float (a run of 19 digits anywhere in the body takes the
+  slow path).
 
 Strings are found by splitting on `"` once escaped backslashes and escaped quotes are removed: in valid JSON a
 backslash occurs only inside strings, and the lexer pairs a run of them from the left, as `bytes.replace` does.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import json
 import operator
-import re
 from typing import Any, Final
 
 from . import strict_json
@@ -45,7 +44,9 @@ __all__ = ["ACCELERATED", "dumps", "loads_object"]
 ACCELERATED: Final = _orjson is not None
 """Whether orjson does the work."""
 
-_WIDE_NUMBER: Final = re.compile(rb"[0-9]{20}|-[0-9]{19}")
+_DIGITS: Final = bytes.maketrans(b"0123456789", b"9999999999")
+_WIDE: Final = b"9" * 19
+"""19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits (or a long run inside a string)."""
 _LEVELS: Final = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 _NOT_BRACKETS: Final = bytes(c for c in range(256) if c not in b"[]{}")
 # What orjson must not turn into something `json` would not: these go to `default`, which is absent, so orjson
@@ -76,7 +77,7 @@ def loads_object(body: bytes) -> dict[str, Any]:
     Raises:
         ValueError: Not one strict JSON object (`strict_json.DuplicateKeyError` for a repeated key).
     """
-    if _orjson is not None and _WIDE_NUMBER.search(body) is None:
+    if _orjson is not None and _WIDE not in body.translate(_DIGITS):
         try:
             value = _orjson.loads(body)
         except _orjson.JSONDecodeError:

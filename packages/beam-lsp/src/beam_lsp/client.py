@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteSendStream, Process, TaskGroup
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 from lsprotocol import types
 
 from . import _convert
@@ -93,6 +93,7 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         self,
         process: Process,
         stdin: ByteSendStream,
+        stdout: ByteReceiveStream,
         cache: DiagnosticsCache,
         redactor: Redactor,
         max_message_bytes: int,
@@ -100,12 +101,11 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         handlers: Mapping[str, ServerRequestHandler],
     ) -> None:
         """Internal: use `LeanClient.start`."""
-        assert process.stdout is not None
         self.cache = cache
         self.root = root
         """The project root the server runs in (absolute)."""
-        self._server = ServerProcess(process, redactor, self._server_exited, stdin)
-        reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes, redactor=redactor)
+        self._server = ServerProcess(process, redactor, self._server_exited, (stdin, stdout))
+        reader = FrameReader(stdout, max_message_bytes=max_message_bytes, redactor=redactor)
         notify, lost = self._on_notification, self._server.input_broke
         self._rpc = JsonRpcPeer(
             stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
@@ -170,9 +170,9 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         cache.server_restarted()
         root_uri = path_to_uri(cwd)
         handlers = {**default_handlers(), **(server_requests or {})}
-        process, stdin = await spawn_server(cmd, cwd, env, redactor)
+        process, stdin, stdout = await spawn_server(cmd, cwd, env, redactor)
         assert process.stderr is not None
-        client = cls(process, stdin, cache, redactor, max_message_bytes, Path(cwd), handlers)
+        client = cls(process, stdin, stdout, cache, redactor, max_message_bytes, Path(cwd), handlers)
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:

@@ -151,6 +151,7 @@ class TextDocument:
     version: int
     language_id: str = "lean4"
     _line_starts: list[int] = dataclasses.field(default_factory=list, repr=False)
+    _checked: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._index()
@@ -184,6 +185,7 @@ class TextDocument:
         """Replace the whole text and set a new version."""
         self.text = text
         self.version = version
+        self._checked = None
         self._index()
 
     @property
@@ -197,12 +199,29 @@ class TextDocument:
         end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
         return self.text[start:end]
 
+    def position_of(self, line: int, column: int) -> Position:
+        """The LSP position (UTF-16) of a 0-based line and code-point column of the text.
+
+        Raises:
+            InvalidPosition: The line or column is outside the text.
+        """
+        if line < 0 or column < 0 or line >= len(self._line_starts):
+            raise InvalidPosition(f"line {line}, column {column} is outside the text ({self.line_count} lines)")
+        text = self.line_text(line)
+        if column > len(text):
+            raise InvalidPosition(f"column {column} is past the end of line {line} ({len(text)} characters)")
+        position = Position(line=line, character=column if text.isascii() else utf16_len(text[:column]))
+        self._checked = position  # inside this text by construction: `validate` need not look again
+        return position
+
     def validate(self, pos: PositionLike) -> None:
         """Check that `pos` lies inside the text.
 
         Raises:
             InvalidPosition: The line or the UTF-16 column is out of range, or splits a surrogate pair.
         """
+        if pos is self._checked:
+            return
         if pos.line >= self.line_count:
             raise InvalidPosition(f"line {pos.line} is out of range (document has {self.line_count} lines)")
         line = self.line_text(pos.line)
