@@ -370,12 +370,10 @@ class WorkspaceRuntime:
     async def close_doc(self, client: LeanClient | None, rel: str, *, idle_only: bool = False) -> None:
         """Forget a document, its mirrors and its handles, and close it in `client` when that is alive.
 
-        No error when it is not open. The document's lock is taken first: messages of an update in flight go out
-        before the didClose, and an update waiting for the lock starts over (it reopens the document). The
-        document stays current until its didClose is out: a call that comes for it meanwhile finds it and waits
-        for its lock, rather than opening it anew in Lean only for this close to end that new worker under it
-        (the load lane saw a sync answered "file worker terminated" when an eviction raced it). With `idle_only`
-        (the open-document bound, the memory budget) a document that a call started to hold meanwhile stays open.
+        No error when it is not open. Under the document's lock (messages of an update in flight go out first; an
+        update waiting for it starts over and reopens the document) it stays current until its didClose is out: a
+        call coming for it meanwhile waits, rather than open it anew for this close to end (a sync got "file worker
+        terminated"). With `idle_only` (the open-document bound, the memory budget) one a call started to hold stays.
         """
         path = resolve_path(self.root, rel)
         doc = self.documents.docs.get(str(path))
@@ -385,13 +383,12 @@ class WorkspaceRuntime:
             if not self.documents.is_current(doc) or (idle_only and doc.users):
                 return
             try:
-                if client is None or client.exited is not None:
-                    return
-                self.handles.invalidate_document(doc.uri)
-                pool = self.pools.pop(doc.uri, None)
-                if pool is not None:
-                    await pool.close_all(client)
-                await client.close(doc.uri)
+                if client is not None and client.exited is None:
+                    self.handles.invalidate_document(doc.uri)
+                    pool = self.pools.pop(doc.uri, None)
+                    if pool is not None:
+                        await pool.close_all(client)
+                    await client.close(doc.uri)
             finally:
                 if self.documents.docs.get(str(path)) is doc:
                     self.documents.pop(path)
