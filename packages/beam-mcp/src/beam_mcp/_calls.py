@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,6 +28,8 @@ from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOL
 from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_error, tool_result
 
 if TYPE_CHECKING:
+    from beam_broker import Broker
+
     from ._broker_host import BrokerHost
 
 INVALID_INPUT = "invalidInput"
@@ -105,7 +107,10 @@ class Calls:
         try:
             with call.interruption:
                 try:
-                    result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
+                    if tool.answer is not None:  # another server's surface answers the whole result
+                        result = await tool.answer(self, run)
+                    else:
+                        result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
                 except Exception as exc:
                     wire = to_wire(exc, tool=True)
                     if isinstance(wire, JsonRpcError):
@@ -199,6 +204,27 @@ class Calls:
             return await broker.call(spec.name, inp, ctx)
 
         return await self._watched(run, work)
+
+    async def broker_call(self, run: CallRun, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one broker operation for `run` (its events go to the call's notifier); for the `_compat` surface.
+
+        Raises:
+            BrokerError: As `Broker.call` does.
+            JsonRpcError: `-32603` when the broker could not be opened.
+        """
+        from beam_broker import CallContext  # loaded: the tool set came from the registry
+
+        broker = await self._host.broker()
+        ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
+        return await broker.call(name, arguments, ctx)
+
+    async def broker(self) -> Broker:
+        """The open broker (for reads that are no operation, such as a file's cached diagnostics).
+
+        Raises:
+            JsonRpcError: `-32603` when it could not be opened.
+        """
+        return await self._host.broker()
 
     def identity(self) -> dict[str, Any]:
         """`beam_version`'s result."""

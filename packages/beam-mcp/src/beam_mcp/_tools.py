@@ -3,7 +3,8 @@
 This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
-the tool surfaces a server can serve (`all`, or `beam`: the seed's 24 tools, without the later operations).
+the tool surfaces a server can serve (`all`; `beam`: the seed's 24 tools, without the later operations;
+`lean-lsp-mcp`: lean-lsp-mcp 0.32.0's 22 tools, projected by `_compat`).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
@@ -20,7 +21,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from beam_broker import OperationSpec
+
+    from ._calls import CallRun, Calls
 
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -299,6 +304,8 @@ class Tool:
         cancellable: Whether `notifications/cancelled` may abort it.
         fence: Whether it is a stream-order fence (earlier calls drain first, later ones wait for it).
         param_headers: The inputs HTTP clients mirror as `Mcp-Param-*` headers (`workspace.root`, if bound).
+        answer: For a tool of another server's surface (`_compat`): what answers the whole `CallToolResult`
+            (the runners of `_calls` answer only its `structuredContent`).
     """
 
     name: str
@@ -308,6 +315,7 @@ class Tool:
     cancellable: bool = True
     fence: bool = False
     param_headers: tuple[ParamHeader, ...] = ()
+    answer: Callable[[Calls, CallRun], Awaitable[dict[str, Any]]] | None = None
 
 
 def _tool(
@@ -352,9 +360,10 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
-Surface = Literal["all", "beam"]
-"""Which tools a server lists and serves: `all`, or `beam`, the seed's 24 (upstream Beam's exact surface)."""
-SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
+Surface = Literal["all", "beam", "lean-lsp-mcp"]
+"""Which tools a server lists and serves: `all`; `beam`, the seed's 24 (upstream Beam's exact surface);
+`lean-lsp-mcp`, lean-lsp-mcp 0.32.0's 22 tools (`_compat`)."""
+SURFACES: Final[tuple[Surface, ...]] = ("all", "beam", "lean-lsp-mcp")
 
 
 def operation_tool(spec: OperationSpec, *, surface: Surface = "all") -> Tool:
@@ -385,8 +394,14 @@ class ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
         `surface="beam"` leaves out the operations beyond the seed's surface (`OperationSpec.extension`), so the
-        list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
+        list is exactly the seed's 24 tools, and calling another tool is an unknown tool. `surface="lean-lsp-mcp"`
+        lists lean-lsp-mcp 0.32.0's tools only, each answered by a projection of the operations (`_compat`).
         """
+        if surface == "lean-lsp-mcp":
+            from ._compat import compat_tools
+
+            compat = compat_tools()
+            return cls(compat, {tool.name: tool for tool in compat})
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
         tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec, surface=surface) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
