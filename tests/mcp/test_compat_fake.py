@@ -1,0 +1,105 @@
+"""`--tools lean-lsp-mcp` on the scripted fake Lean: every tool answers through the server, in the peer's shapes.
+
+The harness checks every successful result against the tool's listed outputSchema (lean-lsp-mcp's own). The
+fake server's diagnostics come from markers in the files (`tests/support/fake_lean.py`), so this checks the
+projection's plumbing and conversions, not Lean's answers (the real-lane parity test does that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support import harness
+
+pytestmark = pytest.mark.anyio
+
+FILES = {
+    "A.lean": "theorem t (p : Prop) (hp : p) : p := by\n  exact ERROR_HERE\n\ndef 𝔸x := WARN_HERE\n",
+    "B.lean": "theorem ok : True := trivial\nlocal instance foo : X := y\n",
+}
+
+
+def _text(response: dict[str, Any]) -> str:
+    return "".join(c["text"] for c in response["result"]["content"])
+
+
+async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    monkeypatch.setenv("LEANSEARCH_URL", "http://127.0.0.1:9")
+    a = str(root / "A.lean")
+    async with harness(tools="lean-lsp-mcp") as h:
+        async def call(tool: str, **arguments: Any) -> tuple[bool, Any]:
+            response, _ = await h.call(tool, arguments)
+            result = response["result"]
+            return bool(result["isError"]), result.get("structuredContent") or _text(response)
+
+        _, diags = await call("lean_diagnostic_messages", file_path="A.lean")
+        items = diags["result"]["items"]
+        assert {(i["severity"], i["line"], i["column"]) for i in items} == {("error", 2, 9), ("warning", 4, 11)}  # code points (UTF-16: 12)
+        assert diags["result"]["success"] is False
+        _, only = await call("lean_diagnostic_messages", file_path=a, start_line=4, end_line=4, severity="warning")
+        assert [i["line"] for i in only["result"]["items"]] == [4]
+        failed, text = await call("lean_diagnostic_messages", file_path="Nope.lean")
+        assert failed and "not found in any Lean project" in text
+        failed, text = await call("lean_diagnostic_messages", file_path=a, interactive=True)
+        assert failed and "widget RPC" in text
+        _, goal = await call("lean_goal", file_path=a, line=1)
+        assert goal["line_context"].startswith("theorem t") and goal["goals_before"] == ["⊢ True"]
+        _, at = await call("lean_goal", file_path=a, line=1, column=3, format="structured")
+        assert at["status"] == "goals" and at["goals"][0]["goal"] == "True"
+        _, none = await call("lean_goal", file_path=a, line=2, column=3)
+        assert none["status"] == "no_goal_at_position"
+        failed, text = await call("lean_goal", file_path=a, line=99)
+        assert failed and "Line 99 out of range (file has 4 lines)" in text
+        _, hover = await call("lean_hover_info", file_path=a, line=2, column=9)
+        assert hover["symbol"] == "ERROR_HERE" and hover["info"] == "ERROR_HERE"
+        assert [d["message"] for d in hover["diagnostics"]] == ["unknown identifier 'ERROR_HERE'"]
+        failed, _ = await call("lean_hover_info", file_path=a, line=3, column=1)
+        assert failed
+        _, completions = await call("lean_completions", file_path=a, line=2, column=9)
+        assert completions == {"items": []}
+        _, outline = await call("lean_file_outline", file_path=a, max_declarations=1)
+        assert outline["total_declarations"] in (None, 2)
+        _, refs = await call("lean_references", file_path=a, line=1, column=9)
+        assert refs == {"items": [], "total": 0}
+        failed, text = await call("lean_declaration_file", file_path=a, symbol="ERROR_HERE")
+        assert failed and "No declaration available" in text
+        failed, text = await call("lean_declaration_file", file_path=a, symbol="absent")
+        assert failed and "not found in file" in text
+        _, actions = await call("lean_code_actions", file_path=a, line=2)
+        assert actions == {"actions": []}
+        _, attempts = await call("lean_multi_attempt", file_path=a, line=2, snippets=["exact hp", "rfl"])
+        assert [i["snippet"] for i in attempts["items"]] == ["exact hp", "rfl"]
+        failed, text = await call("lean_multi_attempt", file_path=a, line=2, column=40, snippets=["x"])
+        assert failed and "Column 40 out of range" in text
+        _, run = await call("lean_run_code", code="def x := ERROR_HERE")
+        assert run["success"] is False and run["diagnostics"][0]["line"] == 1
+        failed, text = await call("lean_verify", file_path=a, theorem_name="t t")
+        assert failed and "Invalid theorem name" in text
+        failed, _ = await call("lean_verify", file_path=str(root / "B.lean"), theorem_name="ok")
+        _, hyps = await call("lean_minimal_hypotheses", file_path=a, theorem_name="t")
+        assert [v["binder"] for v in hyps["verdicts"]] == ["(p : Prop)", "(hp : p)"]
+        _, search = await call("lean_local_search", query="ok")
+        assert search["items"][0] == {"name": "ok", "kind": "theorem", "file": "B.lean"}
+        assert search["index"] in ("consulted", "error")
+        _, built = await call("lean_build")
+        assert built["success"] is True and "synced A.lean" in built["output"]
+        failed, text = await call("lean_build", clean=True)
+        assert failed and "lake clean" in text
+        for tool in ("lean_term_goal", "lean_get_widgets", "lean_get_widget_source"):
+            failed, text = await call(tool, file_path=a, line=1, column=1, javascript_hash="h")
+            assert failed and text.startswith(f"Error executing tool {tool}: ")
+        failed, text = await call("lean_leansearch", query="q")
+        assert failed and "Request to 127.0.0.1:9 failed" in text
+        failed, text = await call("lean_goal", file_path=a)
+        assert failed and "invalid arguments: line: field required" in text
+        _, profile = await call("lean_profile_proof", file_path=a, line=1, top_n=1)
+        assert set(profile) == {"ms", "lines", "categories"} and len(profile["lines"]) <= 1
