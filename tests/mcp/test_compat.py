@@ -31,7 +31,9 @@ def test_the_surface_lists_lean_lsp_mcps_22_tools_exactly_as_it_does() -> None:
     if SPEC.exists():  # the shipped copy is the peer's own tools/list answer
         assert shipped == json.loads(SPEC.read_text(encoding="utf-8"))
     for tool, entry in zip(tools, shipped, strict=True):
-        assert tool.descriptor == {k: entry[k] for k in ("name", "description", "inputSchema", "outputSchema", "annotations")}
+        assert tool.descriptor == {
+            k: entry[k] for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
+        }
         assert tool.answer is not None
 
 
@@ -81,7 +83,11 @@ def test_columns_are_code_points_and_lines_one_based() -> None:
 
 
 def test_goals_render_as_lean_prints_them_and_split_into_structured_goals() -> None:
-    goal = {"userName": "h", "hyps": [{"names": ["p", "q"], "type": "Prop"}, {"names": ["x"], "type": "Nat", "value": "1"}], "target": "p"}
+    goal = {
+        "userName": "h",
+        "hyps": [{"names": ["p", "q"], "type": "Prop"}, {"names": ["x"], "type": "Nat", "value": "1"}],
+        "target": "p",
+    }
     text = _text.goal_text(goal)
     assert text == "case h\np q : Prop\nx : Nat := 1\n⊢ p"
     assert _text.structured_goal("p q : Prop\nhp : p\n⊢ p") == {
@@ -177,7 +183,9 @@ async def test_the_web_tools_send_the_peers_requests_and_read_its_answers(
     assert await _web.leansearch(env, "comm", 5) == {
         "items": [{"name": "Nat.add_comm", "module_name": "Init", "kind": "theorem", "type": None}]
     }
-    assert (await _web.loogle(env, "Nat → Nat", 1))["items"] == [{"name": "Nat.add", "type": "Nat → Nat", "module": "Init"}]
+    assert (await _web.loogle(env, "Nat → Nat", 1))["items"] == [
+        {"name": "Nat.add", "type": "Nat → Nat", "module": "Init"}
+    ]
     finder = await _web.leanfinder(env, "q", 3, "v4.28.0")
     assert finder["items"][0]["path"] == "Mathlib.Data" and finder["items"][0]["informal_name"] == ""
     assert await _web.hammer_premise(env, "⊢ p", 4) == {"items": [{"name": "add_comm"}]}

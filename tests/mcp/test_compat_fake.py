@@ -36,6 +36,7 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
     monkeypatch.setenv("LEANSEARCH_URL", "http://127.0.0.1:9")
     a = str(root / "A.lean")
     async with harness(tools="lean-lsp-mcp") as h:
+
         async def call(tool: str, **arguments: Any) -> tuple[bool, Any]:
             response, _ = await h.call(tool, arguments)
             result = response["result"]
@@ -43,7 +44,10 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
 
         _, diags = await call("lean_diagnostic_messages", file_path="A.lean")
         items = diags["result"]["items"]
-        assert {(i["severity"], i["line"], i["column"]) for i in items} == {("error", 2, 9), ("warning", 4, 11)}  # code points (UTF-16: 12)
+        assert {(i["severity"], i["line"], i["column"]) for i in items} == {
+            ("error", 2, 9),
+            ("warning", 4, 11),
+        }  # code points (UTF-16: 12)
         assert diags["result"]["success"] is False
         _, only = await call("lean_diagnostic_messages", file_path=a, start_line=4, end_line=4, severity="warning")
         assert [i["line"] for i in only["result"]["items"]] == [4]

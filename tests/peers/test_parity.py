@@ -62,9 +62,7 @@ async def test_beam_and_lean_lsp_mcp_answer_the_session_alike(
     )
     beam_cmd = [server_binary(), "--tools", "lean-lsp-mcp", "--lean-cmd", shlex.join(lean_toolchain.server_cmd())]
     beam = await _answers(
-        StdioServerParameters(
-            command=beam_cmd[0], args=beam_cmd[1:], env=env | {"LEAN_PROJECT_PATH": str(demo_root)}
-        ),
+        StdioServerParameters(command=beam_cmd[0], args=beam_cmd[1:], env=env | {"LEAN_PROJECT_PATH": str(demo_root)}),
         demo_root,
     )
     if os.environ.get("BEAM_RECORD_PEER") == "1":

@@ -18,7 +18,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
@@ -26,6 +26,7 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 if TYPE_CHECKING:
     from ._http import HttpConfig
     from ._http.auth import BearerToken
+    from ._tools import Surface
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
@@ -304,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tools = args.tools or os.environ.get(TOOLS_ENV) or "all"
     if tools not in TOOL_SURFACES:
         parser.error(f"${TOOLS_ENV} must be one of {', '.join(TOOL_SURFACES)}, not {tools!r}")
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=tools)
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=cast("Surface", tools))
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra

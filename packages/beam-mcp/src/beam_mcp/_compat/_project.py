@@ -27,8 +27,10 @@ def is_root(directory: Path) -> bool:
 
 
 def owner(file: Path) -> Path | None:
-    """The project that serves a file: the innermost root above it, or for a file under `<root>/.lake/packages`,
-    that outer root (a dependency's files are served by the project that depends on it).
+    """The project that serves a file.
+
+    The innermost root above it, or for a file under `<root>/.lake/packages`, that outer root (a dependency's
+    files are served by the project that depends on it).
     """
     parts = file.parts
     for index in range(len(parts) - 2):
@@ -79,6 +81,20 @@ class Project:
         if self.root is None or not is_root(self.root):
             raise CompatError("No valid Lean project path found. Run another tool first to set it up.")
         return self.root
+
+
+def directory(raw: str, base: Path | None) -> Path | None:
+    """A directory argument (`~` expanded; relative to `base` when given), canonical; None when it is none."""
+    path = Path(os.path.expanduser(raw))
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    found = Path(os.path.realpath(path))
+    return found if found.is_dir() else None
+
+
+def files_under(root: Path, paths: list[str]) -> list[str]:
+    """The paths that are existing files under `root`, sorted."""
+    return sorted(p for p in paths if Path(p).is_relative_to(root) and Path(p).is_file())
 
 
 def display(root: Path, path: Path) -> str:

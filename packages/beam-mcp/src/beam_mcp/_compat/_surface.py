@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from beam_mcp._tools import Tool
 from beam_mcp.errors import broker_code, tool_result
+
 from ._args import ArgumentError, parse
 from ._errors import CompatError
 from .projection import Ctx, Projection

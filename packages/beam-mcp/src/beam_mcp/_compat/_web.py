@@ -156,18 +156,11 @@ async def leanfinder(env: Mapping[str, str], query: str, num_results: int, versi
         raise CompatError("Lean Finder answered no JSON object")
     if "error" in data:
         raise CompatError(str(data["error"]))
-    items = []
-    for r in data.get("results", []):
-        items.append(
-            {
-                "formal_name": r.get("formal_name", ""),
-                "informal_name": r.get("informal_name", ""),
-                "kind": r.get("kind", ""),
-                "type": r.get("type", ""),
-                "informal_description": r.get("informal_description", ""),
-                "path": r.get("path", "").replace("/", "."),
-            }
-        )
+    fields = ("formal_name", "informal_name", "kind", "type", "informal_description")
+    items = [
+        {**{k: r.get(k, "") for k in fields}, "path": r.get("path", "").replace("/", ".")}
+        for r in data.get("results", [])
+    ]
     return {"items": items}
 
 

@@ -24,7 +24,7 @@ import anyio
 
 from . import _search, _text, _web
 from ._errors import CompatError
-from ._project import PROJECT_PATH_ENV, Project, display
+from ._project import PROJECT_PATH_ENV, Project, directory, display, files_under
 
 if TYPE_CHECKING:
     from beam_mcp._calls import CallRun, Calls
@@ -210,7 +210,7 @@ class Projection:
 
     async def _partial(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """What Beam knows while Lean still elaborates: the cached diagnostics and the lines still in progress."""
-        root, file = self.project.resolve(a["file_path"])
+        _, file = self.project.resolve(a["file_path"])
         lsp = _text.lsp_lines(_text.read_source(str(file)))
         broker = await cx.calls.broker()
         try:
@@ -646,14 +646,14 @@ class Projection:
                 "(lean_sync's rebuild_imports); run `lake clean` or `lake exe cache get` yourself"
             )
         if a["lean_project_path"]:
-            candidate = Path(os.path.realpath(os.path.expanduser(a["lean_project_path"])))
-            if not candidate.is_dir():
+            candidate = directory(a["lean_project_path"], None)
+            if candidate is None:
                 raise CompatError(f"Lean project path '{a['lean_project_path']}' does not exist.")
             self.project.root = candidate
         root = self.project.current()
         log: list[str] = []
         errors: list[str] = []
-        for path in sorted(p for p in self.versions if Path(p).is_relative_to(root) and Path(p).is_file()):
+        for path in files_under(root, list(self.versions)):
             args = {"workspace": {"root": str(root)}, "path": path, "rebuild_imports": True}
             try:
                 out = await cx.op("sync", args)
@@ -663,8 +663,7 @@ class Projection:
                 errors.append(f"{display(root, Path(path))}: {getattr(exc, 'message', exc)}")
                 continue
             self.versions[path] = int(out["version"])
-            for module in out.get("rebuilt_imports") or []:
-                log.append(f"built {module}")
+            log.extend(f"built {module}" for module in out.get("rebuilt_imports") or [])
             log.append(f"synced {display(root, Path(path))}")
         lines = log[-a["output_lines"] :] if a["output_lines"] > 0 else []
         return {"success": not errors, "output": "\n".join(lines), "errors": errors}
@@ -672,11 +671,8 @@ class Projection:
     async def local_search(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_local_search`: declarations in the project's sources, with Beam's symbol index when it runs."""
         if a["project_root"]:
-            raw = Path(os.path.expanduser(a["project_root"]))
-            if not raw.is_absolute() and self.project.root is not None:
-                raw = self.project.root / raw
-            candidate = Path(os.path.realpath(raw))
-            if not candidate.is_dir():
+            candidate = directory(a["project_root"], self.project.root)
+            if candidate is None:
                 raise CompatError(f"Invalid project root '{a['project_root']}': no such directory")
             self.project.root = candidate
         elif self.project.root is None:
