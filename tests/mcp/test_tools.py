@@ -126,7 +126,8 @@ def test_tools_list_has_upstreams_24_tools_in_order_then_the_added_ones(full: di
 
 def test_a_server_serves_one_of_the_known_tool_surfaces() -> None:
     assert ServerConfig().tools == "all" and ServerConfig(tools="beam").tools == "beam"
-    with pytest.raises(ValueError, match=r"ServerConfig\.tools must be one of all, beam, not 'seed'"):
+    assert ServerConfig(tools="lean-lsp-mcp").tools == "lean-lsp-mcp"
+    with pytest.raises(ValueError, match=r"ServerConfig\.tools must be one of all, beam, lean-lsp-mcp, not 'seed'"):
         ServerConfig(tools="seed")  # type: ignore[arg-type]
 
 
