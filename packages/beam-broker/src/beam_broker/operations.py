@@ -26,6 +26,7 @@ from ._ops import navigation as _navigation
 from ._ops import outline as _outline
 from ._ops import save as _save
 from ._ops import sync as _sync
+from ._ops import widgets as _widgets
 from ._ops import workspaces as _workspaces
 from ._probes import attempts as _attempts
 from ._probes import axioms as _axioms
@@ -521,6 +522,62 @@ OPERATIONS: tuple[OperationSpec, ...] = (
             "not an OS sandbox: project code and #eval may perform IO."
         ),
         read_only=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    OperationSpec(
+        "term_goal",
+        _widgets.term_goal,
+        m.PositionInput,
+        m.TermGoalResult,
+        _d(
+            "The expected type of the term at a position of a document version (Lean's $/lean/plainTermGoal): "
+            "goal is Lean's text of it (hypotheses, then the expected type after ⊢) and range the term's range; "
+            "both are null where Lean has no term."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    OperationSpec(
+        "widgets",
+        _widgets.widgets,
+        m.PositionInput,
+        m.WidgetsResult,
+        _d(
+            "The panel widgets Lean shows at a position of a document version (Lean.Widget.getWidgets over Lean's "
+            "RPC): each instance as Lean sends it (id, javascriptHash, props, range). Pass a javascriptHash to "
+            "lean_widget_source for the widget's JavaScript."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    OperationSpec(
+        "widget_source",
+        _widgets.widget_source,
+        m.WidgetSourceInput,
+        m.WidgetSourceResult,
+        _d(
+            "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
+            "a document version (Lean.Widget.getWidgetSource: source.sourcetext)."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    OperationSpec(
+        "interactive_diagnostics",
+        _widgets.interactive_diagnostics,
+        m.InteractiveDiagnosticsInput,
+        m.InteractiveDiagnosticsResult,
+        _d(
+            "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
+            "RPC: messages as tagged text with embedded expressions and traces), optionally only those of lines "
+            "start_line up to end_line. Waits until Lean finished elaborating the version, as lean_sync does."
+        ),
+        read_only=True,
+        version_bound=True,
         progress=_FULL_PROGRESS,
         extension=True,
     ),
