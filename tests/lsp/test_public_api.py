@@ -38,3 +38,13 @@ def test_importing_the_package_the_redactor_and_the_parsers_does_not_load_the_cl
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_client_and_the_broker_load_lsprotocol_only_when_an_answer_needs_it() -> None:
+    # lsprotocol is about half of the Lean stack's import time; the MCP server loads it after its broker opened.
+    code = (
+        "import sys, beam_lsp.client, beam_broker.runtime, beam_broker.broker; "
+        "print(sorted(m for m in ('lsprotocol', 'cattrs') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

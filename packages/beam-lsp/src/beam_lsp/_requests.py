@@ -8,19 +8,36 @@ everything goes through the client's `request` (crash bookkeeping, `ServerExited
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
-
-from lsprotocol import converters, types
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .documents import TextDocument
 from .errors import RpcNeedsReconnect
 from .lean import LeanDiagnostic, PlainGoal, PlainTermGoal, Position, Range, RpcConnectResult
 
+if TYPE_CHECKING:
+    from cattrs import Converter
+    from lsprotocol import types
+
 __all__ = ["LeanRequests"]
 
-_conv = converters.get_converter()
 T = TypeVar("T")
+
+
+@functools.cache
+def _converter() -> Converter:
+    """The lsprotocol converter, made by the first answer that needs it (one per process).
+
+    lsprotocol is the slowest import of the Lean stack (its types module builds hundreds of attrs classes: about
+    half of what opening a broker costs), so it is imported only where an answer becomes an lsprotocol value (each
+    such method imports `lsprotocol.types` itself); a client that never asks for hover, signature help,
+    definitions, references or symbols never loads it. `beam_mcp` loads it in the background once its broker is
+    open.
+    """
+    from lsprotocol import converters
+
+    return converters.get_converter()
 
 
 class LeanRequests:
@@ -52,6 +69,8 @@ class LeanRequests:
             InvalidPosition: The position is outside the text.
             ResponseError: Lean answered with an error.
         """
+        from lsprotocol import types
+
         return _structure(await self._at("textDocument/hover", uri, position), types.Hover)
 
     async def plain_goal(self, uri: str, position: Position) -> PlainGoal | None:
@@ -66,6 +85,8 @@ class LeanRequests:
 
     async def signature_help(self, uri: str, position: Position) -> types.SignatureHelp | None:
         """`textDocument/signatureHelp`."""
+        from lsprotocol import types
+
         return _structure(await self._at("textDocument/signatureHelp", uri, position), types.SignatureHelp)
 
     async def definition(self, uri: str, position: Position) -> list[types.Location | types.LocationLink]:
@@ -82,7 +103,10 @@ class LeanRequests:
         """`textDocument/references` across the project (ilean data plus open files)."""
         context = {"includeDeclaration": include_declaration}
         result = await self._at("textDocument/references", uri, position, context=context)
-        return [_conv.structure(r, types.Location) for r in result or []]
+        from lsprotocol import types
+
+        converter = _converter()
+        return [converter.structure(r, types.Location) for r in result or []]
 
     async def document_symbols(self, uri: str) -> list[types.DocumentSymbol | types.SymbolInformation]:
         """`textDocument/documentSymbol` (Lean waits for the whole file)."""
@@ -93,7 +117,10 @@ class LeanRequests:
     async def workspace_symbols(self, query: str) -> list[types.SymbolInformation]:
         """`workspace/symbol` (fuzzy, at most 100 results from Lean; empty query gives none)."""
         result = await self.request("workspace/symbol", {"query": query})
-        return [_conv.structure(r, types.SymbolInformation) for r in result or []]
+        from lsprotocol import types
+
+        converter = _converter()
+        return [converter.structure(r, types.SymbolInformation) for r in result or []]
 
     async def code_actions(
         self, uri: str, range_: Range, *, diagnostics: Sequence[LeanDiagnostic] = ()
@@ -170,7 +197,7 @@ class LeanRequests:
 
 
 def _structure(value: Any, kind: type[T]) -> T | None:
-    return None if value is None else _conv.structure(value, kind)
+    return None if value is None else _converter().structure(value, kind)
 
 
 def _locations(result: Any) -> list[types.Location | types.LocationLink]:
@@ -178,12 +205,18 @@ def _locations(result: Any) -> list[types.Location | types.LocationLink]:
 
 
 def _location(item: Any) -> types.Location | types.LocationLink:
+    from lsprotocol import types
+
+    converter = _converter()
     if "targetUri" in item:
-        return _conv.structure(item, types.LocationLink)
-    return _conv.structure(item, types.Location)
+        return converter.structure(item, types.LocationLink)
+    return converter.structure(item, types.Location)
 
 
 def _symbol(item: Any) -> types.DocumentSymbol | types.SymbolInformation:
+    from lsprotocol import types
+
+    converter = _converter()
     if "location" in item:
-        return _conv.structure(item, types.SymbolInformation)
-    return _conv.structure(item, types.DocumentSymbol)
+        return converter.structure(item, types.SymbolInformation)
+    return converter.structure(item, types.DocumentSymbol)
