@@ -23,6 +23,9 @@ FILES = {
 }
 
 
+WIDGET = {"id": "w", "javascriptHash": "42", "props": {}, "range": None}
+
+
 def _text(response: dict[str, Any]) -> str:
     return "".join(c["text"] for c in response["result"]["content"])
 
@@ -35,7 +38,8 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
     monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
     monkeypatch.setenv("LEANSEARCH_URL", "http://127.0.0.1:9")
     a = str(root / "A.lean")
-    async with harness(tools="lean-lsp-mcp") as h:
+    lean = {"rpc": True, "term_goal": "p : Prop\n⊢ p", "widgets": [WIDGET], "widget_sources": {"42": "export {}"}}
+    async with harness(lean, tools="lean-lsp-mcp") as h:
 
         async def call(tool: str, **arguments: Any) -> tuple[bool, Any]:
             response, _ = await h.call(tool, arguments)
@@ -53,8 +57,12 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
         assert [i["line"] for i in only["result"]["items"]] == [4]
         failed, text = await call("lean_diagnostic_messages", file_path="Nope.lean")
         assert failed and "not found in any Lean project" in text
-        failed, text = await call("lean_diagnostic_messages", file_path=a, interactive=True)
-        assert failed and "widget RPC" in text
+        _, interactive = await call("lean_diagnostic_messages", file_path=a, interactive=True)
+        messages = [(d["range"]["start"]["line"], d["message"]) for d in interactive["result"]["diagnostics"]]
+        assert messages[0] == (1, {"text": "unknown identifier 'ERROR_HERE'"})  # Lean's TaggedText, as Lean sent it
+        assert [line for line, _ in messages] == [1, 3]
+        _, ranged = await call("lean_diagnostic_messages", file_path=a, interactive=True, start_line=4, end_line=4)
+        assert [d["range"]["start"]["line"] for d in ranged["result"]["diagnostics"]] == [3]
         _, goal = await call("lean_goal", file_path=a, line=1)
         assert goal["line_context"].startswith("theorem t") and goal["goals_before"] == ["⊢ True"]
         _, at = await call("lean_goal", file_path=a, line=1, column=3, format="structured")
@@ -98,9 +106,16 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
         assert built["success"] is True and "synced A.lean" in built["output"]
         failed, text = await call("lean_build", clean=True)
         assert failed and "lake clean" in text
-        for tool in ("lean_term_goal", "lean_get_widgets", "lean_get_widget_source"):
-            failed, text = await call(tool, file_path=a, line=1, column=1, javascript_hash="h")
-            assert failed and text.startswith(f"Error executing tool {tool}: ")
+        _, term = await call("lean_term_goal", file_path=a, line=2, column=9)
+        assert term == {"line_context": "  exact ERROR_HERE", "expected_type": "p : Prop\n⊢ p"}
+        _, end = await call("lean_term_goal", file_path=a, line=3)  # an empty line: no term
+        assert end == {"line_context": "", "expected_type": None}
+        _, widgets = await call("lean_get_widgets", file_path=a, line=1, column=1)
+        assert widgets == {"widgets": [WIDGET]}
+        _, source = await call("lean_get_widget_source", file_path=a, javascript_hash="42")
+        assert source == {"source": {"sourcetext": "export {}"}}
+        failed, text = await call("lean_get_widget_source", file_path=a, javascript_hash="7")
+        assert failed and text == "Error executing tool lean_get_widget_source: No widget module with hash 7 registered"
         failed, text = await call("lean_leansearch", query="q")
         assert failed and "Request to 127.0.0.1:9 failed" in text
         failed, text = await call("lean_goal", file_path=a)

@@ -6,8 +6,7 @@ registry operations through `Broker.call` (`update`/`sync` for the document vers
 talks to Lean itself and holds no Lean rule: what Lean says comes from the broker, what the agent sees is
 lean-lsp-mcp's presentation of it. The state a drop-in needs lives here, per server, and nowhere in the broker:
 the current project root, and the last document version Beam reported for each file (the broker's contract stays
-stateless: every call names its workspace and version). A tool Beam has no operation for (term goals, widgets,
-interactive diagnostics) fails with a tool error that says so.
+stateless: every call names its workspace and version).
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -29,13 +28,6 @@ from ._project import PROJECT_PATH_ENV, Project, directory, display, files_under
 if TYPE_CHECKING:
     from beam_mcp._calls import CallRun, Calls
 
-NO_RPC: Final = (
-    "{tool} needs Lean's widget RPC, which Beam does not serve yet (lean-beam-mcp --tools lean-lsp-mcp answers "
-    "every other lean-lsp-mcp tool)"
-)
-NO_TERM_GOAL: Final = (
-    "lean_term_goal needs Lean's term goal, which Beam does not serve yet: use lean_goal or lean_hover_info"
-)
 THEOREM_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*")
 STANDARD_AXIOMS: Final = frozenset({"propext", "Classical.choice", "Quot.sound"})
 _NATIVE_AXIOMS: Final = frozenset({"Lean.ofReduceBool", "Lean.trustCompiler"})
@@ -182,7 +174,7 @@ class Projection:
     async def diagnostic_messages(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_diagnostic_messages`."""
         if a["interactive"]:
-            raise CompatError(NO_RPC.format(tool="lean_diagnostic_messages with interactive=true"))
+            return await self._interactive_diagnostics(cx, a)
         timeout = a["timeout_s"]
         result: tuple[Doc, dict[str, Any]] | None = None
         with anyio.move_on_after(timeout if timeout is not None else float("inf")):
@@ -207,6 +199,18 @@ class Projection:
                 [p[0] for p in pairs], severity=a["severity"], success=not errors, raw_messages=[p[1] for p in pairs]
             )
         }
+
+    async def _interactive_diagnostics(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+        """`interactive=true`: Lean's interactive diagnostics of the file's complete version, in a line range."""
+        doc = await self._open(cx, a["file_path"])
+        start, end = a["start_line"], a["end_line"]
+        if a["declaration_name"]:
+            start, end = await self._declaration_lines(cx, doc, a["declaration_name"])
+        lines: dict[str, int] = {}
+        if start is not None or end is not None:
+            lines = {"start_line": start - 1 if start is not None else 0, "end_line": end if end is not None else 2**30}
+        out = await cx.op("interactive_diagnostics", doc.args(**lines))
+        return {"result": {"diagnostics": out["diagnostics"]}}
 
     async def _partial(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """What Beam knows while Lean still elaborates: the cached diagnostics and the lines still in progress."""
@@ -307,8 +311,10 @@ class Projection:
         answer: dict[str, Any] | None = None
         with anyio.move_on_after(timeout if timeout is not None else float("inf")):
             if a["column"] is None:
-                before = await self._goals(cx, doc, a["line"] - 1, _text.first_non_blank(context), "before")
-                after = await self._goals(cx, doc, a["line"] - 1, len(context), "after")
+                before, after = await both(
+                    self._goals(cx, doc, a["line"] - 1, _text.first_non_blank(context), "before"),
+                    self._goals(cx, doc, a["line"] - 1, len(context), "after"),
+                )
                 answer = {
                     "line_context": context,
                     "goals": None,
@@ -339,8 +345,14 @@ class Projection:
         return answer
 
     async def term_goal(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-        """`lean_term_goal`: Beam has no operation for Lean's term goal yet."""
-        raise CompatError(NO_TERM_GOAL)
+        """`lean_term_goal`: the expected type at a column (default: the line's last character)."""
+        doc = await self._open(cx, a["file_path"])
+        context = self._line(doc, a["line"])
+        column = (a["column"] if a["column"] is not None else max(len(context), 1)) - 1
+        out = await cx.op("term_goal", doc.args(**doc.at(a["line"] - 1, column)))
+        goal = out["goal"]
+        expected = goal.replace("```lean\n", "").replace("\n```", "") if goal else None
+        return {"line_context": context, "expected_type": expected}
 
     # ---- navigation -------------------------------------------------------------------------------------------
     async def hover_info(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
@@ -701,12 +713,16 @@ class Projection:
 
     # ---- widgets ----------------------------------------------------------------------------------------------
     async def get_widgets(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-        """`lean_get_widgets`: not served (no widget RPC in Beam)."""
-        raise CompatError(NO_RPC.format(tool="lean_get_widgets"))
+        """`lean_get_widgets`: the panel widgets at a position, as Lean sends them."""
+        doc = await self._open(cx, a["file_path"])
+        out = await cx.op("widgets", doc.args(**doc.at(a["line"] - 1, a["column"] - 1)))
+        return {"widgets": out["widgets"]}
 
     async def get_widget_source(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-        """`lean_get_widget_source`: not served (no widget RPC in Beam)."""
-        raise CompatError(NO_RPC.format(tool="lean_get_widget_source"))
+        """`lean_get_widget_source`: a widget's JavaScript module by its hash."""
+        doc = await self._open(cx, a["file_path"])
+        out = await cx.op("widget_source", doc.args(javascript_hash=a["javascript_hash"]))
+        return {"source": out["source"]}
 
     # ---- web search -------------------------------------------------------------------------------------------
     async def leansearch(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
@@ -741,6 +757,34 @@ class Projection:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------------
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+async def both(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
+    """Two awaitables at once (Lean answers two positions of a document in parallel).
+
+    The first failure is raised alone, as a sequential call would raise it (never an exception group: the surface
+    maps errors one by one).
+    """
+    results: list[Any] = [None, None]
+    failures: list[Exception] = []
+
+    async def run(index: int, work: Awaitable[Any]) -> None:
+        try:
+            results[index] = await work
+        except Exception as exc:
+            failures.append(exc)
+            tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    if failures:
+        raise failures[0]
+    return results[0], results[1]
+
+
 def _find_symbol(symbols: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
     for symbol in symbols:
         if symbol.get("name") == name:
