@@ -313,3 +313,18 @@ def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View
         "<scratch>:3:7: error: Unknown identifier `x`"
     ]
     assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]
+
+
+def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View) -> None:
+    assert render("TermGoalResult", {"goal": "p : Prop\n⊢ p", "range": rng(3, 4)}, view) == ["p : Prop", "⊢ p"]
+    assert render("TermGoalResult", {"goal": None, "range": None}, view) == ["no term here"]
+    widget = {"id": "w", "javascriptHash": "42", "range": rng(3, 4)}
+    assert render("WidgetsResult", {"widgets": [widget]}, view) == ["Demo/Proofs.lean:4:4: w (javascriptHash 42)"]
+    assert render("WidgetsResult", {"widgets": []}, view) == ["no widgets"]
+    assert render("WidgetSourceResult", {"source": {"sourcetext": "export {}\n"}}, view) == ["export {}"]
+    tagged = {"append": [{"text": "Type mismatch "}, {"tag": [{"expr": {}}, {"text": "MyNat.zero"}]}]}
+    found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
+    assert render("InteractiveDiagnosticsResult", found, view) == [
+        "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
+    ]
+    assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]

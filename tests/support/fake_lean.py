@@ -835,7 +835,8 @@ class FakeLean:
             doc.sessions.discard(session)
             raise LspError(ERR_RPC_NEEDS_RECONNECT, "Outdated RPC session")
         method = str(params.get("method"))
-        args = params.get("params") if isinstance(params.get("params"), dict) else {}
+        raw = params.get("params")
+        args: JSON = raw if isinstance(raw, dict) else {}
         if method == "Lean.Widget.getWidgets":
             return {"widgets": list(self.cfg.get("widgets", []))}
         if method == "Lean.Widget.getWidgetSource":

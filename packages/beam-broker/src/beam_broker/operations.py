@@ -560,7 +560,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         m.WidgetSourceResult,
         _d(
             "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
-            "a document version (Lean.Widget.getWidgetSource: source.sourcetext)."
+            "a document version, from Lean.Widget.getWidgetSource. The module's text is source.sourcetext."
         ),
         read_only=True,
         version_bound=True,
@@ -573,8 +573,8 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         m.InteractiveDiagnosticsResult,
         _d(
             "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
-            "RPC: messages as tagged text with embedded expressions and traces), optionally only those of lines "
-            "start_line up to end_line. Waits until Lean finished elaborating the version, as lean_sync does."
+            "RPC), optionally only those of lines start_line up to end_line. Messages are Lean's tagged text, with "
+            "embedded expressions and traces. Waits until Lean finished elaborating the version, as lean_sync does."
         ),
         read_only=True,
         version_bound=True,

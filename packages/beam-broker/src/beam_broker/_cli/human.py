@@ -381,6 +381,50 @@ def _run_code(result: Result, view: View) -> list[str]:
     return out
 
 
+def _term_goal(result: Result, view: View) -> list[str]:
+    goal = result.get("goal")
+    return str(goal).splitlines() if goal else ["no term here"]
+
+
+def _widgets(result: Result, view: View) -> list[str]:
+    out = []
+    for widget in result.get("widgets") or []:
+        start = (widget.get("range") or {}).get("start")
+        where = f"{view.where(view.path, start)}: " if view.path is not None and start else ""
+        out.append(f"{where}{widget.get('id', '?')} (javascriptHash {widget.get('javascriptHash', '?')})")
+    return out or ["no widgets"]
+
+
+def _widget_source(result: Result, view: View) -> list[str]:
+    source = result.get("source") or {}
+    return str(source.get("sourcetext", "")).splitlines() or ["(empty module)"]
+
+
+def _tagged_text(value: Any) -> str:
+    """The plain text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`)."""
+    if isinstance(value, Mapping):
+        if "text" in value:
+            return str(value["text"])
+        if "append" in value:
+            return "".join(_tagged_text(part) for part in value["append"] or [])
+        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
+            return _tagged_text(value["tag"][1])
+    return ""
+
+
+_LSP_SEVERITIES: Final = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+
+
+def _interactive_diagnostics(result: Result, view: View) -> list[str]:
+    out = []
+    for item in result.get("diagnostics") or []:
+        start = (item.get("range") or {}).get("start")
+        where = view.where(view.path, start) if view.path is not None else "?"
+        severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
+        out.append(f"{where}: {severity}: {_tagged_text(item.get('message'))}")
+    return out or ["no diagnostics"]
+
+
 RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "DropResult": _drop,
     "RunResult": _run,
@@ -402,6 +446,10 @@ RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "AxiomsResult": _axioms,
     "ProfileResult": _profile,
     "RunCodeResult": _run_code,
+    "TermGoalResult": _term_goal,
+    "WidgetsResult": _widgets,
+    "WidgetSourceResult": _widget_source,
+    "InteractiveDiagnosticsResult": _interactive_diagnostics,
 }
 """Output model name -> renderer (`HoverResult` and `SignatureHelpResult` also cover `{"result": null}`)."""
 
