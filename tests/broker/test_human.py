@@ -322,7 +322,8 @@ def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View
     assert render("WidgetsResult", {"widgets": [widget]}, view) == ["Demo/Proofs.lean:4:4: w (javascriptHash 42)"]
     assert render("WidgetsResult", {"widgets": []}, view) == ["no widgets"]
     assert render("WidgetSourceResult", {"source": {"sourcetext": "export {}\n"}}, view) == ["export {}"]
-    tagged = {"append": [{"text": "Type mismatch "}, {"tag": [{"expr": {}}, {"text": "MyNat.zero"}]}]}
+    expr = {"tag": [{"info": {"p": "0"}, "subexprPos": "/"}, {"text": "MyNat.zero"}]}
+    tagged = {"append": [{"text": "Type mismatch "}, {"tag": [{"expr": expr}, {"text": ""}]}]}
     found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
     assert render("InteractiveDiagnosticsResult", found, view) == [
         "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"

@@ -1,13 +1,13 @@
 """The scripted agent session of the lean-lsp-mcp parity test, its normalisation, and the differences Beam keeps.
 
-One session (open, diagnostics of a broken file, goals before and after a line and at a column, hover, completions,
-multi-attempt, run_code, verify, outline) is run against lean-lsp-mcp 0.32.0 and against
-`lean-beam-mcp --tools lean-lsp-mcp` on the demo project (with two files of its own added), through the MCP SDK
-client. `normalise` removes what legitimately differs between two runs (the project's absolute path, the order of
-diagnostics Lean reports on one line); `DIFFERENCES` is every remaining difference, each with the reason Beam
-keeps it (the same list is in docs/mcp-clients.md, "Coming from lean-lsp-mcp"). `PEER_SESSION` is the peer's
-normalised answers recorded from a real run (`tox -e peers -- --record`); the real-lane test compares Beam's live
-answers with it, so the parity check runs in CI without installing the peer.
+One session (open, diagnostics of a broken file, goals before and after a line and at a column, hover, term goals,
+widgets, interactive diagnostics, completions, multi-attempt, run_code, verify, outline) is run against
+lean-lsp-mcp 0.32.0 and against `lean-beam-mcp --tools lean-lsp-mcp` on the demo project (with two files of its own
+added), through the MCP SDK client. `normalise` removes what legitimately differs between two runs (the project's
+absolute path, the order of diagnostics Lean reports on one line); `DIFFERENCES` is every remaining difference,
+each with the reason Beam keeps it (the same list is in docs/mcp-clients.md, "Coming from lean-lsp-mcp").
+`PEER_SESSION` is the peer's normalised answers recorded from a real run (`tox -e peers -- --record`); the
+real-lane test compares Beam's live answers with it, so the parity check runs in CI without installing the peer.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def session(root: Path) -> list[Call]:
         ("lean_goal", {"file_path": f("Demo/Goals.lean"), "line": 4, "column": 1, "format": "structured"}),
         ("lean_hover_info", {"file_path": f("Demo/Proofs.lean"), "line": 4, "column": 28}),
         ("lean_hover_info", {"file_path": f("Demo/Broken.lean"), "line": 4, "column": 21}),
+        ("lean_term_goal", {"file_path": f("Demo/Proofs.lean"), "line": 4, "column": 28}),
+        ("lean_term_goal", {"file_path": f("Demo/Proofs.lean"), "line": 7}),
+        ("lean_get_widgets", {"file_path": f("Demo/Proofs.lean"), "line": 4, "column": 28}),
+        ("lean_diagnostic_messages", {"file_path": f("Demo/Broken.lean"), "interactive": True}),
         ("lean_completions", {"file_path": f("Demo/Complete.lean"), "line": 4, "column": 24}),
         ("lean_multi_attempt", {"file_path": f("Demo/Attempt.lean"), "line": 5, "snippets": ["exact hp", "skip"]}),
         ("lean_run_code", {"code": "prelude\nimport Demo.Basic\n\n#check myTrue\ntheorem x : MyTrue := MyNat.zero\n"}),
@@ -84,7 +88,7 @@ def normalise(answers: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]
         s = entry["structured"]
         if s is not None and entry["tool"] == "lean_run_code":
             s["diagnostics"] = _by_position(s["diagnostics"])
-        if s is not None and entry["tool"] == "lean_diagnostic_messages":
+        if s is not None and entry["tool"] == "lean_diagnostic_messages" and "items" in s["result"]:
             s["result"]["items"] = _by_position(s["result"]["items"])
         out.append(entry)
     return out
@@ -110,7 +114,36 @@ def _verify_shape(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "structured": {k: v for k, v in s.items() if k != "warnings"}}
 
 
+def _message_text(value: Any) -> str:
+    """The text of Lean's interactive message (`TaggedText` of `MsgEmbed`s: an embed holds its own text)."""
+    if not isinstance(value, dict):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    if "append" in value:
+        return "".join(_message_text(part) for part in value["append"])
+    embed, content = value["tag"]
+    if "expr" in embed:
+        return _message_text(embed["expr"])
+    return _message_text(content)
+
+
+def _interactive_shape(entry: dict[str, Any]) -> dict[str, Any]:
+    s = entry["structured"]
+    if "diagnostics" not in s["result"]:
+        return entry
+    plain = [{**d, "message": _message_text(d["message"])} for d in s["result"]["diagnostics"]]
+    return {**entry, "structured": {"result": {"diagnostics": plain}}}
+
+
 DIFFERENCES: dict[str, Difference] = {
+    "lean_diagnostic_messages": (
+        "With interactive=true, Beam's messages are Lean's plain-text interactive messages: Beam's Lean session does "
+        "not say hasWidgets, because with it Lean publishes trace messages as '(trace)' placeholders (Beam's "
+        "diagnostics, run_at traces and profiler lines would lose their text). lean-lsp-mcp's session says it, so "
+        "its messages tag each expression for exploring over RPC; the text, ranges and severities are the same.",
+        _interactive_shape,
+    ),
     "lean_multi_attempt": (
         "Beam runs each snippet on its batch attempts (a private copy of the declaration up to the position, the "
         "rest of the file left out): an item's diagnostics are the messages the snippet itself caused, at the "

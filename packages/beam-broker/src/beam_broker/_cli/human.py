@@ -16,6 +16,8 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from beam_broker._analysis import tagged_text
+
 from .position import lean_position
 from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
@@ -400,16 +402,33 @@ def _widget_source(result: Result, view: View) -> list[str]:
     return str(source.get("sourcetext", "")).splitlines() or ["(empty module)"]
 
 
-def _tagged_text(value: Any) -> str:
-    """The plain text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`)."""
-    if isinstance(value, Mapping):
-        if "text" in value:
-            return str(value["text"])
-        if "append" in value:
-            return "".join(_tagged_text(part) for part in value["append"] or [])
-        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
-            return _tagged_text(value["tag"][1])
-    return ""
+def _message_text(value: Any) -> str:
+    """The plain text of an interactive message: `TaggedText` of Lean's `MsgEmbed`s.
+
+    Expressions, goals, widgets and traces are tags whose text is in the embed, not in the tagged part.
+    """
+    if not isinstance(value, Mapping):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    if "append" in value:
+        return "".join(_message_text(part) for part in value["append"] or [])
+    tag = value.get("tag")
+    if not (isinstance(tag, list) and len(tag) == 2):
+        return ""
+    embed, content = tag
+    if isinstance(embed, Mapping):
+        if "expr" in embed:
+            return tagged_text(embed["expr"])
+        if isinstance(embed.get("goal"), Mapping):
+            return f"⊢ {tagged_text(embed['goal'].get('type'))}"
+        if isinstance(embed.get("widget"), Mapping):
+            return _message_text(embed["widget"].get("alt"))
+        if isinstance(embed.get("trace"), Mapping):
+            trace = embed["trace"]
+            children = (trace.get("children") or {}).get("strict") or []
+            return "".join([_message_text(trace.get("msg")), *("\n" + _message_text(c) for c in children)])
+    return _message_text(content)
 
 
 _LSP_SEVERITIES: Final = {1: "error", 2: "warning", 3: "information", 4: "hint"}
@@ -421,7 +440,7 @@ def _interactive_diagnostics(result: Result, view: View) -> list[str]:
         start = (item.get("range") or {}).get("start")
         where = view.where(view.path, start) if view.path is not None else "?"
         severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
-        out.append(f"{where}: {severity}: {_tagged_text(item.get('message'))}")
+        out.append(f"{where}: {severity}: {_message_text(item.get('message'))}")
     return out or ["no diagnostics"]
 
 
