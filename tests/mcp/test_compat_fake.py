@@ -122,3 +122,27 @@ async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
         assert failed and "invalid arguments: line: field required" in text
         _, profile = await call("lean_profile_proof", file_path=a, line=1, top_n=1)
         assert set(profile) == {"ms", "lines", "categories"} and len(profile["lines"]) <= 1
+
+
+async def test_a_file_is_read_into_beam_once_and_again_only_after_it_changed(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", {"A.lean": "def one := 1\n"})
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+
+        async def hover() -> str:
+            response, _ = await h.call("lean_hover_info", {"file_path": "A.lean", "line": 1, "column": 6})
+            assert response["result"]["isError"] is False, response
+            symbol: str = response["result"]["structuredContent"]["symbol"]
+            return symbol
+
+        assert [await hover(), await hover()] == ["one", "one"]
+        first = await h.ops(root)
+        (root / "A.lean").write_text("def two := 2\n", encoding="utf-8")  # the agent edits the file
+        assert await hover() == "two", "answered at the new text"
+        after = await h.ops(root)
+    # The version Beam reported is used until an operation says the file changed: then asked for once more.
+    assert (first["update_file"]["count"], first["hover"]["count"]) == (1, 2)
+    assert (after["update_file"]["count"], after["hover"]["count"], after["hover"]["errorCount"]) == (2, 4, 1)

@@ -20,7 +20,7 @@ from beam_mcp.errors import broker_code, tool_result
 
 from ._args import ArgumentError, parse
 from ._errors import CompatError
-from .projection import Ctx, Projection
+from .projection import Ctx, Outdated, Projection
 
 if TYPE_CHECKING:
     from beam_mcp._calls import CallRun, Calls
@@ -82,8 +82,15 @@ def _answer(
         except ArgumentError as exc:
             return failure(name, f"invalid arguments: {exc}")
         await run.call.wait_turn()
+
+        async def work() -> dict[str, Any]:
+            try:
+                return await method(projection, Ctx(calls, run), arguments)
+            except Outdated:  # a file changed since Beam last reported its version: once more, asking for it
+                return await method(projection, Ctx(calls, run, fresh=True), arguments)
+
         try:
-            out = await calls._watched(run, lambda: method(projection, Ctx(calls, run), arguments))
+            out = await calls._watched(run, work)
         except CompatError as exc:
             return failure(name, exc.message)
         except Exception as exc:

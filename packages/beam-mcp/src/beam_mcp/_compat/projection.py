@@ -64,14 +64,34 @@ ATTEMPTS_PER_CALL: Final = 32
 
 @dataclasses.dataclass
 class Ctx:
-    """One running tool call: the broker through `Calls`, and the call's notifier."""
+    """One running tool call: the broker through `Calls`, and the call's notifier.
+
+    `fresh` asks `Projection._open` for the file's version again instead of taking the one Beam reported last
+    (the surface runs a call again so when the broker says that version is no longer current: `Outdated`).
+    """
 
     calls: Calls
     run: CallRun
+    fresh: bool = False
 
     async def op(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Run a broker operation for this call."""
-        return await self.calls.broker_call(self.run, name, arguments)
+        """Run a broker operation for this call.
+
+        Raises:
+            Outdated: The operation named a document version that is no longer current (the file changed).
+        """
+        try:
+            return await self.calls.broker_call(self.run, name, arguments)
+        except Exception as exc:
+            data = getattr(exc, "data", None)
+            if _code(exc) == "contentModified" and isinstance(data, dict):
+                if data.get("reason") == "documentVersionMismatch" and not self.fresh:
+                    raise Outdated from exc
+            raise
+
+
+class Outdated(Exception):
+    """A call used the version Beam reported last for a file, and the file has changed since: ask again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +151,16 @@ class Projection:
 
     # ---- documents --------------------------------------------------------------------------------------------
     async def _open(self, cx: Ctx, file_path: str) -> Doc:
-        """Read the file into Beam (`update`: a version without a barrier) and return it as this call sees it."""
+        """The file as this call sees it, at the version Beam reported last for it.
+
+        Every version-bound operation reads the file again and refuses a version that is no longer its text's
+        (`Outdated`, and the call runs again with `cx.fresh`), so the version need not be asked for first; a file
+        not seen yet, or a fresh call, is read into Beam first (`update`: a version without a barrier).
+        """
         root, file = self.project.resolve(file_path)
+        known = self.versions.get(str(file))
+        if known is not None and not cx.fresh:
+            return self._doc(root, file, known)
         out = await cx.op("update", {"workspace": {"root": str(root)}, "path": str(file)})
         return self._doc(root, file, int(out["version"]))
 
