@@ -16,8 +16,6 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from beam_broker._analysis import tagged_text
-
 from .position import lean_position
 from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
@@ -402,6 +400,22 @@ def _widget_source(result: Result, view: View) -> list[str]:
     return str(source.get("sourcetext", "")).splitlines() or ["(empty module)"]
 
 
+def _tagged_text(value: Any) -> str:
+    """The text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`).
+
+    The same rule as `_analysis.tagged_text`, kept here so that printing needs no model module (a warm `lean-beam`
+    builds its parser and prints without pydantic).
+    """
+    if isinstance(value, Mapping):
+        if "text" in value:
+            return str(value["text"])
+        if "append" in value:
+            return "".join(_tagged_text(part) for part in value["append"] or [])
+        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
+            return _tagged_text(value["tag"][1])
+    return ""
+
+
 def _message_text(value: Any) -> str:
     """The plain text of an interactive message: `TaggedText` of Lean's `MsgEmbed`s.
 
@@ -419,9 +433,9 @@ def _message_text(value: Any) -> str:
     embed, content = tag
     if isinstance(embed, Mapping):
         if "expr" in embed:
-            return tagged_text(embed["expr"])
+            return _tagged_text(embed["expr"])
         if isinstance(embed.get("goal"), Mapping):
-            return f"⊢ {tagged_text(embed['goal'].get('type'))}"
+            return f"⊢ {_tagged_text(embed['goal'].get('type'))}"
         if isinstance(embed.get("widget"), Mapping):
             return _message_text(embed["widget"].get("alt"))
         if isinstance(embed.get("trace"), Mapping):
