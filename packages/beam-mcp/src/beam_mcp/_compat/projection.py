@@ -1,8 +1,9 @@
 """lean-lsp-mcp's tools as projections of Beam's broker operations.
 
 Each tool method turns lean-lsp-mcp's arguments (a `file_path`, 1-based lines, code-point columns) into calls of
-registry operations through `Broker.call` (`update`/`sync` for the document version, then `goals`, `hover`,
-`attempts`, `run_code`, `axioms`, ...), and Beam's answers into lean-lsp-mcp's output shapes (`_text`). It never
+registry operations through `Broker.call` (`goals`, `hover`, `attempts`, `run_code`, `axioms`, ... at the version
+Beam reported last for the file; `update`/`sync` when it has not seen the file, or the operation says the file
+changed), and Beam's answers into lean-lsp-mcp's output shapes (`_text`). It never
 talks to Lean itself and holds no Lean rule: what Lean says comes from the broker, what the agent sees is
 lean-lsp-mcp's presentation of it. The state a drop-in needs lives here, per server, and nowhere in the broker:
 the current project root, and the last document version Beam reported for each file (the broker's contract stays
@@ -146,7 +147,8 @@ class Projection:
         self.env = dict(env)
         self.project = Project(self.env.get(PROJECT_PATH_ENV))
         self.versions: dict[str, int] = {}
-        """The last version Beam reported for each canonical file (what `lean_build` re-syncs)."""
+        """The last version Beam reported for each canonical file: what a tool asks about (`_open`) and what
+        `lean_build` re-syncs."""
         self.limits = _web.RateLimits()
 
     # ---- documents --------------------------------------------------------------------------------------------
