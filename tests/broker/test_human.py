@@ -329,3 +329,4 @@ def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View
         "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
     ]
     assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]
+    assert lean_errors(found) is False, "the call answered: only a sync's verdict is the file's exit status"

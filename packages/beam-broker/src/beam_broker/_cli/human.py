@@ -59,9 +59,13 @@ class View:
 
 # ---- exit status --------------------------------------------------------------------------------------
 def lean_errors(result: Result) -> bool:
-    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted)."""
+    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted).
+
+    Only a sync's verdict counts: other answers that list diagnostics (`interactive_diagnostics`) answered the call.
+    """
     readiness = result.get("readiness")
-    counts = (result.get("diagnostics") or {}).get("counts") or {}
+    diagnostics = result.get("diagnostics")
+    counts = (diagnostics.get("counts") if isinstance(diagnostics, Mapping) else None) or {}
     if isinstance(readiness, Mapping) and readiness.get("save_ready") is False:
         return True
     return isinstance(counts.get("error"), int) and counts["error"] > 0
