@@ -10,7 +10,7 @@ import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
-from beam_broker._analysis import tagged_text
+from beam_lsp import InteractiveDiagnostic
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -86,7 +86,7 @@ async def test_term_goals_widgets_and_interactive_diagnostics_on_real_lean(broke
     [mismatch] = found["diagnostics"]
     assert mismatch["range"]["start"] == {"line": 3, "character": 20}
     # Plain text: Beam's session does not say hasWidgets (with it, Lean would publish traces as "(trace)").
-    assert tagged_text(mismatch["message"]).startswith("Type mismatch\n  MyNat.zero\nhas type")
+    assert InteractiveDiagnostic.from_json(mismatch).message.plain.startswith("Type mismatch\n  MyNat.zero\nhas type")
     assert '"tag"' not in json.dumps(mismatch["message"])
     elsewhere = await call(
         broker, "interactive_diagnostics", demo_root, path="Demo/Broken.lean", version=1, start_line=4, end_line=9

@@ -23,7 +23,7 @@ FILES = {
 }
 
 
-WIDGET: dict[str, Any] = {"id": "w", "javascriptHash": "42", "props": {}, "range": None}
+WIDGET: dict[str, Any] = {"id": "w", "javascriptHash": "42", "props": {}}
 
 
 def _text(response: dict[str, Any]) -> str:

@@ -442,7 +442,8 @@ async def test_every_tool_answers_with_results_its_output_schema_describes(
     fake_project: Callable[..., Path], tmp_path: Path
 ) -> None:
     root = fake_project("proj", {"Main.lean": SOURCE})
-    lean = {"rpc": True, "term_goal": "⊢ Nat", "widgets": [{"id": "w"}], "widget_sources": {"1": "export {}"}}
+    widget = {"id": "w", "javascriptHash": "1"}
+    lean = {"rpc": True, "term_goal": "⊢ Nat", "widgets": [widget], "widget_sources": {"1": "export {}"}}
     async with harness(lean, env=fake_lake(tmp_path / "bin")) as h:
         schemas = await h.schemas()
         assert set(schemas) == set(ALL_TOOLS)

@@ -1,13 +1,11 @@
 """Hosting the broker inside the MCP server: background import, lifetime, and who may touch `beam_broker`.
 
 The Lean stack takes a moment to import, so the server answers discovery and `initialize` while it loads. The
-import runs off the event loop in three steps on ONE worker thread: the light operation registry first (all
-`tools/list` needs), then the runtime behind `Broker`, and once the broker is open (so the first call can start
-its Lean meanwhile) lsprotocol, which only answers that become LSP values (hover, definitions, references,
-symbols) need. Everything else in beam-mcp that needs `beam_broker` (or beam-feedback, which shares beam-lsp with
-it) waits for the step it needs through this host instead of importing it itself: two threads must never
-initialize one package at once (a partially initialized module would be seen).
-This module must not know tools or MCP methods.
+import runs off the event loop in two steps — the light operation registry first (all `tools/list` needs),
+then the runtime behind `Broker` — on ONE worker thread. Everything else in beam-mcp that needs `beam_broker`
+(or beam-feedback, which shares beam-lsp with it) waits for the step it needs through this host instead of
+importing it itself: two threads must never initialize one package at once (a partially initialized module
+would be seen). This module must not know tools or MCP methods.
 """
 
 from __future__ import annotations
@@ -28,10 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("beam_mcp")
 
 _REGISTRY_MODULES = ("beam_broker", "beam_broker.operations", "beam_feedback")
-_LATER_MODULES = ("lsprotocol.converters",)
-"""Loaded after the broker opened: about half of the Lean stack's import time, and no call needs it to start Lean.
-A call that needs it sooner waits on Python's import lock until it is loaded (holding up the event loop that long,
-as the first call waited for the broker before)."""
 
 
 def _import_all(names: Sequence[str]) -> list[ModuleType]:
@@ -95,7 +89,6 @@ class BrokerHost:
                 remove = broker.add_diagnostics_listener(self._on_change)
                 self._on_open()
                 try:
-                    await anyio.to_thread.run_sync(_import_all, _LATER_MODULES)
                     await self._stop.wait()
                 finally:
                     remove()

@@ -1,37 +1,25 @@
 """Lean's term goal and widget RPC: `term_goal`, `widgets`, `widget_source`, `interactive_diagnostics`.
 
-Owns asking Lean's `$/lean/plainTermGoal` and three of its `$/lean/rpc/call` methods (`Lean.Widget.getWidgets`,
-`Lean.Widget.getWidgetSource`, `Lean.Widget.getInteractiveDiagnostics`) for the caller's document version, and
-passing Lean's answers on as Lean sent them. Position answers (term goal, widgets) come from a probe mirror while
-Lean elaborates the document again, as hover's do (`Call.position`); interactive diagnostics wait for the
-version's complete barrier first, so they are never a partial list presented as the whole.
-
-Until beam-lsp types these requests (issue 21), the RPC goes through `LeanClient.rpc_connect`/`rpc_call` with a
-session per call: these are rare calls, and a session Lean is never asked to keep alive expires by itself.
+Owns asking beam-lsp's typed requests for Lean's `$/lean/plainTermGoal` and three of its RPC methods
+(`Lean.Widget.getWidgets`, `Lean.Widget.getWidgetSource`, `Lean.Widget.getInteractiveDiagnostics`) about the
+caller's document version, and passing Lean's answers on as Lean sent them (`Model.wire`). Position answers (term
+goal, widgets) come from a probe mirror while Lean elaborates the document again, as hover's do
+(`Call.position`); interactive diagnostics wait for the version's complete barrier first, so they are never a
+partial list presented as the whole.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from beam_broker import models as m
 from beam_broker._call import Call
-from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
+from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError
 from beam_lsp import Elaboration, Position
 
 if TYPE_CHECKING:
     from beam_broker._documents import DocState
     from beam_lsp import LeanClient
-
-GET_WIDGETS = "Lean.Widget.getWidgets"
-GET_WIDGET_SOURCE = "Lean.Widget.getWidgetSource"
-GET_INTERACTIVE_DIAGNOSTICS = "Lean.Widget.getInteractiveDiagnostics"
-
-
-async def rpc(client: LeanClient, uri: str, pos: Position, method: str, params: Any) -> Any:
-    """One call of a Lean `@[server_rpc_method]` at a position of an open document (a fresh RPC session)."""
-    session = await client.rpc_connect(uri)
-    return await client.rpc_call(uri, session, pos, method, params)
 
 
 async def _at(call: Call, path: str, version: int, line: int, character: int) -> tuple[LeanClient, DocState, Position]:
@@ -48,32 +36,26 @@ async def term_goal(call: Call, inp: m.PositionInput) -> m.TermGoalResult:
         found = await client.plain_term_goal(uri, pos)
     if found is None:
         return m.TermGoalResult(workspace=call.workspace, version=doc.version, goal=None, range=None)
-    return m.TermGoalResult(
-        workspace=call.workspace, version=doc.version, goal=found.goal, range=found.range.model_dump(mode="json")
-    )
+    return m.TermGoalResult(workspace=call.workspace, version=doc.version, goal=found.goal, range=found.range.wire())
 
 
 async def widgets(call: Call, inp: m.PositionInput) -> m.WidgetsResult:
     """The panel widgets Lean shows at a position (`Lean.Widget.getWidgets`)."""
     client, doc, pos = await _at(call, inp.path, inp.version, inp.line, inp.character)
     async with call.position(client, doc, pos) as uri:
-        found = await rpc(client, uri, pos, GET_WIDGETS, pos.model_dump(mode="json"))
-    listed = found.get("widgets") if isinstance(found, dict) else None
-    return m.WidgetsResult(workspace=call.workspace, version=doc.version, widgets=list(listed or []))
+        found = await client.widgets(uri, pos)
+    return m.WidgetsResult(workspace=call.workspace, version=doc.version, widgets=[w.wire() for w in found])
 
 
 async def widget_source(call: Call, inp: m.WidgetSourceInput) -> m.WidgetSourceResult:
     """The JavaScript module of a widget by its hash (`Lean.Widget.getWidgetSource`, asked at the file's start).
 
     Raises:
-        BrokerError: `invalidParams` when Lean knows no widget module with that hash.
+        BrokerError: `invalidParams` (Lean's answer) when Lean knows no widget module with that hash.
     """
     client, doc, pos = await _at(call, inp.path, inp.version, 0, 0)
-    params = {"pos": pos.model_dump(mode="json"), "hash": inp.javascript_hash}
-    found = await rpc(client, doc.uri, pos, GET_WIDGET_SOURCE, params)
-    if not isinstance(found, dict):
-        raise invalid_params(f"Lean knows no widget module with hash {inp.javascript_hash}")
-    return m.WidgetSourceResult(workspace=call.workspace, version=doc.version, source=found)
+    found = await client.widget_source(doc.uri, pos, inp.javascript_hash)
+    return m.WidgetSourceResult(workspace=call.workspace, version=doc.version, source=found.wire())
 
 
 async def interactive_diagnostics(call: Call, inp: m.InteractiveDiagnosticsInput) -> m.InteractiveDiagnosticsResult:
@@ -88,9 +70,10 @@ async def interactive_diagnostics(call: Call, inp: m.InteractiveDiagnosticsInput
         raise BrokerError(
             SYNC_BARRIER_INCOMPLETE, f"Lean did not finish elaborating {doc.uri} at version {doc.version}"
         )
-    params: dict[str, Any] = {}
+    lines = None
     if inp.start_line is not None or inp.end_line is not None:
-        params["lineRange"] = {"start": inp.start_line or 0, "end": inp.end_line if inp.end_line is not None else 2**30}
-    found = await rpc(client, doc.uri, Position(line=0, character=0), GET_INTERACTIVE_DIAGNOSTICS, params)
-    diagnostics = list(found) if isinstance(found, list) else []
-    return m.InteractiveDiagnosticsResult(workspace=call.workspace, version=doc.version, diagnostics=diagnostics)
+        lines = (inp.start_line or 0, inp.end_line if inp.end_line is not None else 2**30)
+    found = await client.interactive_diagnostics(doc.uri, lines=lines)
+    return m.InteractiveDiagnosticsResult(
+        workspace=call.workspace, version=doc.version, diagnostics=[d.wire() for d in found]
+    )
