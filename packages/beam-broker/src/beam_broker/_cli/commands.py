@@ -26,7 +26,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from beam_broker.__about__ import __version__
 
@@ -321,13 +321,24 @@ def derive_commands() -> tuple[Command, ...]:
 CACHE_ENV = "XDG_CACHE_HOME"
 
 
-def _fingerprint() -> str:
-    """What the derived commands depend on: this package's sources, beam-lsp's version and Python's."""
+PACKAGE: Final = Path(__file__).resolve().parent.parent
+"""The `beam_broker` folder: every source under it (in any room) can change what the commands are."""
+
+
+def fingerprint(package: Path = PACKAGE) -> str:
+    """A digest of what the derived commands depend on.
+
+    That is beam-lsp's and Python's versions and every source file under `package`, in every subfolder: an edit
+    in a room (`_ops/`, `_probes/`, `_cli/`) must derive the commands again.
+
+    Raises:
+        OSError: A source file cannot be read.
+    """
     import beam_lsp
 
     digest = hashlib.sha256(f"{__version__} {beam_lsp.__version__} {sys.version}".encode())
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for source in sorted(package.rglob("*.py")):
+        digest.update(source.relative_to(package).as_posix().encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:24]
 
 
@@ -344,7 +355,7 @@ def commands() -> tuple[Command, ...]:
     file that cannot be read or written is ignored (the commands are then derived on every run).
     """
     try:
-        path = cache_dir() / f"commands-{_fingerprint()}.json"
+        path = cache_dir() / f"commands-{fingerprint()}.json"
     except OSError:
         return derive_commands()
     try:
