@@ -5,7 +5,7 @@ is admitted to the dispatcher with the tool's cancellability and fence flag, its
 waits behind a fence, its preparation notice goes out, a one-shot watchdog emits the no-token `beam.status`
 notice after the configured delay, and its runner produces the `structuredContent`. Runners are looked up by
 tool in one table: the process tools (`beam_version`, `beam_stats`, `beam_feedback_report`) and, for every
-registry operation, `Broker.call`. Exceptions become tool errors or JSON-RPC errors through `errors.to_wire`
+registry operation, `Broker.call`. Exceptions become tool errors or JSON-RPC errors through `errors.tool_failure`
 only. It must not contain Lean semantics.
 """
 
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from . import _jsonrpc
 from .__about__ import __version__
 from ._dispatch import Channel, Dispatcher, InFlight, Outlet
 from ._jsonrpc import Request
@@ -25,13 +26,24 @@ from ._notify import CallNotifier, Kinds
 from ._params import MRTR_REJECTED, CallParams
 from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
 from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOLS, Tool, ToolSet
-from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_error, tool_result
+from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:
     from ._broker_host import BrokerHost
 
 INVALID_INPUT = "invalidInput"
 REQUEST_CANCELLED = "requestCancelled"
+
+
+def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text`."""
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return {
+        "content": [{"type": "text", "text": _jsonrpc.dumps(structured)}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }
 
 
 @dataclasses.dataclass
@@ -107,12 +119,10 @@ class Calls:
                 try:
                     result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
                 except Exception as exc:
-                    wire = to_wire(exc, tool=True)
-                    if isinstance(wire, JsonRpcError):
-                        raise wire from None
-                    result = wire
+                    result = tool_result(tool_failure(exc), is_error=True)  # or the JSON-RPC error it is
             if result is None:  # the server interrupted the call
-                result = tool_error(REQUEST_CANCELLED, f"{tool.name} was {call.interrupted}")
+                interrupted = {"code": REQUEST_CANCELLED, "message": f"{tool.name} was {call.interrupted}"}
+                result = tool_result(interrupted, is_error=True)
             return modern_envelope(result) if modern is not None else result
         finally:
             notifier.close()
