@@ -1,4 +1,4 @@
-"""Secrets never leave the broker: redacted log output (`_logging`) and one table of every path that could leak.
+"""Secrets never leave the broker: redacted log output (`_outbound`) and one table of every path that could leak.
 
 Finding 5 of the hardening issue: `--lean-cmd "/x/lean-server --auth-token=..."` (or the same in
 `BEAM_LEAN_SERVER_CMD`) came back verbatim in the runtime-setup error. Each row of `PATHS` drives one error, log

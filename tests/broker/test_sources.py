@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_broker import BrokerError
-from beam_broker import _documents as sources
+from beam_broker import _documents as documents
 from beam_broker import errors as codes
 from beam_broker._documents import header_imports, header_text, read_source, text_hash
 
@@ -216,5 +216,5 @@ PIECES = [
 @given(st.lists(st.sampled_from(PIECES), max_size=14), st.integers(min_value=1, max_value=12))
 def test_the_header_is_found_reading_only_the_beginning_of_a_text(pieces: list[str], chunk: int) -> None:
     text = "".join(pieces)
-    with patch.object(sources, "_HEAD_CHUNK", chunk):  # the text in chunks that cut lines anywhere
-        assert sources._header(text) == _header_of_whole_text(text)
+    with patch.object(documents, "_HEAD_CHUNK", chunk):  # the text in chunks that cut lines anywhere
+        assert documents._header(text) == _header_of_whole_text(text)

@@ -3,7 +3,7 @@
 The public API is what `__all__` lists; everything else is private. Each name loads its module on first use: the
 registry (and pydantic) on first use of `OPERATIONS`, the broker and the Lean client stack on first use of
 `Broker`. So the MCP server answers `tools/list` before any Lean work, and `lean-beam` answers through its daemon
-without loading either (`_cli_args`).
+without loading either (`_cli.args`).
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from beam_lsp import Elaboration, path_to_uri
+from beam_lsp.errors import unwrap_group
 
 from . import _mirrors as mirrors
 from . import _probe_text as probe
 from . import _verdict as verdict
 from . import models as m
-from ._util import single_errors
 from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError
 from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
 from .workspace import WorkspaceDescriptor, resolve_path
@@ -245,7 +245,7 @@ class Call:
         path = resolve_path(rt.root, rel)
         client = await self.client()
         watch = Watch(path_to_uri(path), rt.display(path))
-        with single_errors():
+        with unwrap_group():
             async with self.watch(client, watch, scope):
                 client, doc, changed = await self.update(path)
                 watch.bind(doc, changed)

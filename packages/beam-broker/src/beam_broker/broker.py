@@ -27,12 +27,12 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
+from beam_lsp.errors import unwrap_group
 from beam_lsp.strict_json import find_invalid_text
 
-from . import _outbound as invisible
+from . import _outbound as outbound
 from ._call import Call
 from ._metrics import SUCCESS
-from ._util import single_errors
 from .config import BrokerConfig
 from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
 from .events import CallContext, PreparationEvent
@@ -72,7 +72,7 @@ class Broker:
     @contextlib.asynccontextmanager
     async def open(cls, config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
         """Create a broker; leaving the block shuts every Lean server down."""
-        with single_errors():
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
                 broker = cls(config or BrokerConfig(), tg)
                 try:
@@ -193,7 +193,7 @@ class Broker:
     async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
         """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
         workspace = cast(HasWorkspace, inp).workspace
-        ctx = invisible.context(ctx, workspace.root)
+        ctx = outbound.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
         runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
@@ -215,7 +215,7 @@ class Broker:
             if runtime is not None:
                 target.release()
                 runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
-        out: dict[str, Any] = invisible.scrub(result.model_dump(mode="json"), workspace.root)
+        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), workspace.root)
         return out
 
     @staticmethod
@@ -243,7 +243,7 @@ class Broker:
             return {"uptimeMs": 0, "workspaces": {}}
         stats = {
             "uptimeMs": int((time.monotonic() - self._started) * 1000),
-            "workspaces": {rt.key: invisible.scrub(rt.stats(), rt.root) for rt in runtimes},
+            "workspaces": {rt.key: outbound.scrub(rt.stats(), rt.root) for rt in runtimes},
         }
         redacted: dict[str, Any] = self.redactor.redact_json(stats)
         return redacted
@@ -257,7 +257,7 @@ class Broker:
         if rt is None:
             return None
         snapshot = {"stats": rt.stats(), "open_files": await rt.open_files()}
-        clean: dict[str, Any] = invisible.scrub(snapshot, rt.root)
+        clean: dict[str, Any] = outbound.scrub(snapshot, rt.root)
         return clean
 
     # ---- diagnostics resources ----------------------------------------------------------------------
@@ -278,7 +278,7 @@ class Broker:
                 its last start when that failed (until a start succeeds).
         """
         canonical = os.path.realpath(path)
-        if invisible.names_mirror(canonical):  # a probe mirror is no file: nobody tracks it
+        if outbound.names_mirror(canonical):  # a probe mirror is no file: nobody tracks it
             return _untracked(canonical)
         runtimes = self._open()
         owner = next((rt for rt in runtimes if rt.knows(canonical)), None)
@@ -289,7 +289,7 @@ class Broker:
             owner.check_started()
             snap = owner.diagnostics(canonical)
             if snap is not None:
-                clean: dict[str, Any] = invisible.scrub(snap, owner.root)
+                clean: dict[str, Any] = outbound.scrub(snap, owner.root)
                 return clean
         return _untracked(canonical)
 
@@ -319,7 +319,7 @@ def _untracked(canonical: str) -> dict[str, Any]:
 
 def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
     """The error with mirrors mapped in its message and data (`_outbound`); itself when neither names one."""
-    message, data = invisible.text(exc.message, root), invisible.scrub(exc.data, root)
+    message, data = outbound.text(exc.message, root), outbound.scrub(exc.data, root)
     if message == exc.message and data is exc.data:
         return exc
     return BrokerError(exc.code, message, data)

@@ -161,31 +161,6 @@ class CodeActionResolveInput(PathInput):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class RunAtInput(PathInput):
-    """`lean_run_at`, `lean_run_at_handle`."""
-
-    version: int = Field(description=VERSION_DESC, ge=0)
-    line: int = Field(description=LINE_DESC, ge=0)
-    character: int = Field(description=CHAR_DESC, ge=0)
-    text: str = Field(description="Lean text to run speculatively at the position (tactics or a command).")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class RunWithInput(PathInput):
-    """`lean_run_with`, `lean_run_with_linear`."""
-
-    handle: dict[str, Any] = Field(description="Opaque handle from a previous next_handle, passed back unchanged.")
-    text: str = Field(description="Lean text to run from the handle's state.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class ReleaseInput(PathInput):
-    """`lean_release`."""
-
-    handle: dict[str, Any] = Field(description="Opaque handle to release.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
 class WorkspaceSymbolsInput(_In):
     """`lean_workspace_symbols`."""
 
@@ -312,13 +287,6 @@ class ProofState(_Out):
     goals: list[Goal]
 
 
-class RunMessage(_Out):
-    """A message produced by a speculative run."""
-
-    severity: Literal["information", "warning", "error"]
-    text: str
-
-
 class TodoItem(_Out):
     """An actionable item in a range."""
 
@@ -398,16 +366,6 @@ class CodeActionResolveResult(_Reply):
 
     version: int
     code_action: dict[str, Any]
-
-
-class RunResult(_Reply):
-    """`lean_run_at` family: `proof_state` and `next_handle` are always present (null when absent)."""
-
-    success: bool
-    messages: list[RunMessage] = Field(default_factory=list)
-    traces: list[str] = Field(default_factory=list)
-    proof_state: ProofState | None
-    next_handle: dict[str, Any] | None
 
 
 class UpdateResult(_Reply):

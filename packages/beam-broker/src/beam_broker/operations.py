@@ -202,8 +202,8 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "run_at",
         _speculation.run_at,
-        m.RunAtInput,
-        m.RunResult,
+        pm.RunAtInput,
+        pm.RunResult,
         _d(
             "Run Lean text at a position of a document version: inside a tactic proof the text runs as tactics "
             "on the goals there, elsewhere as a command after the enclosing command.",
@@ -217,8 +217,8 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "run_at_handle",
         _speculation.run_at_handle,
-        m.RunAtInput,
-        m.RunResult,
+        pm.RunAtInput,
+        pm.RunResult,
         _d(
             "Like lean_run_at, but a successful result may include next_handle: an opaque handle for "
             "lean_run_with / lean_run_with_linear / lean_release.",
@@ -323,8 +323,8 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "run_with",
         _speculation.run_with,
-        m.RunWithInput,
-        m.RunResult,
+        pm.RunWithInput,
+        pm.RunResult,
         _d(
             "Continue from a handle without consuming it; a successful result may include a fresh next_handle.",
             SPECULATIVE,
@@ -334,8 +334,8 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "run_with_linear",
         _speculation.run_with_linear,
-        m.RunWithInput,
-        m.RunResult,
+        pm.RunWithInput,
+        pm.RunResult,
         _d(
             "Continue from a handle and consume it (on success or failure); a successful result may include a "
             "fresh next_handle.",
@@ -346,7 +346,7 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     OperationSpec(
         "release",
         _speculation.release,
-        m.ReleaseInput,
+        pm.ReleaseInput,
         m.NullResult,
         _d("Release a proof handle."),
     ),

@@ -5,11 +5,11 @@ arguments as `FieldArg`s with their help text), deriving it from the registry (`
 that turn input-model fields into command-line arguments), and the cache that keeps the derived commands in the
 user's cache directory (`commands`). A warm call should cost little more than Python's start: with the cache, a
 command builds its parser without importing the registry, its models or pydantic. The parser itself, and reading
-option values back, are `_cli_args`'.
+option values back, are `args`'.
 
 An operation whose model has position fields (`line` and `character`, or `start_line` ... `end_character`) takes
 its position in the file argument, as Lean prints it (`Demo/Proofs.lean:4:31`, or a range `FILE:4:0-9:0`; see
-`_position`), and its LSP flags become optional. An operation whose model has a `version` field may omit
+`position`), and its LSP flags become optional. An operation whose model has a `version` field may omit
 `--version`: the command then reads the file first (the `update` step) and answers for that version.
 """
 
@@ -272,7 +272,7 @@ class Command:
     Attributes:
         name: The operation (`run_at`); `command_name` gives the subcommand.
         description: The registry description as CLI help (`cli_text`).
-        output: The name of the operation's output model (what `_human.render` draws).
+        output: The name of the operation's output model (what `human.render` draws).
         shape: How the file argument reads.
         args: The command-line arguments, in input-model order.
     """

@@ -3,7 +3,7 @@
 Owns: the exit-code table (`exit_code` maps a broker error code to a status), `Options` (the common options of
 one invocation, including whether output is for a person or JSON), `workspace_root`, `Output` (printing a final
 answer or an error in the chosen form) and `run` (an event loop that SIGINT/SIGTERM cancel). The commands
-themselves live in `cli` (operations), `_cli_daemon` (`stats`, `daemon`), `_doctor` and `_complete`. Nothing here
+themselves live in `cli` (operations), `daemon_commands` (`stats`, `daemon`), `doctor` and `completion`. Nothing here
 imports the Lean stack.
 """
 
@@ -202,12 +202,12 @@ def run(fn: Callable[[], Awaitable[T]], background: Callable[[], Coroutine[Any, 
     import anyio
     import anyio.abc
 
-    from beam_broker._util import single_errors
+    from beam_lsp.errors import unwrap_group
 
     async def main() -> T:
         interrupted = False
         result: T
-        with single_errors():
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
                 if threading.current_thread() is threading.main_thread():
 

@@ -1,7 +1,7 @@
 """The `lean-beam` daemon protocol and its client side: where a root's daemon lives, the wire, and requests.
 
 Owns: the socket, lock and log paths of a root; the wire format (newline-delimited JSON, one request per
-connection); `request`, `status` and `spawn` (starting a detached daemon process). The server (`_daemon`) uses
+connection); `request`, `status` and `spawn` (starting a detached daemon process). The server (`daemon`) uses
 the paths and the wire from here. It never parses command lines, prints results or imports the Lean stack.
 
 Protocol: the client sends `{"op": <operation or __status__/__stats__/__shutdown__>, "arguments": {...}}` and

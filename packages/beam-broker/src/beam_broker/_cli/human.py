@@ -2,7 +2,7 @@
 
 Owns one renderer per output model of the registry (keyed by the model's class name, so a new output model
 without one fails a test, and falls back to JSON here), the exit status a result implies (Lean reported errors in
-the file), and errors as text. Diagnostics and positions print as Lean prints them (`_render`); goals as Lean
+the file), and errors as text. Diagnostics and positions print as Lean prints them (`render`); goals as Lean
 shows them (`hyps ⊢ target`); hover as its text; symbols as an indented outline; probe results as messages
 followed by the goals after (one block per batch attempt); axioms, profiler times and scratch messages as Lean
 prints them. It reads files only through `Sources` and never calls the broker.

@@ -2,8 +2,8 @@
 
 Owns the text of single items: a JSON document, the plain line of a progress event (what a log or a pipe gets),
 and a diagnostic as `FILE:LINE:COL: severity: message` with Lean's own position convention (line from 1,
-column from 0 in code points; see `_position`). Where and when lines go (stdout, stderr, the live line) is
-`_progress`'s; whole results as text are `_human`'s. It decides no exit status and runs nothing.
+column from 0 in code points; see `position`). Where and when lines go (stdout, stderr, the live line) is
+`progress`'; whole results as text are `human`'s. It decides no exit status and runs nothing.
 """
 
 from __future__ import annotations
