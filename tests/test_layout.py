@@ -162,3 +162,32 @@ def test_every_public_name_resolves_once_and_nothing_else_does(package: str) -> 
         assert getattr(module, name) is not None, name
     with pytest.raises(AttributeError):
         module.NotAName  # noqa: B018
+
+
+def type_checking_names(package: str) -> set[str]:
+    """The names a package's `__init__` imports under `if TYPE_CHECKING:` (what type checkers see)."""
+    tree = ast.parse(MODULES[package].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    found.update(alias.asname or alias.name for alias in stmt.names)
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_type_checkers_see_exactly_the_public_names(package: str) -> None:
+    # Each name is written in the lazy table (which gives `__all__`) and in the `TYPE_CHECKING` imports.
+    module = importlib.import_module(package)
+    assert type_checking_names(package) == set(module.__all__) - {"__version__"}
+
+
+def test_the_broker_top_level_is_its_core_and_three_rooms() -> None:
+    top = package_dir("beam_broker")
+    assert len(list(top.glob("*.py"))) <= 22
+    assert sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__") == [
+        "_cli",
+        "_ops",
+        "_probes",
+    ]

@@ -21,7 +21,7 @@ import pytest
 from anyio.abc import Process
 
 from beam_mcp import ServerConfig
-from beam_mcp._stdio import read_lines, serve
+from beam_mcp._stdio import read_lines, serve_stdio
 from tests.support.fixtures import fake_cmd
 
 from .support import make_project, modern_meta
@@ -269,7 +269,7 @@ async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
     os.write(in_write, json.dumps(discover(1)).encode() + b"\n" + b"{bad\n" + json.dumps(discover(2)).encode())
     os.close(in_write)
     with anyio.fail_after(30):
-        await serve(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+        await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
     os.close(in_read)
     os.close(out_write)
     with os.fdopen(out_read, "rb") as out:

@@ -1,154 +1,97 @@
 """beam-lsp: an async client for the Lean 4 language server.
 
 The public API is what `__all__` lists, plus the public modules `jsonrpc` (the JSON-RPC peer), `strict_json`,
-`project` and `redaction`; everything else is private. The client (and with it lsprotocol, the slowest import)
-loads on first use, so `import beam_lsp` stays cheap for callers that need only the models or the redactor.
+`project`, `redaction` and `lazy`; everything else is private. Every name loads its module on first use
+(`lazy.lazy_exports`): `import beam_lsp.strict_json` (the MCP server's first import) does not pay for pydantic
+models, and `import beam_lsp` does not pay for lsprotocol (the client's, the slowest import).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .__about__ import __version__
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._barrier import SyncResult
-    from ._events import DiagnosticsEvent, LspEvent, ProgressEvent, ServerExitedEvent
-    from ._logs import LogEntry
-    from .client import ClientStats, LeanClient
-    from .diagnostics import Availability, DiagnosticsCache, DiagnosticsSnapshot, Elaboration
-    from .documents import TextDocument, common_prefix, path_to_uri, uri_to_path, utf16_len
-    from .errors import (
-        BeamLspError,
-        ContentModified,
-        DocumentError,
-        DocumentNotOpen,
-        InvalidPosition,
-        MessageTooLarge,
-        RequestCancelled,
-        ResponseError,
-        RpcNeedsReconnect,
-        ServerExited,
-        TransportError,
-        WorkerCrashed,
-    )
-    from .lean import (
-        DiagnosticSeverity,
-        LeanDiagnostic,
-        LeanFileProgressKind,
-        LeanFileProgressParams,
-        LeanTag,
-        PlainGoal,
-        PlainTermGoal,
-        Position,
-        Range,
-        severity_label,
-    )
-    from .redaction import Redactor, is_secret_name
+    from ._barrier import SyncResult as SyncResult
+    from ._events import DiagnosticsEvent as DiagnosticsEvent
+    from ._events import LspEvent as LspEvent
+    from ._events import ProgressEvent as ProgressEvent
+    from ._events import ServerExitedEvent as ServerExitedEvent
+    from ._logs import LogEntry as LogEntry
+    from .client import ClientStats as ClientStats
+    from .client import LeanClient as LeanClient
+    from .diagnostics import Availability as Availability
+    from .diagnostics import DiagnosticsCache as DiagnosticsCache
+    from .diagnostics import DiagnosticsSnapshot as DiagnosticsSnapshot
+    from .diagnostics import Elaboration as Elaboration
+    from .documents import TextDocument as TextDocument
+    from .documents import common_prefix as common_prefix
+    from .documents import path_to_uri as path_to_uri
+    from .documents import uri_to_path as uri_to_path
+    from .documents import utf16_len as utf16_len
+    from .errors import BeamLspError as BeamLspError
+    from .errors import ContentModified as ContentModified
+    from .errors import DocumentError as DocumentError
+    from .errors import DocumentNotOpen as DocumentNotOpen
+    from .errors import InvalidPosition as InvalidPosition
+    from .errors import MessageTooLarge as MessageTooLarge
+    from .errors import RequestCancelled as RequestCancelled
+    from .errors import ResponseError as ResponseError
+    from .errors import RpcNeedsReconnect as RpcNeedsReconnect
+    from .errors import ServerExited as ServerExited
+    from .errors import TransportError as TransportError
+    from .errors import WorkerCrashed as WorkerCrashed
+    from .lean import DiagnosticSeverity as DiagnosticSeverity
+    from .lean import LeanDiagnostic as LeanDiagnostic
+    from .lean import LeanFileProgressKind as LeanFileProgressKind
+    from .lean import LeanFileProgressParams as LeanFileProgressParams
+    from .lean import LeanTag as LeanTag
+    from .lean import PlainGoal as PlainGoal
+    from .lean import PlainTermGoal as PlainTermGoal
+    from .lean import Position as Position
+    from .lean import Range as Range
+    from .lean import severity_label as severity_label
+    from .redaction import Redactor as Redactor
+    from .redaction import is_secret_name as is_secret_name
 
-# Every name loads its module on first use: `import beam_lsp.strict_json` (the MCP server's first import) must
-# not pay for pydantic models, and `import beam_lsp` must not pay for lsprotocol.
-_LAZY = {
-    **dict.fromkeys(("ClientStats", "LeanClient"), "client"),
-    "SyncResult": "_barrier",
-    **dict.fromkeys(("DiagnosticsEvent", "LspEvent", "ProgressEvent", "ServerExitedEvent"), "_events"),
-    **dict.fromkeys(("Availability", "DiagnosticsCache", "DiagnosticsSnapshot", "Elaboration"), "diagnostics"),
-    "LogEntry": "_logs",
-    **dict.fromkeys(("TextDocument", "common_prefix", "path_to_uri", "uri_to_path", "utf16_len"), "documents"),
-    **dict.fromkeys(
-        (
+_NAMES, __getattr__ = lazy_exports(
+    __name__,
+    {
+        ".client": ("LeanClient", "ClientStats"),
+        "._barrier": ("SyncResult",),
+        "._events": ("LspEvent", "DiagnosticsEvent", "ProgressEvent", "ServerExitedEvent"),
+        ".documents": ("TextDocument", "common_prefix", "path_to_uri", "uri_to_path", "utf16_len"),
+        ".diagnostics": ("DiagnosticsCache", "DiagnosticsSnapshot", "Availability", "Elaboration"),
+        "._logs": ("LogEntry",),
+        ".lean": (
+            "Position",
+            "Range",
+            "LeanDiagnostic",
+            "DiagnosticSeverity",
+            "LeanTag",
+            "LeanFileProgressKind",
+            "LeanFileProgressParams",
+            "PlainGoal",
+            "PlainTermGoal",
+            "severity_label",
+        ),
+        ".redaction": ("Redactor", "is_secret_name"),
+        ".errors": (
             "BeamLspError",
+            "TransportError",
+            "MessageTooLarge",
+            "ServerExited",
+            "ResponseError",
             "ContentModified",
+            "RequestCancelled",
+            "WorkerCrashed",
+            "RpcNeedsReconnect",
             "DocumentError",
             "DocumentNotOpen",
             "InvalidPosition",
-            "MessageTooLarge",
-            "RequestCancelled",
-            "ResponseError",
-            "RpcNeedsReconnect",
-            "ServerExited",
-            "TransportError",
-            "WorkerCrashed",
         ),
-        "errors",
-    ),
-    **dict.fromkeys(
-        (
-            "DiagnosticSeverity",
-            "LeanDiagnostic",
-            "LeanFileProgressKind",
-            "LeanFileProgressParams",
-            "LeanTag",
-            "PlainGoal",
-            "PlainTermGoal",
-            "Position",
-            "Range",
-            "severity_label",
-        ),
-        "lean",
-    ),
-    **dict.fromkeys(("Redactor", "is_secret_name"), "redaction"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-__all__ = [
-    "__version__",
-    # client
-    "LeanClient",
-    "SyncResult",
-    "ClientStats",
-    "LspEvent",
-    "DiagnosticsEvent",
-    "ProgressEvent",
-    "ServerExitedEvent",
-    # documents
-    "TextDocument",
-    "common_prefix",
-    "path_to_uri",
-    "uri_to_path",
-    "utf16_len",
-    # diagnostics
-    "DiagnosticsCache",
-    "DiagnosticsSnapshot",
-    "Availability",
-    "Elaboration",
-    "LogEntry",
-    # Lean models
-    "Position",
-    "Range",
-    "LeanDiagnostic",
-    "DiagnosticSeverity",
-    "LeanTag",
-    "LeanFileProgressKind",
-    "LeanFileProgressParams",
-    "PlainGoal",
-    "PlainTermGoal",
-    "severity_label",
-    # redaction
-    "Redactor",
-    "is_secret_name",
-    # errors
-    "BeamLspError",
-    "TransportError",
-    "MessageTooLarge",
-    "ServerExited",
-    "ResponseError",
-    "ContentModified",
-    "RequestCancelled",
-    "WorkerCrashed",
-    "RpcNeedsReconnect",
-    "DocumentError",
-    "DocumentNotOpen",
-    "InvalidPosition",
-]
+    },
+)
+__all__ = ["__version__", *_NAMES]

@@ -319,9 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{SERVER_NAME}: cannot serve HTTP on {args.http}: {error}", file=sys.stderr)
                 return 1
         else:
-            from ._stdio import serve
+            from ._stdio import serve_stdio
 
-            anyio.run(lambda: serve(config, signals=True))
+            anyio.run(lambda: serve_stdio(config, signals=True))
     except KeyboardInterrupt:
         return 130
     return 0
