@@ -37,7 +37,7 @@ from .config import BrokerConfig
 from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
 from .events import CallContext, PreparationEvent
 from .models import HasWorkspace, PathInput
-from .operations import BY_NAME, OperationSpec, Scope, implemented, invalid_text
+from .operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation, invalid_text
 from .runtime import WorkspaceRuntime
 from .workspace import WorkspaceDescriptor, cache_key, resolve
 
@@ -57,9 +57,10 @@ class _Hosted:
 class Broker:
     """Process-wide registry of workspace runtimes and the entry point for operations."""
 
-    def __init__(self, config: BrokerConfig, task_group: TaskGroup) -> None:
+    def __init__(self, config: BrokerConfig, task_group: TaskGroup, registry: Registry = REGISTRY) -> None:
         """Internal: use `Broker.open`."""
         self.config = config
+        self.registry = registry
         self.env: Mapping[str, str] = config.environment()
         self.redactor = config.redactor(self.env)
         self._tg = task_group
@@ -70,11 +71,11 @@ class Broker:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
-        """Create a broker; leaving the block shuts every Lean server down."""
+    async def open(cls, config: BrokerConfig | None = None, *, registry: Registry = REGISTRY) -> AsyncIterator[Broker]:
+        """Create a broker serving `registry`'s operations; leaving the block shuts every Lean server down."""
         with unwrap_group():
             async with anyio.create_task_group() as tg:
-                broker = cls(config or BrokerConfig(), tg)
+                broker = cls(config or BrokerConfig(), tg, registry)
                 try:
                     yield broker
                 finally:
@@ -84,9 +85,9 @@ class Broker:
                     tg.cancel_scope.cancel()
 
     # ---- registry -----------------------------------------------------------------------------------
-    def operations(self) -> tuple[OperationSpec, ...]:
-        """The implemented operations, in public tool order."""
-        return implemented()
+    def operations(self) -> tuple[Operation, ...]:
+        """The operations this broker serves, in public tool order."""
+        return self.registry.operations
 
     # ---- runtimes -----------------------------------------------------------------------------------
     @property
@@ -178,7 +179,7 @@ class Broker:
         """
         root: str | None = None
         try:
-            spec = BY_NAME.get(name)
+            spec = self.registry.by_name.get(name)
             if spec is None:
                 raise invalid_input(f"unknown operation {name!r}")
             inp = self._input(spec, arguments)
@@ -190,21 +191,29 @@ class Broker:
                 raise
             raise clean from None
 
-    async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
+    async def _call(self, spec: Operation, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
         """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
         workspace = cast(HasWorkspace, inp).workspace
         ctx = outbound.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
-        runtime = await self.runtime(workspace) if spec.scope is Scope.WORKSPACE else None
-        target: Any = Call(runtime, ctx, workspace, path) if runtime is not None else self
+        if isinstance(spec, BrokerOperation):
+            with lean_errors(self.redactor):
+                result: BaseModel = await spec.run(self, inp)
+        else:
+            result = await self._on_runtime(spec, Call(await self.runtime(workspace), ctx, workspace, path), inp)
+        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), workspace.root)
+        return out
+
+    async def _on_runtime(
+        self, spec: WorkspaceOperation[BaseModel, BaseModel], call: Call, inp: BaseModel
+    ) -> BaseModel:
+        """Run a workspace operation's handler and count it in the runtime's metrics."""
         started = time.perf_counter()
         outcome = SUCCESS
         try:
             with lean_errors(self.redactor):
-                result = await spec.handler(target, inp)
-                if not isinstance(result, spec.output_model):
-                    raise TypeError(f"{spec.name} returned {type(result).__name__}, not {spec.output_model.__name__}")
+                return await spec.run(call, inp)
         except BrokerError as exc:
             outcome = exc.code
             raise
@@ -212,14 +221,11 @@ class Broker:
             outcome = REQUEST_CANCELLED
             raise
         finally:
-            if runtime is not None:
-                target.release()
-                runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
-        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), workspace.root)
-        return out
+            call.release()
+            call.runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
 
     @staticmethod
-    def _input(spec: OperationSpec, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
+    def _input(spec: Operation, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
         if not isinstance(arguments, BaseModel):
             return spec.parse(arguments)
         if not isinstance(arguments, spec.input_model):

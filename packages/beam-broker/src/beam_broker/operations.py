@@ -1,40 +1,39 @@
 """The operation registry: every broker operation declared once, in the public tool order.
 
-Each entry names its handler (the coroutine function that implements it), its input and output models, and its
+Each entry names its input and output models, its handler (the coroutine function that implements it) and its
 flags. The MCP tool list (names, input and output schemas, annotations, descriptions) and the `lean-beam` CLI
-subcommands are derived from `OPERATIONS`; nothing else lists operations, and nothing dispatches by name.
+subcommands are derived from the registry; nothing else lists operations, and nothing dispatches by name.
 
-Importing this module is cheap: the handler modules load the Lean client stack (lsprotocol, `beam_lsp.client`,
-the runtime) only when a handler runs, so the MCP server answers `tools/list` from here before any Lean work.
+A spec is generic in its input and output models (`WorkspaceOperation[SyncInput, SyncReply]`), so the type
+checker holds every handler to the models its entry names. A `Registry` is what a broker (and the MCP server)
+serves: `REGISTRY`, built from `OPERATIONS`, unless a caller passes another (tests inject handlers that way).
+
+Importing this module is cheap: it loads the models, and the handler modules (which build on the runtime and the
+Lean client stack) only when a handler first runs, so the MCP server answers `tools/list` from here at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import importlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from beam_lsp.strict_json import InvalidText, find_invalid_text
 
 from . import models as m
-from ._ops import completions as _completions
-from ._ops import goals as _goals
-from ._ops import navigation as _navigation
-from ._ops import outline as _outline
-from ._ops import save as _save
-from ._ops import sync as _sync
-from ._ops import workspaces as _workspaces
-from ._probes import attempts as _attempts
-from ._probes import axioms as _axioms
 from ._probes import models as pm
-from ._probes import profile as _profile
-from ._probes import run as _speculation
-from ._probes import scratch as _scratch
 from .errors import BrokerError, invalid_input
 from .workspace import resolve
+
+if TYPE_CHECKING:
+    from ._call import Call
+    from ._ops import completions, goals, navigation, outline, save, sync, workspaces
+    from ._ops.workspaces import Runtimes
+    from ._probes import attempts, axioms, profile, run, scratch
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
 SPECULATIVE = (
@@ -43,14 +42,15 @@ SPECULATIVE = (
     "call lean_sync (or lean_update) so Beam reads it from disk. Lean elaboration is not an OS sandbox: "
     "project code and tactics may perform IO."
 )
-PROGRESS = (
+PROGRESS_SENTENCE = (
     "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
     "one status log."
 )
+"""The progress sentence every tool description ends with (the MCP server's own tools use it too)."""
 PREPARING = "preparing the Lean workspace"
 
-Handler = Callable[[Any, Any], Awaitable[BaseModel]]
-"""`handler(target, inp) -> output`: target is a `_call.Call` (workspace scope) or the broker's `Runtimes`."""
+InputT = TypeVar("InputT", bound=BaseModel, covariant=True)
+OutputT = TypeVar("OutputT", bound=BaseModel, covariant=True)
 
 
 class Progress(enum.Flag):
@@ -75,16 +75,19 @@ class Scope(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class OperationSpec:
-    """One broker operation and everything derived from it.
+class OperationSpec(Generic[InputT, OutputT]):
+    """One broker operation and everything derived from it; its handler is on its kind's class.
+
+    `WorkspaceOperation` (a handler given the call on one workspace's runtime) and `BrokerOperation` (a handler
+    given the broker's table of runtimes) are the two kinds; code that only describes operations (tools, CLI
+    commands) takes this class.
 
     Attributes:
         name: Operation key; the MCP tool is `lean_<name>` (`drop_workspace` -> `lean_drop_workspace`).
-        handler: The coroutine function implementing it (see `Handler` and `scope`).
         input_model: Closed, strict pydantic model of its arguments.
         output_model: Pydantic model of the exact JSON `Broker.call` returns (`workspace` included).
         description: Tool description (contract sentences included).
-        scope: What the handler acts on (`Scope`).
+        scope: What the handler acts on (`Scope`; the kind's class decides it).
         read_only: Advertises `readOnlyHint: true`.
         destructive: `False` advertises `destructiveHint: false`; None keeps the protocol default.
         idempotent: Advertises `idempotentHint: true`.
@@ -95,17 +98,16 @@ class OperationSpec:
         document_progress: Its final result carries `document_progress`.
         metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
         preparing: What its preparation event says it is doing.
-        extension: Beyond the seed's tool surface (listed after it); `lean-beam-mcp --tools beam` leaves it out.
-        extension_fields: Input and output fields beyond the seed's surface; `--tools beam` leaves them out of
-            the tool's schemas (so a call naming one is refused like any undeclared field).
+        extension: Beyond upstream Beam's 24 tools (listed after them); `lean-beam-mcp --tools beam` leaves it out.
+        extension_fields: Input and output fields beyond upstream Beam's; `--tools beam` leaves them out of the
+            tool's schemas (so a call naming one is refused like any undeclared field).
     """
 
     name: str
-    handler: Handler
-    input_model: type[BaseModel]
-    output_model: type[BaseModel]
+    input_model: type[InputT]
+    output_model: type[OutputT]
+    _: dataclasses.KW_ONLY
     description: str
-    scope: Scope = Scope.WORKSPACE
     read_only: bool = False
     destructive: bool | None = None
     idempotent: bool = False
@@ -118,6 +120,7 @@ class OperationSpec:
     preparing: str = PREPARING
     extension: bool = False
     extension_fields: frozenset[str] = frozenset()
+    scope: ClassVar[Scope] = Scope.WORKSPACE
 
     @property
     def tool(self) -> str:
@@ -134,7 +137,7 @@ class OperationSpec:
         where = f" on {path}" if path else ""
         return f"{self.tool}{where}: {self.preparing}"
 
-    def parse(self, arguments: Mapping[str, Any]) -> BaseModel:
+    def parse(self, arguments: Mapping[str, Any]) -> InputT:
         """Validate arguments exactly as `Broker.call` does, without Lean.
 
         Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
@@ -164,11 +167,127 @@ class OperationSpec:
             problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
             raise invalid_input(f"{self.tool}: " + "; ".join(problems), {"errors": problems}) from None
 
+    def _input(self, inp: BaseModel) -> InputT:
+        if not isinstance(inp, self.input_model):
+            raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(inp).__name__}")
+        return inp
 
-def invalid_text(spec: OperationSpec, bad: InvalidText) -> BrokerError:
+    def _output(self, result: object) -> OutputT:
+        if not isinstance(result, self.output_model):
+            raise TypeError(f"{self.name} returned {type(result).__name__}, not {self.output_model.__name__}")
+        return result
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkspaceOperation(OperationSpec[InputT, OutputT]):
+    """An operation on one workspace's runtime: its handler is given the call (`_call.Call`) and the input.
+
+    Attributes:
+        handler: `handler(call, inp) -> output`. Reach it through `run`, which checks both types: the registry
+            holds specs as `OperationSpec[BaseModel, BaseModel]`, so only `run` knows the input is the right one.
+    """
+
+    handler: Callable[[Call, InputT], Awaitable[OutputT]]
+
+    async def run(self, call: Call, inp: BaseModel) -> OutputT:
+        """Run the handler on an input of this operation's input model.
+
+        Raises:
+            TypeError: The input is not an instance of `input_model`, or the handler answered something that is
+                not an instance of `output_model` (a bug: the broker's boundary makes it `internalError`).
+        """
+        return self._output(await self.handler(call, self._input(inp)))
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerOperation(OperationSpec[InputT, OutputT]):
+    """An operation on the broker's table of runtimes (`Runtimes`): no runtime is created for it.
+
+    Attributes:
+        handler: `handler(runtimes, inp) -> output`; reach it through `run` (see `WorkspaceOperation`).
+    """
+
+    handler: Callable[[Runtimes, InputT], Awaitable[OutputT]]
+    scope: ClassVar[Scope] = Scope.BROKER
+
+    async def run(self, runtimes: Runtimes, inp: BaseModel) -> OutputT:
+        """Run the handler on an input of this operation's input model.
+
+        Raises:
+            TypeError: As `WorkspaceOperation.run`.
+        """
+        return self._output(await self.handler(runtimes, self._input(inp)))
+
+
+Operation = WorkspaceOperation[BaseModel, BaseModel] | BrokerOperation[BaseModel, BaseModel]
+"""An operation of a registry, whatever its models."""
+
+
+def invalid_text(spec: OperationSpec[BaseModel, BaseModel], bad: InvalidText) -> BrokerError:
     """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
     return invalid_input(
         f"{spec.tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason}
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    """The operations a broker serves, in public tool order, by name and by MCP tool name.
+
+    Raises:
+        ValueError: Two operations have one name.
+    """
+
+    operations: tuple[Operation, ...]
+    by_name: Mapping[str, Operation] = dataclasses.field(init=False, repr=False, compare=False)
+    by_tool: Mapping[str, Operation] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {spec.name: spec for spec in self.operations}
+        if len(by_name) != len(self.operations):
+            raise ValueError("two operations have one name")
+        object.__setattr__(self, "by_name", by_name)
+        object.__setattr__(self, "by_tool", {spec.tool: spec for spec in self.operations})
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self.operations)
+
+    def __len__(self) -> int:
+        return len(self.operations)
+
+    def replacing(self, *specs: Operation) -> Registry:
+        """This registry with some operations replaced by others of the same name (in place in the order)."""
+        new = {spec.name: spec for spec in specs}
+        unknown = sorted(set(new) - set(self.by_name))
+        if unknown:
+            raise ValueError(f"no operation named {', '.join(unknown)}")
+        return Registry(tuple(new.get(spec.name, spec) for spec in self.operations))
+
+
+class _HandlerModule:
+    """A handler module loaded when one of its handlers first runs; its attributes are those handlers."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Callable[[Any, BaseModel], Awaitable[BaseModel]]:
+        module = self._name
+
+        async def handler(target: Any, inp: BaseModel) -> BaseModel:
+            loaded: Callable[[Any, BaseModel], Awaitable[BaseModel]] = getattr(importlib.import_module(module), attr)
+            return await loaded(target, inp)
+
+        handler.__module__, handler.__name__, handler.__qualname__ = module, attr, attr
+        return handler
+
+
+if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check every handler against its models
+    completions, goals, navigation, outline, save, sync, workspaces = (
+        _HandlerModule(f"{__package__}._ops.{name}")
+        for name in ("completions", "goals", "navigation", "outline", "save", "sync", "workspaces")
+    )
+    attempts, axioms, profile, run, scratch = (
+        _HandlerModule(f"{__package__}._probes.{name}") for name in ("attempts", "axioms", "profile", "run", "scratch")
     )
 
 
@@ -177,34 +296,33 @@ _REBUILD = frozenset({"rebuild_imports", "rebuilt_imports"})
 
 
 def _d(*parts: str) -> str:
-    return " ".join([*parts, PROGRESS, NO_SOURCE_EDITS])
+    return " ".join([*parts, PROGRESS_SENTENCE, NO_SOURCE_EDITS])
 
 
 _FULL_PROGRESS = Progress.PREPARATION | Progress.SETUP | Progress.FILE
 
-OPERATIONS: tuple[OperationSpec, ...] = (
-    OperationSpec(
+_DECLARED = (  # not annotated: each entry is typed by its own models, so each handler is checked against them
+    BrokerOperation(
         "drop_workspace",
-        _workspaces.drop_workspace,
         m.WorkspaceInput,
         m.DropResult,
-        "Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget its "
-        "document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
+        workspaces.drop_workspace,
+        description="Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget "
+        "its document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
         "'notFound' when nothing is cached. Cache management only; it selects no context for later calls. "
-        f"{PROGRESS}",
-        scope=Scope.BROKER,
+        f"{PROGRESS_SENTENCE}",
         idempotent=True,
         cancellable=False,
         fence=True,
         progress=Progress.PREPARATION,
         preparing="preparing workspace eviction",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_at",
-        _speculation.run_at,
         pm.RunAtInput,
         pm.RunResult,
-        _d(
+        run.run_at,
+        description=_d(
             "Run Lean text at a position of a document version: inside a tactic proof the text runs as tactics "
             "on the goals there, elsewhere as a command after the enclosing command.",
             SPECULATIVE,
@@ -214,12 +332,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         progress=_FULL_PROGRESS,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_at_handle",
-        _speculation.run_at_handle,
         pm.RunAtInput,
         pm.RunResult,
-        _d(
+        run.run_at_handle,
+        description=_d(
             "Like lean_run_at, but a successful result may include next_handle: an opaque handle for "
             "lean_run_with / lean_run_with_linear / lean_release.",
             SPECULATIVE,
@@ -229,90 +347,90 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         metrics_key="run_at",
         progress=_FULL_PROGRESS,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "hover",
-        _navigation.hover,
         m.PositionInput,
         m.HoverResult,
-        _d("Hover information (type and docs) at a position of a document version."),
+        navigation.hover,
+        description=_d("Hover information (type and docs) at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "signature_help",
-        _navigation.signature_help,
         m.PositionInput,
         m.SignatureHelpResult,
-        _d("Signature help at a position of a document version."),
+        navigation.signature_help,
+        description=_d("Signature help at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "definition",
-        _navigation.definition,
         m.PositionInput,
         m.LspList,
-        _d("Definition locations of the symbol at a position of a document version."),
+        navigation.definition,
+        description=_d("Definition locations of the symbol at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "references",
-        _navigation.references,
         m.ReferencesInput,
         m.LspList,
-        _d("References to the symbol at a position of a document version, across the project."),
+        navigation.references,
+        description=_d("References to the symbol at a position of a document version, across the project."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "document_symbols",
-        _navigation.document_symbols,
         m.DocumentInput,
         m.LspList,
-        _d("Declarations and sections of a document version."),
+        navigation.document_symbols,
+        description=_d("Declarations and sections of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "workspace_symbols",
-        _navigation.workspace_symbols,
         m.WorkspaceSymbolsInput,
         m.LspList,
-        _d("Fuzzy search for declarations across the workspace (no document version)."),
+        navigation.workspace_symbols,
+        description=_d("Fuzzy search for declarations across the workspace (no document version)."),
         read_only=True,
         progress=Progress.PREPARATION,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "goals",
-        _goals.goals,
         m.GoalsInput,
         m.GoalsResult,
-        _d(
+        goals.goals,
+        description=_d(
             "Structured proof goals before or after the tactic at a position of a document version "
             "(mode 'before' or 'after'); no speculative text."
         ),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "todo",
-        _goals.todo,
         m.TodoInput,
         m.TodoResult,
-        _d(
+        goals.todo,
+        description=_d(
             "Actionable items in a range of a document version: sorry, holes, diagnostics, code "
             "actions and incomplete proofs, with positions where lean_run_at can try a fix."
         ),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "code_action_resolve",
-        _goals.code_action_resolve,
         m.CodeActionResolveInput,
         m.CodeActionResolveResult,
-        _d(
+        goals.code_action_resolve,
+        description=_d(
             "Resolve a code_action returned by lean_todo for the same document version. The result "
             "may contain an LSP WorkspaceEdit; the client must apply it, then call lean_update or "
             "lean_sync."
@@ -320,54 +438,54 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_with",
-        _speculation.run_with,
         pm.RunWithInput,
         pm.RunResult,
-        _d(
+        run.run_with,
+        description=_d(
             "Continue from a handle without consuming it; a successful result may include a fresh next_handle.",
             SPECULATIVE,
         ),
         destructive=False,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_with_linear",
-        _speculation.run_with_linear,
         pm.RunWithInput,
         pm.RunResult,
-        _d(
+        run.run_with_linear,
+        description=_d(
             "Continue from a handle and consume it (on success or failure); a successful result may include a "
             "fresh next_handle.",
             SPECULATIVE,
         ),
         metrics_key="run_with",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "release",
-        _speculation.release,
         pm.ReleaseInput,
         m.NullResult,
-        _d("Release a proof handle."),
+        run.release,
+        description=_d("Release a proof handle."),
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "update",
-        _sync.update,
         m.FileInput,
         m.UpdateResult,
-        _d(
+        sync.update,
+        description=_d(
             "Read the current on-disk Lean source into Beam's mirror and return its document version and "
             "whether it changed; no diagnostics barrier."
         ),
         progress=Progress.PREPARATION,
         metrics_key="update_file",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "sync",
-        _sync.sync,
         m.SyncInput,
         m.SyncReply,
-        _d(
+        sync.sync,
+        description=_d(
             "Read the current on-disk Lean source, wait until Lean has elaborated that version, and return "
             "diagnostic counts and save readiness. Beam never applies or recovers speculative text: edit and "
             "save the file first."
@@ -377,12 +495,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         metrics_key="sync_file",
         extension_fields=_REBUILD,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "refresh",
-        _sync.refresh,
         m.SyncInput,
         m.SyncReply,
-        _d(
+        sync.refresh,
+        description=_d(
             "Close and reopen the document from the current on-disk Lean source (version 1), then sync it; use "
             "after upstream modules changed."
         ),
@@ -391,12 +509,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         metrics_key="refresh_file",
         extension_fields=_REBUILD,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "save",
-        _save.save,
         m.SaveInput,
         m.SaveReply,
-        _d(
+        save.save,
+        description=_d(
             "Sync the current on-disk source, then write its Lean/Lake build artifacts (a development "
             "checkpoint, not a CI build) when the document is save-ready."
         ),
@@ -404,32 +522,32 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         document_progress=True,
         metrics_key="save_olean",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "close_save",
-        _save.close_save,
         m.SaveInput,
         m.CloseSaveResult,
-        _d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
+        save.close_save,
+        description=_d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="close",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "close",
-        _sync.close,
         m.FileInput,
         m.CloseResult,
-        _d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
+        sync.close,
+        description=_d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
         idempotent=True,
         progress=Progress.PREPARATION,
     ),
-    # ---- beyond the seed's surface (issue 12): `--tools beam` leaves these out -----------------------------
-    OperationSpec(
+    # ---- beyond upstream Beam's 24 tools: `--tools beam` leaves these out ----------------------------------
+    WorkspaceOperation(
         "completions",
-        _completions.completions,
         m.CompletionsInput,
         m.CompletionsResult,
-        _d(
+        completions.completions,
+        description=_d(
             "Lean's completions at a position of a document version (identifiers, fields after a dot, module "
             "names in imports), in Lean's order, each with its kind and the detail (type) and documentation Lean "
             "resolves for it. At most limit items are returned; dropped counts the rest."
@@ -438,12 +556,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "outline",
-        _outline.outline,
         m.OutlineInput,
         m.OutlineResult,
-        _d(
+        outline.outline,
+        description=_d(
             "Outline of a document version, from Lean: its imports (Lean's module hierarchy) and every "
             "declaration, namespace and section in document order, with its kind (the declaration keyword), "
             "modifiers, name, signature and docstring (Lean's hover on the name), enclosing namespaces and "
@@ -454,12 +572,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "attempts",
-        _attempts.attempts,
         pm.AttemptsInput,
         pm.AttemptsResult,
-        _d(
+        attempts.attempts,
+        description=_d(
             "Run several alternative Lean texts at one position of a document version, each on its own as "
             "lean_run_at would (tactics on the goals there inside a proof, else a command after the enclosing "
             "command), concurrently on the document's probe mirrors. Each attempt answers success, messages, traces "
@@ -472,12 +590,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "axioms",
-        _axioms.axioms,
         pm.AxiomsInput,
         pm.AxiomsResult,
-        _d(
+        axioms.axioms,
+        description=_d(
             "The axioms a declaration depends on, from Lean's #print axioms run as a command probe on a private "
             "mirror of a document version: the declaration Lean lists at line and character, or name (as it "
             "resolves right after that declaration, or after the document's last line without a position). "
@@ -491,12 +609,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "profile",
-        _profile.profile,
         pm.ProfileInput,
         pm.ProfileResult,
-        _d(
+        profile.profile,
+        description=_d(
             "Elaborate the declaration Lean lists at a position of a document version with Lean's profiler on "
             "(set_option profiler and trace.profiler), on a private mirror holding the source up to it, and return "
             "Lean's times: per category (elaboration, type checking, ...), per source line, and the trace steps with "
@@ -508,12 +626,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_code",
-        _scratch.run_code,
         pm.RunCodeInput,
         pm.RunCodeResult,
-        _d(
+        scratch.run_code,
+        description=_d(
             "Check a standalone Lean text in the context of a workspace (its header may import the workspace's "
             "modules and dependencies) in a private in-memory document: no file is written to the project. Returns "
             "every message Lean reports (#eval and #check output included) with its range in the text, and success "
@@ -526,10 +644,9 @@ OPERATIONS: tuple[OperationSpec, ...] = (
     ),
 )
 
-BY_TOOL: dict[str, OperationSpec] = {spec.tool: spec for spec in OPERATIONS}
-BY_NAME: dict[str, OperationSpec] = {spec.name: spec for spec in OPERATIONS}
-
-
-def implemented() -> tuple[OperationSpec, ...]:
-    """The operations this version serves, in public tool order (cheap: no Lean stack is imported)."""
-    return OPERATIONS
+OPERATIONS: tuple[Operation, ...] = _DECLARED
+"""Every operation, in public tool order."""
+REGISTRY = Registry(OPERATIONS)
+"""The registry every broker and MCP server serves unless given another."""
+BY_TOOL: Mapping[str, Operation] = REGISTRY.by_tool
+BY_NAME: Mapping[str, Operation] = REGISTRY.by_name

@@ -21,7 +21,8 @@ import anyio
 from .errors import INTERNAL_ERROR, JsonRpcError
 
 if TYPE_CHECKING:
-    from beam_broker import Broker, OperationSpec
+    from beam_broker import Broker
+    from beam_broker.operations import Operation
 
 log = logging.getLogger("beam_mcp")
 
@@ -65,7 +66,7 @@ class BrokerHost:
         self._on_open = on_open
         self._broker: Broker | None = None
         self._error: BaseException | None = None
-        self._registry: tuple[OperationSpec, ...] | None = None
+        self._registry: tuple[Operation, ...] | None = None
         self._registry_ready = anyio.Event()
         self._ready = anyio.Event()
         self._stop = anyio.Event()
@@ -109,7 +110,7 @@ class BrokerHost:
     def _unavailable(self) -> JsonRpcError:
         return JsonRpcError(INTERNAL_ERROR, f"the Beam broker is unavailable: {type(self._error).__name__}")
 
-    async def registry(self) -> tuple[OperationSpec, ...]:
+    async def registry(self) -> tuple[Operation, ...]:
         """The operation registry, once imported (before the Lean stack is).
 
         Raises:

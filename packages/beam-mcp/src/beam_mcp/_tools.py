@@ -228,7 +228,7 @@ def _empty_schema() -> dict[str, Any]:
     }
 
 
-def tool_annotations(spec: OperationSpec) -> dict[str, bool] | None:
+def tool_annotations(spec: OperationSpec[BaseModel, BaseModel]) -> dict[str, bool] | None:
     """The annotation matrix: read-only tools say so; other non-default hints are advertised; else none."""
     if spec.read_only:
         return {"readOnlyHint": True}
@@ -304,7 +304,7 @@ class Tool:
     name: str
     descriptor: dict[str, Any]
     properties: frozenset[str]
-    spec: OperationSpec | None = None
+    spec: OperationSpec[BaseModel, BaseModel] | None = None
     cancellable: bool = True
     fence: bool = False
     param_headers: tuple[ParamHeader, ...] = ()
@@ -316,7 +316,7 @@ def _tool(
     schema: dict[str, Any],
     output: dict[str, Any],
     annotations: dict[str, bool] | None,
-    spec: OperationSpec | None = None,
+    spec: OperationSpec[BaseModel, BaseModel] | None = None,
 ) -> Tool:
     schema = route_by_workspace(schema)
     descriptor: dict[str, Any] = {
@@ -357,7 +357,7 @@ Surface = Literal["all", "beam"]
 SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
 
 
-def operation_tool(spec: OperationSpec, *, surface: Surface = "all") -> Tool:
+def operation_tool(spec: OperationSpec[BaseModel, BaseModel], *, surface: Surface = "all") -> Tool:
     """The MCP tool of one broker operation (on the `beam` surface, without its `extension_fields`)."""
     inputs, outputs = input_schema(spec.input_model), output_schema(spec.output_model)
     if surface == "beam" and spec.extension_fields:
@@ -381,7 +381,9 @@ class ToolSet:
     by_name: Mapping[str, Tool]
 
     @classmethod
-    def build(cls, operations: Iterable[OperationSpec], feedback: Tool, *, surface: Surface = "all") -> ToolSet:
+    def build(
+        cls, operations: Iterable[OperationSpec[BaseModel, BaseModel]], feedback: Tool, *, surface: Surface = "all"
+    ) -> ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
         `surface="beam"` leaves out the operations beyond the seed's surface (`OperationSpec.extension`), so the

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from beam_broker.__about__ import __version__
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from pydantic.fields import FieldInfo
 
     from beam_broker.operations import OperationSpec
@@ -59,9 +60,9 @@ def command_name(spec: _Named) -> str:
 
 def cli_text(text: str) -> str:
     """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
-    from beam_broker.operations import BY_NAME, PROGRESS
+    from beam_broker.operations import BY_NAME, PROGRESS_SENTENCE
 
-    text = text.replace(PROGRESS, "")
+    text = text.replace(PROGRESS_SENTENCE, "")
 
     def command(match: re.Match[str]) -> str:
         spec = BY_NAME.get(match.group(1))
@@ -152,7 +153,7 @@ class Shape:
         return "PATH"
 
 
-def shape(spec: OperationSpec) -> Shape:
+def shape(spec: OperationSpec[BaseModel, BaseModel]) -> Shape:
     """The file-argument shape of an operation, from its input model's field names.
 
     Raises:
@@ -169,7 +170,7 @@ def shape(spec: OperationSpec) -> Shape:
     return dataclasses.replace(form, optional=optional)
 
 
-def field_args(spec: OperationSpec) -> list[FieldArg]:
+def field_args(spec: OperationSpec[BaseModel, BaseModel]) -> list[FieldArg]:
     """The command-line arguments of an operation, in input-model order (the workspace is implied).
 
     Raises:
@@ -284,7 +285,7 @@ class Command:
     args: tuple[FieldArg, ...]
 
     @classmethod
-    def of(cls, spec: OperationSpec) -> Command:
+    def of(cls, spec: OperationSpec[BaseModel, BaseModel]) -> Command:
         """Derive the command of a registry entry."""
         return cls(
             spec.name, cli_text(spec.description), spec.output_model.__name__, shape(spec), tuple(field_args(spec))
