@@ -34,12 +34,15 @@ class HasWorkspace(Protocol):
     workspace: WorkspaceDescriptor
 
 
+# Every model defers building its validator and serializer to its first use: the MCP server imports the registry
+# (and so every model) before it answers discovery, and building them all at import costs about as much as
+# creating the classes.
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     # No return annotation on purpose: pydantic then derives the serialization schema from the fields.
     @model_serializer(mode="wrap")
@@ -326,7 +329,7 @@ class Hover(_Reply):
 class HoverResult(RootModel[Hover | NullResult]):
     """`lean_hover`: Lean's hover, or `{"result": null}`."""
 
-    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"}, defer_build=True)
 
 
 class SignatureHelp(_Reply):
@@ -340,7 +343,7 @@ class SignatureHelp(_Reply):
 class SignatureHelpResult(RootModel[SignatureHelp | NullResult]):
     """`lean_signature_help`: Lean's signature help, or `{"result": null}`."""
 
-    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"}, defer_build=True)
 
 
 class LspList(_Reply):

@@ -50,8 +50,8 @@ Severity = Literal["low", "medium", "high", "critical"]
 BundleMode = Literal["none", "dir", "zip"]
 """Whether to write an evidence bundle: nothing, a directory, or a directory plus a zip of it."""
 
-_INPUT_CONFIG: Final = ConfigDict(extra="forbid", strict=True, frozen=True)
-_OUTPUT_CONFIG: Final = ConfigDict(extra="forbid", frozen=True)
+_INPUT_CONFIG: Final = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+_OUTPUT_CONFIG: Final = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class WorkspaceRef(BaseModel):

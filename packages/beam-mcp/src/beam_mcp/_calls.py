@@ -18,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from beam_broker.events import CallContext
+from beam_broker.operations import Progress
+from beam_broker.workspace import resolve
+
 from . import _jsonrpc
 from .__about__ import __version__
 from ._dispatch import Channel, Dispatcher, InFlight, Outlet
 from ._jsonrpc import Request
-from ._notify import CallNotifier, Kinds
+from ._notify import CallNotifier
 from ._params import MRTR_REJECTED, CallParams
 from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
-from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOLS, Tool, ToolSet
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet
 from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:
@@ -100,8 +104,7 @@ class Calls:
         """
         if params.continuation():
             raise invalid_params(MRTR_REJECTED.format(method="tools/call"))
-        # The process tools answer without the registry (beam_version must work even if the broker cannot load).
-        tool = PROCESS_TOOLS.get(params.name) or (await self._tools()).by_name.get(params.name)
+        tool = (await self._tools()).by_name.get(params.name)
         if tool is None:
             raise invalid_params(f"Unknown tool: {params.name}")
         token = params.meta.progressToken if params.meta is not None else None
@@ -131,16 +134,9 @@ class Calls:
         self, call: InFlight, tool: Tool, arguments: dict[str, Any], token: Any, modern: ModernContext | None
     ) -> CallNotifier:
         if tool.spec is not None:
-            from beam_broker import Progress  # loaded: the tool set came from the registry
-
-            flags = tool.spec.progress
-            kinds = Kinds(
-                preparation=bool(flags & Progress.PREPARATION),
-                setup=bool(flags & Progress.SETUP),
-                file=bool(flags & Progress.FILE),
-            )
+            kinds = tool.spec.progress
         else:
-            kinds = Kinds(preparation=tool.name == BEAM_FEEDBACK_REPORT)
+            kinds = Progress.PREPARATION if tool.name == BEAM_FEEDBACK_REPORT else Progress.NONE
         channel = call.channel
         level: Callable[[], str | None] = (
             (lambda: modern.log_level) if modern is not None else (lambda: channel.log_level)
@@ -201,8 +197,6 @@ class Calls:
         run.notifier.preparation(spec.preparation(path if isinstance(path, str) else None))
 
         async def work() -> dict[str, Any]:
-            from beam_broker import CallContext
-
             await run.call.wait_turn()
             broker = await self._host.broker()
             ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
@@ -235,8 +229,7 @@ class Calls:
         return broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}}
 
     async def _feedback(self, run: CallRun) -> dict[str, Any]:
-        from beam_broker.workspace import resolve  # loaded: the tool set came from the registry
-        from beam_feedback import build_report
+        from beam_feedback import build_report  # the report machinery loads with the first report
 
         self._undeclared(run)
         descriptor = resolve(run.arguments.get("workspace"))

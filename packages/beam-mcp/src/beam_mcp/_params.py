@@ -27,7 +27,8 @@ MRTR_REJECTED = (
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # Validators are built on first use: only `Params` is needed before discovery is answered.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class Params(_Closed):
@@ -39,7 +40,7 @@ class Params(_Closed):
 class ClientInfo(BaseModel):
     """`Implementation`: a name and a version (other members, like `title`, are accepted and ignored)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     name: str
     version: str
@@ -84,7 +85,7 @@ ProgressToken = Annotated[Any, AfterValidator(_token)]
 class CallMeta(BaseModel):
     """`tools/call` `_meta`: the progress token (a string or number, echoed verbatim) and anything else."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     progressToken: ProgressToken = None  # an explicit null is invalid (the validator runs on given values only)
 
@@ -124,7 +125,7 @@ class UriParams(Params):
 class ListenNotifications(BaseModel):
     """What a `subscriptions/listen` stream asks for (unknown kinds are ignored)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     toolsListChanged: bool | None = None
     promptsListChanged: bool | None = None

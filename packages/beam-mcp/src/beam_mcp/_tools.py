@@ -7,8 +7,8 @@ the tool surfaces a server can serve (`all`, or `beam`: the seed's 24 tools, wit
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
-lists what a tool declares, for the transport to check. It must not hold Lean semantics, and it never imports the
-broker or beam-feedback itself: `ToolSet.build` receives the registry and the feedback models from the broker host.
+lists what a tool declares, for the transport to check. It must not hold Lean semantics: `ToolSet.build` receives
+the registry and the feedback models from the server.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from beam_broker.operations import PROGRESS_SENTENCE
 
 if TYPE_CHECKING:
     from beam_broker import OperationSpec
@@ -34,11 +36,6 @@ PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
 WORKSPACE_HEADER: Final = "Workspace"
 """The `x-mcp-header` name of `workspace.root`: the routing key of every workspace-bound tool
 (`Mcp-Param-Workspace`), on which a load balancer keeps a workspace on one replica."""
-
-PROGRESS_SENTENCE: Final = (
-    "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
-    "one status log."
-)
 
 VERSION_DESCRIPTION: Final = (
     "Identity of the running lean-beam-mcp server: name, version, preferred MCP revision (mcp_protocol) and "
@@ -333,12 +330,15 @@ def _tool(
 
 
 _READ_ONLY: Final = {"readOnlyHint": True}
-VERSION_TOOL: Final = _tool(
-    BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), output_schema(VersionResult), _READ_ONLY
-)
-STATS_TOOL: Final = _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), output_schema(StatsResult), _READ_ONLY)
-PROCESS_TOOLS: Final = {tool.name: tool for tool in (VERSION_TOOL, STATS_TOOL)}
-"""The tools that need neither the registry nor beam-feedback (they answer even while the broker loads)."""
+PROCESS_TOOLS: Final = frozenset({BEAM_VERSION, BEAM_STATS})
+"""The tools that need neither the broker nor beam-feedback (they answer even when the broker cannot open)."""
+
+
+def process_tools() -> tuple[Tool, Tool]:
+    """`beam_version` and `beam_stats` (their schemas are built when a tool set is)."""
+    version = _tool(BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), output_schema(VersionResult), _READ_ONLY)
+    stats = _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), output_schema(StatsResult), _READ_ONLY)
+    return version, stats
 
 
 def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
@@ -390,7 +390,7 @@ class ToolSet:
         list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
         """
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
-        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec, surface=surface) for spec in specs))
+        tools = (*process_tools(), feedback, *(operation_tool(spec, surface=surface) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:

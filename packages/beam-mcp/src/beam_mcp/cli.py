@@ -4,8 +4,8 @@ Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT 
 self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
 installed; 2 usage error; 130 interrupted.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
-stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the Lean stack is
-imported by the server in the background.
+stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
+broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
 """
 
 from __future__ import annotations
