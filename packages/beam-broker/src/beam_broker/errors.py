@@ -35,9 +35,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
-
 from beam_lsp import errors as lsp
+from beam_lsp.jsonrpc import STREAM_ERRORS
 from beam_lsp.redaction import Redactor
 
 from ._outbound import log_failure
@@ -77,10 +76,6 @@ _LSP_NAMES = {
     lsp.WORKER_EXITED: WORKER_EXITED,
     lsp.WORKER_CRASHED: WORKER_CRASHED,
 }
-
-# The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for a
-# broken pipe; these are listed too so a dead server is `workerExited` even if a stream error slips through.
-_BROKEN_STREAM = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
 
 
 class BrokerError(Exception):
@@ -147,7 +142,9 @@ def translate(exc: Exception, redactor: Redactor | None = None) -> BrokerError:
     if isinstance(exc, lsp.TransportError):
         # beam-lsp kills a server whose output it cannot decode: the request will never be answered.
         return BrokerError(WORKER_EXITED, f"the Lean server's output could not be read: {exc}")
-    if isinstance(exc, _BROKEN_STREAM):
+    if isinstance(exc, STREAM_ERRORS):
+        # The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for
+        # it; a dead server is `workerExited` even if a stream error slips through.
         return BrokerError(WORKER_EXITED, f"the connection to the Lean server broke ({type(exc).__name__})")
     if isinstance(exc, lsp.ResponseError):
         return from_response_error(exc)
