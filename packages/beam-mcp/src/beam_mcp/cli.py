@@ -14,7 +14,6 @@ import argparse
 import ipaddress
 import logging
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -248,12 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
+        from beam_broker.config import split_command
+
         try:
-            lean_cmd = shlex.split(args.lean_cmd)
+            lean_cmd = split_command(args.lean_cmd)
         except ValueError as exc:
-            parser.error(f"--lean-cmd: {exc}")
-        if not lean_cmd:
-            parser.error("--lean-cmd must not be empty")
+            parser.error(f"--lean-cmd {exc}")
     address: tuple[str, int] | None = None
     if args.http is not None:
         if args.self_check is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -20,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeVar
 
-from beam_broker.config import BrokerConfig
+from beam_broker.config import BrokerConfig, split_command
 from beam_broker.errors import (
     INTERNAL_ERROR,
     INVALID_INPUT,
@@ -96,11 +95,9 @@ class Options:
         raw = getattr(args, "lean_cmd", None)
         if raw is not None:
             try:
-                lean_cmd = shlex.split(raw)
+                lean_cmd = split_command(raw)
             except ValueError as exc:
-                raise invalid_input(f"--lean-cmd: {exc}") from None
-            if not lean_cmd:
-                raise invalid_input("--lean-cmd must not be empty")
+                raise invalid_input(f"--lean-cmd {exc}") from None
         form = getattr(args, "output", None)
         human = form == "human" or (form is None and is_terminal(stdout if stdout is not None else sys.stdout))
         return cls(
