@@ -8,17 +8,14 @@ coercion). `parse(model, params, what)` is the only place request params are val
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._protocol import LOG_LEVELS
+from ._protocol import LogLevel
 from .errors import invalid_params, params_error
 
 P = TypeVar("P", bound="Params")
-
-LogLevel = Literal["emergency", "alert", "critical", "error", "warning", "notice", "info", "debug"]
-assert tuple(LogLevel.__args__) == LOG_LEVELS  # type: ignore[attr-defined]
 
 MRTR_REJECTED = (
     "{method} does not accept inputResponses or requestState: Beam never returns an input_required result, so "

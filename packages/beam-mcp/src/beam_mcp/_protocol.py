@@ -8,7 +8,7 @@ server's, and modern metadata is decoded per request and never retained.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from .__about__ import __version__
 from .errors import UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, invalid_params
@@ -39,9 +39,11 @@ MISSING_MODERN_META: Final = (
     f"modern MCP requests require _meta.{META_PROTOCOL_VERSION} and _meta.{META_CLIENT_CAPABILITIES}"
 )
 
-# RFC 5424 severities, most severe first: an event passes when its rank is <= the minimum's rank.
-LOG_LEVELS: Final = ("emergency", "alert", "critical", "error", "warning", "notice", "info", "debug")
-_RANK: Final = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+LogLevel = Literal["emergency", "alert", "critical", "error", "warning", "notice", "info", "debug"]
+"""The RFC 5424 severities MCP logging uses, most severe first (the type of `logging/setLevel`'s `level`)."""
+LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)
+# An event passes when its rank is <= the minimum's rank.
+_RANK: Final[dict[str, int]] = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
 def server_info() -> dict[str, str]:
