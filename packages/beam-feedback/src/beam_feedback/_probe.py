@@ -1,14 +1,13 @@
 """Running one short external command (``git``, ``elan``, ``lake``) with a deadline.
 
 This module owns child-process hygiene for collection probes: no stdin, captured UTF-8 output,
-a process group of its own that is killed as a whole on timeout. It must not interpret output;
-callers do.
+a process group of its own that is killed with its whole tree on timeout (beam-lsp's `kill_tree`).
+It must not interpret output; callers do.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,10 +35,9 @@ def _first_line(text: str) -> str:
 
 def _kill(process: subprocess.Popen[str]) -> None:
     if _POSIX:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        from beam_lsp import kill_tree  # only on a timeout: it loads anyio, which the CLI needs nowhere else
+
+        kill_tree(process.pid)
     else:  # pragma: no cover - exercised only on Windows
         process.kill()
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from ._events import ProgressEvent as ProgressEvent
     from ._events import ServerExitedEvent as ServerExitedEvent
     from ._logs import LogEntry as LogEntry
+    from ._process import StderrBuffer as StderrBuffer
+    from ._process import kill_tree as kill_tree
     from .client import ClientStats as ClientStats
     from .client import LeanClient as LeanClient
     from .diagnostics import Availability as Availability
@@ -65,6 +67,7 @@ _NAMES, __getattr__ = lazy_exports(
         ".documents": ("TextDocument", "common_prefix", "path_to_uri", "uri_to_path", "utf16_len"),
         ".diagnostics": ("DiagnosticsCache", "DiagnosticsSnapshot", "Availability", "Elaboration"),
         "._logs": ("LogEntry",),
+        "._process": ("kill_tree", "StderrBuffer"),
         ".lean": (
             "Position",
             "Range",
