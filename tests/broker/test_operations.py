@@ -20,7 +20,8 @@ from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
 from beam_broker._probes import models as pm
-from beam_broker.operations import REGISTRY, BrokerOperation, Operation, Progress, Registry, Scope, WorkspaceOperation
+from beam_broker.events import Progress
+from beam_broker.operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project
 

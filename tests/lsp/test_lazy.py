@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Iterator
 
 import pytest
 
-from beam_lsp.lazy import lazy_exports
+from beam_lsp.lazy import lazy_coroutines, lazy_exports
 
 
 @pytest.fixture
@@ -48,3 +49,25 @@ def test_a_name_loads_its_home_module_on_first_use_and_stays(
 def test_a_name_listed_twice_is_refused(package: types.ModuleType) -> None:
     with pytest.raises(ValueError, match=r"Thing is listed in both \.home and \.other"):
         lazy_exports("lazy_pkg", {".home": ("Thing",), ".other": ("Thing",)})
+
+
+@pytest.mark.anyio
+async def test_a_stand_in_coroutine_imports_its_module_when_first_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    home = types.ModuleType("lazy_home")
+
+    async def answer(x: int, *, plus: int) -> int:
+        return x + plus
+
+    home.answer = answer  # type: ignore[attr-defined]
+    imported: list[str] = []
+
+    def import_module(name: str) -> types.ModuleType:
+        imported.append(name)
+        return home
+
+    monkeypatch.setattr("importlib.import_module", import_module)
+    stand_in = lazy_coroutines("lazy_home").answer
+    assert imported == [] and inspect.iscoroutinefunction(stand_in)
+    assert (stand_in.__module__, stand_in.__name__) == ("lazy_home", "answer")
+    assert await stand_in(1, plus=2) == 3
+    assert imported == ["lazy_home"]

@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from .events import DiagnosticEvent as DiagnosticEvent
     from .events import FileProgressEvent as FileProgressEvent
     from .events import PreparationEvent as PreparationEvent
+    from .events import Progress as Progress
     from .events import SetupEvent as SetupEvent
     from .operations import BY_NAME as BY_NAME
     from .operations import BY_TOOL as BY_TOOL
     from .operations import OPERATIONS as OPERATIONS
     from .operations import OperationSpec as OperationSpec
-    from .operations import Progress as Progress
     from .workspace import WorkspaceDescriptor as WorkspaceDescriptor
 
 _NAMES, __getattr__ = lazy_exports(
@@ -46,8 +46,9 @@ _NAMES, __getattr__ = lazy_exports(
             "SetupEvent",
             "FileProgressEvent",
             "DiagnosticEvent",
+            "Progress",
         ),
-        ".operations": ("OPERATIONS", "BY_NAME", "BY_TOOL", "OperationSpec", "Progress"),
+        ".operations": ("OPERATIONS", "BY_NAME", "BY_TOOL", "OperationSpec"),
         ".workspace": ("WorkspaceDescriptor",),
     },
 )

@@ -34,10 +34,10 @@ from . import _outbound as outbound
 from ._call import Call
 from ._metrics import SUCCESS
 from .config import BrokerConfig
-from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
+from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, invalid_text, lean_errors
 from .events import CallContext, PreparationEvent
 from .models import HasWorkspace, PathInput
-from .operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation, invalid_text
+from .operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation
 from .runtime import WorkspaceRuntime
 from .workspace import WorkspaceDescriptor, cache_key, resolve
 
@@ -232,7 +232,7 @@ class Broker:
             raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
         bad = find_invalid_text(arguments.model_dump(mode="python"))
         if bad is not None:  # a model built by hand skipped `parse`
-            raise invalid_text(spec, bad)
+            raise invalid_text(spec.tool, bad)
         # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
         raw = cast(HasWorkspace, arguments).workspace
         descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)

@@ -38,6 +38,7 @@ from typing import Any
 from beam_lsp import errors as lsp
 from beam_lsp.jsonrpc import STREAM_ERRORS
 from beam_lsp.redaction import Redactor
+from beam_lsp.strict_json import InvalidText
 
 from ._outbound import log_failure
 
@@ -111,6 +112,11 @@ def invalid_input(message: str, data: dict[str, Any] | None = None) -> BrokerErr
 def invalid_params(message: str, data: dict[str, Any] | None = None) -> BrokerError:
     """An `invalidParams` error."""
     return BrokerError(INVALID_PARAMS, message, data)
+
+
+def invalid_text(tool: str, bad: InvalidText) -> BrokerError:
+    """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
+    return invalid_input(f"{tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason})
 
 
 def from_response_error(exc: lsp.ResponseError) -> BrokerError:

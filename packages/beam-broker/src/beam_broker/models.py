@@ -7,15 +7,28 @@ Outputs are frozen values and each operation's output model *is* its reply: `wor
 schema (serialization mode) describes exactly what `Broker.call` returns. Serialized, an optional field that is
 None is omitted; a required field that may be null (`proof_state`, `next_handle`, `result`) is always present.
 LSP passthrough answers keep Lean's JSON (hover's `{contents, range}`), and a null answer is `{"result": null}`.
+`parse_input` turns an operation's JSON arguments into its input model (every refusal is `invalidInput`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
-from .workspace import WorkspaceDescriptor
+from beam_lsp.strict_json import find_invalid_text
+
+from .errors import invalid_input, invalid_text
+from .workspace import WorkspaceDescriptor, resolve
 
 PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
 VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
@@ -64,6 +77,39 @@ class _Reply(_Out):
     """The part every reply shares: the canonical descriptor of the workspace that answered."""
 
     workspace: WorkspaceDescriptor
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+def parse_input(
+    model: type[InputT], arguments: Mapping[str, Any], tool: str, *, allow_vanished: bool = False
+) -> InputT:
+    """An operation's JSON arguments as its input model (`tool` names it in errors).
+
+    Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
+    character or a lone UTF-16 surrogate cannot be a path, a Lean text or a JSON answer. Then the workspace
+    descriptor is resolved to its canonical root (`allow_vanished`: a root that no longer exists is normalized
+    lexically); types are strict (`"3"` is not an int).
+
+    Raises:
+        BrokerError: `invalidInput`: not an object, text that cannot go on (`data.field`, `data.reason`),
+            undeclared fields (`data.fields`), a bad descriptor, or values the model rejects (`data.errors`).
+    """
+    if not isinstance(arguments, Mapping):
+        raise invalid_input(f"{tool} arguments must be an object")
+    bad = find_invalid_text(dict(arguments))
+    if bad is not None:
+        raise invalid_text(tool, bad)
+    extra = sorted(k for k in arguments if k not in model.model_fields)
+    if extra:
+        raise invalid_input(f"{tool} accepts no undeclared input fields: {', '.join(extra)}", {"fields": extra})
+    descriptor = resolve(arguments.get("workspace"), allow_vanished=allow_vanished)
+    try:
+        return model.model_validate({**arguments, "workspace": descriptor})
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
+        raise invalid_input(f"{tool}: " + "; ".join(problems), {"errors": problems}) from None
 
 
 # ---- inputs -------------------------------------------------------------------------------------------

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from beam_lsp.strict_json import InvalidText, find_invalid_text
+from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
 from ._probes import models as pm
-from .errors import BrokerError, invalid_input
-from .workspace import resolve
+from .events import Progress
 
 if TYPE_CHECKING:
     from ._call import Call
@@ -51,15 +49,6 @@ PREPARING = "preparing the Lean workspace"
 
 InputT = TypeVar("InputT", bound=BaseModel, covariant=True)
 OutputT = TypeVar("OutputT", bound=BaseModel, covariant=True)
-
-
-class Progress(enum.Flag):
-    """Which progress a call reports (the MCP display matrix)."""
-
-    NONE = 0
-    PREPARATION = enum.auto()
-    SETUP = enum.auto()
-    FILE = enum.auto()
 
 
 class Scope(enum.Enum):
@@ -138,34 +127,12 @@ class OperationSpec(Generic[InputT, OutputT]):
         return f"{self.tool}{where}: {self.preparing}"
 
     def parse(self, arguments: Mapping[str, Any]) -> InputT:
-        """Validate arguments exactly as `Broker.call` does, without Lean.
-
-        Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
-        character or a lone UTF-16 surrogate cannot be a path, a Lean text or a JSON answer. Then the workspace
-        descriptor is resolved to its canonical root; types are strict (`"3"` is not an int).
+        """Validate JSON arguments exactly as `Broker.call` does, without Lean (`models.parse_input`).
 
         Raises:
-            BrokerError: `invalidInput`: not an object, text that cannot go on (`data.field`, `data.reason`),
-                undeclared fields (`data.fields`), a bad descriptor, or values the input model rejects
-                (`data.errors`).
+            BrokerError: `invalidInput` (see `models.parse_input`).
         """
-        if not isinstance(arguments, Mapping):
-            raise invalid_input(f"{self.tool} arguments must be an object")
-        bad = find_invalid_text(dict(arguments))
-        if bad is not None:
-            raise invalid_text(self, bad)
-        fields = self.input_model.model_fields
-        extra = sorted(k for k in arguments if k not in fields)
-        if extra:
-            raise invalid_input(
-                f"{self.tool} accepts no undeclared input fields: {', '.join(extra)}", {"fields": extra}
-            )
-        descriptor = resolve(arguments.get("workspace"), allow_vanished=self.scope is Scope.BROKER)
-        try:
-            return self.input_model.model_validate({**arguments, "workspace": descriptor})
-        except ValidationError as exc:
-            problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
-            raise invalid_input(f"{self.tool}: " + "; ".join(problems), {"errors": problems}) from None
+        return m.parse_input(self.input_model, arguments, self.tool, allow_vanished=self.scope is Scope.BROKER)
 
     def _input(self, inp: BaseModel) -> InputT:
         if not isinstance(inp, self.input_model):
@@ -180,54 +147,38 @@ class OperationSpec(Generic[InputT, OutputT]):
 
 @dataclasses.dataclass(frozen=True)
 class WorkspaceOperation(OperationSpec[InputT, OutputT]):
-    """An operation on one workspace's runtime: its handler is given the call (`_call.Call`) and the input.
+    """An operation on one workspace's runtime: `handler(call, inp) -> output`, given the call (`_call.Call`).
 
-    Attributes:
-        handler: `handler(call, inp) -> output`. Reach it through `run`, which checks both types: the registry
-            holds specs as `OperationSpec[BaseModel, BaseModel]`, so only `run` knows the input is the right one.
+    The handler is reached through `run` only: the registry holds specs as `OperationSpec[BaseModel, BaseModel]`,
+    so only `run`, which checks it, knows the input is of the right model.
     """
 
     handler: Callable[[Call, InputT], Awaitable[OutputT]]
 
     async def run(self, call: Call, inp: BaseModel) -> OutputT:
-        """Run the handler on an input of this operation's input model.
+        """Run the handler.
 
         Raises:
-            TypeError: The input is not an instance of `input_model`, or the handler answered something that is
-                not an instance of `output_model` (a bug: the broker's boundary makes it `internalError`).
+            TypeError: The input is not an `input_model`, or the handler's answer not an `output_model` (a bug:
+                the broker's boundary makes it `internalError`).
         """
         return self._output(await self.handler(call, self._input(inp)))
 
 
 @dataclasses.dataclass(frozen=True)
 class BrokerOperation(OperationSpec[InputT, OutputT]):
-    """An operation on the broker's table of runtimes (`Runtimes`): no runtime is created for it.
-
-    Attributes:
-        handler: `handler(runtimes, inp) -> output`; reach it through `run` (see `WorkspaceOperation`).
-    """
+    """An operation on the broker's table of runtimes: `handler(runtimes, inp) -> output` (see `WorkspaceOperation`)."""
 
     handler: Callable[[Runtimes, InputT], Awaitable[OutputT]]
     scope: ClassVar[Scope] = Scope.BROKER
 
     async def run(self, runtimes: Runtimes, inp: BaseModel) -> OutputT:
-        """Run the handler on an input of this operation's input model.
-
-        Raises:
-            TypeError: As `WorkspaceOperation.run`.
-        """
+        """Run the handler (see `WorkspaceOperation.run`)."""
         return self._output(await self.handler(runtimes, self._input(inp)))
 
 
 Operation = WorkspaceOperation[BaseModel, BaseModel] | BrokerOperation[BaseModel, BaseModel]
 """An operation of a registry, whatever its models."""
-
-
-def invalid_text(spec: OperationSpec[BaseModel, BaseModel], bad: InvalidText) -> BrokerError:
-    """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
-    return invalid_input(
-        f"{spec.tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason}
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,30 +215,13 @@ class Registry:
         return Registry(tuple(new.get(spec.name, spec) for spec in self.operations))
 
 
-class _HandlerModule:
-    """A handler module loaded when one of its handlers first runs; its attributes are those handlers."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attr: str) -> Callable[[Any, BaseModel], Awaitable[BaseModel]]:
-        module = self._name
-
-        async def handler(target: Any, inp: BaseModel) -> BaseModel:
-            loaded: Callable[[Any, BaseModel], Awaitable[BaseModel]] = getattr(importlib.import_module(module), attr)
-            return await loaded(target, inp)
-
-        handler.__module__, handler.__name__, handler.__qualname__ = module, attr, attr
-        return handler
-
-
 if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check every handler against its models
     completions, goals, navigation, outline, save, sync, workspaces = (
-        _HandlerModule(f"{__package__}._ops.{name}")
+        lazy_coroutines(f"{__package__}._ops.{name}")
         for name in ("completions", "goals", "navigation", "outline", "save", "sync", "workspaces")
     )
     attempts, axioms, profile, run, scratch = (
-        _HandlerModule(f"{__package__}._probes.{name}") for name in ("attempts", "axioms", "profile", "run", "scratch")
+        lazy_coroutines(f"{__package__}._probes.{name}") for name in ("attempts", "axioms", "profile", "run", "scratch")
     )
 
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from beam_broker.events import CallContext
-from beam_broker.operations import Progress
+from beam_broker.events import CallContext, Progress
 from beam_broker.workspace import resolve
 
 from . import _jsonrpc

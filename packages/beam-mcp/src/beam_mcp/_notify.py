@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from beam_broker.events import DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-from beam_broker.operations import Progress
+from beam_broker.events import DiagnosticEvent, FileProgressEvent, PreparationEvent, Progress, SetupEvent
 
 from . import _jsonrpc
 from ._jsonrpc import RequestId
