@@ -29,6 +29,7 @@ from pydantic import JsonValue
 from beam_feedback.__about__ import __version__
 from beam_feedback._probe import ProbeError, run_probe
 from beam_lsp import strict_json
+from beam_lsp.project import LAKEFILES, TOOLCHAIN_FILE, read_toolchain
 
 __all__ = ["DEFAULT_PROBE_TIMEOUT", "CollectedContext", "collect_context"]
 
@@ -38,7 +39,6 @@ DEFAULT_PROBE_TIMEOUT: Final = 5.0
 _BEAM_DISTRIBUTIONS: Final = ("beam-feedback", "beam-lsp", "beam-broker", "beam-mcp")
 # Variables that would point git at some other repository than the workspace's.
 _GIT_REDIRECTS: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
-_MAX_SMALL_FILE: Final = 4096
 _MAX_MANIFEST: Final = 8 * 1024 * 1024
 
 
@@ -122,31 +122,26 @@ def _read_small(path: Path, limit: int) -> str:
 
 
 def _toolchain(root: Path, collector: _Collector) -> str | None:
-    path = root / "lean-toolchain"
-    if not path.is_file():
-        collector.warn("no lean-toolchain file in the workspace root")
-        return None
     try:
-        text = _read_small(path, _MAX_SMALL_FILE).strip()
+        toolchain = read_toolchain(root)
+    except FileNotFoundError:
+        collector.warn(f"no {TOOLCHAIN_FILE} file in the workspace root")
+        return None
     except OSError as exc:
-        collector.warn(f"could not read lean-toolchain: {exc.strerror or exc}")
+        collector.warn(f"could not read {TOOLCHAIN_FILE}: {exc.strerror or exc}")
         return None
-    if not text:
-        collector.warn("lean-toolchain is empty")
-        return None
-    return text.splitlines()[0].strip()
+    if toolchain is None:
+        collector.warn(f"{TOOLCHAIN_FILE} is empty")
+    return toolchain
 
 
 def _lakefile(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
-    lean = (root / "lakefile.lean").is_file()
-    toml = (root / "lakefile.toml").is_file()
-    if lean and toml:
-        collector.warn("both lakefile.lean and lakefile.toml exist in the workspace root")
-    if lean:
-        return {"file": "lakefile.lean", "kind": "lean"}
-    if toml:
-        return {"file": "lakefile.toml", "kind": "toml"}
-    collector.warn("no lakefile.lean or lakefile.toml in the workspace root")
+    found = [name for name in sorted(LAKEFILES) if (root / name).is_file()]  # Lake prefers lakefile.lean
+    if len(found) > 1:
+        collector.warn(f"both {' and '.join(found)} exist in the workspace root")
+    if found:
+        return {"file": found[0], "kind": found[0].rsplit(".", 1)[1]}
+    collector.warn(f"no {' or '.join(sorted(LAKEFILES))} in the workspace root")
     return None
 
 
