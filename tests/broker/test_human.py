@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,13 @@ def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View
         "<scratch>:3:7: error: Unknown identifier `x`"
     ]
     assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]
+
+
+def test_a_scratch_message_after_a_character_outside_the_bmp_is_at_its_code_point_column(view: View) -> None:
+    # Lean prints `<file>:1:20` for `nope` here; LSP (the broker's range) says UTF-16 character 21: 𝔸 is two units.
+    text = "def x : Nat := /-𝔸-/ nope\n"
+    message = {"severity": "error", "text": "Unknown identifier `nope`", "range": rng(0, 21)}
+    scratch = dataclasses.replace(view, text=text)
+    assert render("RunCodeResult", {"success": False, "messages": [message]}, scratch) == [
+        "<scratch>:1:20: error: Unknown identifier `nope`"
+    ]

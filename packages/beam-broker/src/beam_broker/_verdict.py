@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from beam_lsp import LeanDiagnostic, LeanFileProgressParams, Range, severity_label
+from beam_lsp.lines import codepoint_column
 
 from . import models as m
 
 if TYPE_CHECKING:
-    from beam_lsp import ProgressEvent
+    from beam_lsp import ProgressEvent, TextDocument
 
 _STALE_TEXTS = (
     "Failed to build module dependencies.",
@@ -146,12 +147,17 @@ def readiness(diags: Sequence[LeanDiagnostic], *, elaborated: bool) -> m.Readine
     )
 
 
-def save_blocked_message(ready: m.Readiness) -> str:
-    """Upstream's preview: up to 3 blocking diagnostics as `L:C: msg` (1-based)."""
+def save_blocked_message(ready: m.Readiness, doc: TextDocument) -> str:
+    """Upstream's preview: up to 3 blocking diagnostics of `doc` as `L:C: msg`.
+
+    Both count from 1, and the column counts code points, as Lean's own positions do (upstream's are Lean's); the
+    diagnostics' ranges are LSP's (UTF-16 columns), so the line's text converts them.
+    """
     parts = []
     for b in ready.blocking_diagnostics[:3]:
-        start = b.range["start"]
-        parts.append(f"{start['line'] + 1}:{start['character'] + 1}: {b.message}")
+        line, character = b.range["start"]["line"], b.range["start"]["character"]
+        text = doc.line_text(line) if 0 <= line < doc.line_count else ""
+        parts.append(f"{line + 1}:{codepoint_column(text, character) + 1}: {b.message}")
     more = len(ready.blocking_diagnostics) - 3
     tail = f" (and {more} more)" if more > 0 else ""
     return "cannot save artifacts for a document with errors; diagnostics: " + " | ".join(parts) + tail

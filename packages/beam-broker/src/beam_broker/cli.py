@@ -294,7 +294,8 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     finally:
         reporter.close()
     out = Output(options, terminal)
-    view = View(sources, path, reporter.printed)
+    text = arguments.get("text")
+    view = View(sources, path, reporter.printed, text if isinstance(text, str) else None)
     result = answer.get("result")
     if isinstance(result, Mapping):
         out.value(result, lambda value: render(spec.output, value, view))

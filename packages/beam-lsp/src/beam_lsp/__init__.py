@@ -1,7 +1,7 @@
 """beam-lsp: an async client for the Lean 4 language server.
 
 The public API is what `__all__` lists, plus the public modules `jsonrpc` (the JSON-RPC peer), `strict_json`,
-`project`, `redaction` and `lazy`; everything else is private. Every name loads its module on first use
+`project`, `redaction`, `lines` and `lazy`; everything else is private. Every name loads its module on first use
 (`lazy.lazy_exports`): `import beam_lsp.strict_json` (the MCP server's first import) does not pay for pydantic
 models, and `import beam_lsp` does not pay for lsprotocol (the client's, the slowest import).
 """
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from .documents import common_prefix as common_prefix
     from .documents import path_to_uri as path_to_uri
     from .documents import uri_to_path as uri_to_path
-    from .documents import utf16_len as utf16_len
     from .errors import BeamLspError as BeamLspError
     from .errors import ContentModified as ContentModified
     from .errors import DocumentError as DocumentError
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from .lean import Position as Position
     from .lean import Range as Range
     from .lean import severity_label as severity_label
+    from .lines import utf16_len as utf16_len
     from .redaction import Redactor as Redactor
     from .redaction import is_secret_name as is_secret_name
 
@@ -64,7 +64,8 @@ _NAMES, __getattr__ = lazy_exports(
         ".client": ("LeanClient", "ClientStats"),
         "._barrier": ("SyncResult",),
         "._events": ("LspEvent", "DiagnosticsEvent", "ProgressEvent", "ServerExitedEvent"),
-        ".documents": ("TextDocument", "common_prefix", "path_to_uri", "uri_to_path", "utf16_len"),
+        ".documents": ("TextDocument", "common_prefix", "path_to_uri", "uri_to_path"),
+        ".lines": ("utf16_len",),
         ".diagnostics": ("DiagnosticsCache", "DiagnosticsSnapshot", "Availability", "Elaboration"),
         "._logs": ("LogEntry",),
         "._process": ("kill_tree", "StderrBuffer"),

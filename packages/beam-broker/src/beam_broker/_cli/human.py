@@ -16,10 +16,12 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from .position import lean_position
+from .position import Source, lean_position, where
 from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
 Result = Mapping[str, Any]
+SCRATCH: Final = "<scratch>"
+"""How a `run_code` text is named in its positions (it is no file)."""
 
 
 @dataclasses.dataclass
@@ -30,11 +32,13 @@ class View:
         sources: The project's files (for positions and source lines).
         path: The call's file argument (root-relative), when it has one.
         printed: Keys of the diagnostics already printed (streamed live while the call ran).
+        text: The call's Lean text argument, when it has one (`run_code`'s messages are placed in it).
     """
 
     sources: Sources
     path: str | None = None
     printed: set[str] = dataclasses.field(default_factory=set)
+    text: str | None = None
 
     def relative(self, uri: str) -> str:
         """A location's URI as a path: root-relative inside the project."""
@@ -372,10 +376,10 @@ def _profile(result: Result, view: View) -> list[str]:
 
 def _run_code(result: Result, view: View) -> list[str]:
     out = []
+    scratch = Source.of(view.text) if view.text is not None else None
     for message in result.get("messages") or []:
-        start = (message.get("range") or {}).get("start") or {}
-        where = f"<scratch>:{_int(start.get('line')) + 1}:{_int(start.get('character'))}"
-        out.append(f"{where}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+        at = where(SCRATCH, scratch, (message.get("range") or {}).get("start"))
+        out.append(f"{at}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
     if not out:
         out.append("ok" if result.get("success") else "error: the text did not elaborate")
     return out
