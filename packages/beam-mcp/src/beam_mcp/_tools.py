@@ -57,34 +57,6 @@ FEEDBACK_DESCRIPTION: Final = (
     f"{PROGRESS_SENTENCE}"
 )
 
-# Descriptions of the feedback input fields (the beam-feedback models carry none of their own).
-_FEEDBACK_FIELDS: Final[Mapping[str, str]] = {
-    "title": "One-line title of the problem.",
-    "summary": "What happened, in a few sentences.",
-    "reproduction": "Steps or the tool call sequence that reproduces it.",
-    "expected": "What you expected.",
-    "actual": "What happened instead.",
-    "kind": "What kind of feedback this is.",
-    "severity": "How much the problem hurts.",
-    "impact": "Who or what it affects.",
-    "workaround": "A workaround, if you found one.",
-    "tags": "Free-form tags.",
-    "client_request_id": "Your id for the failing request, if any.",
-    "request": "The tool call that failed (a JSON object).",
-    "response": "The answer it got (a JSON object).",
-    "evidence": "Evidence entries: {name, content} (any JSON) or {name, path} (a file inside the workspace).",
-    "bundle": "Also write a local evidence bundle: 'none' (default), 'dir' or 'zip'.",
-    "redact": "Redact secrets and the home directory (default true; required when confidential).",
-    "confidential": "Collect nothing project-derived and do not echo the workspace (default false).",
-    "include_collected": "Return the collected context as 'collected' and show it in the Markdown (default false).",
-    "workspace": 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.',
-}
-_EVIDENCE_FIELDS: Final[Mapping[str, str]] = {
-    "name": "Simple file name of the evidence (unique in the report).",
-    "content": "Inline evidence: any JSON value (a string stays text).",
-    "path": "A file inside the workspace root to attach (up to 1 MiB).",
-}
-
 
 # ---- outputs of the process tools ---------------------------------------------------------------------------------
 class VersionResult(BaseModel):
@@ -169,13 +141,7 @@ class _Projector:
         }
 
 
-def input_schema(
-    model: type[BaseModel],
-    *,
-    require: Iterable[str] = (),
-    descriptions: Mapping[str, str] | None = None,
-    nested_descriptions: Mapping[str, Mapping[str, str]] | None = None,
-) -> dict[str, Any]:
+def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict[str, Any]:
     """The closed `inputSchema` of a tool whose arguments are `model`.
 
     Required fields keep the model's field order, with `workspace` last among them; `require` makes optional
@@ -185,15 +151,7 @@ def input_schema(
     projector = _Projector(raw.get("$defs", {}), output=False)
     properties: dict[str, Any] = {}
     for name, node in raw.get("properties", {}).items():
-        prop = projector.node(node)
-        if descriptions and name in descriptions:
-            prop = {k: v for k, v in prop.items() if k != "description"}
-            prop = projector.node({"description": descriptions[name], **prop})
-        if nested_descriptions and name in nested_descriptions:
-            target = prop.get("items", prop)
-            for sub, text in nested_descriptions[name].items():
-                target["properties"][sub] = {**target["properties"][sub], "description": text}
-        properties[name] = prop
+        properties[name] = projector.node(node)
     extra_required = set(require)
     required = [name for name in properties if name in raw.get("required", []) or name in extra_required]
     if "workspace" in required:
@@ -343,12 +301,7 @@ def process_tools() -> tuple[Tool, Tool]:
 
 def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     """`beam_feedback_report`, from beam-feedback's input and result models."""
-    schema = input_schema(
-        report,
-        require=("workspace",),
-        descriptions=_FEEDBACK_FIELDS,
-        nested_descriptions={"evidence": _EVIDENCE_FIELDS},
-    )
+    schema = input_schema(report, require=("workspace",))  # the models describe their own fields
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
