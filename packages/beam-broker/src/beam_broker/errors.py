@@ -4,7 +4,9 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
 
     BrokerError(code, message, data)
       invalidInput            bad descriptor, undeclared fields, wrong types, unknown operation (before Lean work)
-      invalidParams           bad position/range, unknown/consumed handle, save with document errors, ...
+      invalidParams           bad position/range, unknown/consumed handle, save with document errors, a source
+                              file the path given cannot be read as (`data.reason`: fileNotFound, notRegularFile,
+                              sourceTooLarge, notUtf8, badPath, permissionDenied; `_documents.read_source`), ...
       contentModified         stale version (data.reason = "documentVersionMismatch"), stale handle, closed document
       requestCancelled        the caller cancelled (metrics only: cancellation itself propagates)
       workerExited            Lean died while the request was in flight (the next call restarts it)
@@ -19,7 +21,9 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
 Where a `BrokerError` comes from: handlers raise them for the rules they check; every failure of the Lean stack
 is translated in one place, `lean_errors()`, which `Broker.call` wraps around the handler (in the spirit of
 httpx's `map_httpcore_exceptions`). The one translation elsewhere is deliberate: a server that cannot *start* is
-reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`).
+reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`). Reading a source
+raises `invalidParams` for what the caller's path is at fault for and lets any other I/O error reach the
+boundary.
 
 Lean semantic failures (a probe that does not type-check, a file with errors) are *results*, not errors.
 

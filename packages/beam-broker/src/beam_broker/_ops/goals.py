@@ -14,7 +14,15 @@ from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
-from beam_lsp import Elaboration, Position, Range, ResponseError
+from beam_lsp import (
+    ContentModified,
+    Elaboration,
+    Position,
+    Range,
+    RequestCancelled,
+    ResponseError,
+    WorkerCrashed,
+)
 
 if TYPE_CHECKING:
     from beam_lsp import LeanClient, LeanDiagnostic
@@ -29,6 +37,8 @@ async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState 
     """The goals at a position: structured when Lean's RPC answers, else parsed from the plain goal text."""
     try:
         structured = await client.interactive_goals(uri, pos)
+    except (ContentModified, RequestCancelled, WorkerCrashed):
+        raise  # an answer about the document or its worker, not about RPC: the broker's boundary maps it
     except ResponseError:
         structured = None  # no RPC session (e.g. a file worker without widgets): fall back to plain goals
     state = analysis.goals_from_interactive(structured)
