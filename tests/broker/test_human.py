@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from beam_broker import OPERATIONS
-from beam_broker._cli.human import RENDERERS, View, goal_lines, lean_errors, refused_save, render, render_error
+from beam_broker._cli.human import RENDERERS, View, file_has_errors, goal_lines, refused_save, render, render_error
 from beam_broker._cli.render import Sources, diagnostic_key
 from tests.support.projects import fake_project
 
@@ -57,7 +57,7 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
         "Demo/Proofs.lean:6:4: error: unused",
         "Demo/Proofs.lean (version 2): 2 errors, 1 warning, 1 info message, not save-ready",
     ]
-    assert lean_errors(result) is True
+    assert file_has_errors(result) is True
     clean = {
         "path": "A.lean",
         "version": 1,
@@ -65,10 +65,10 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
         "readiness": {"save_ready": True, "reason": "ok"},
     }
     assert render("SyncReply", clean, view) == ["A.lean (version 1): no errors or warnings, save-ready"]
-    assert lean_errors(clean) is False
+    assert file_has_errors(clean) is False
     failed = {**clean, "readiness": {"save_ready": False, "reason": "documentDidNotElaborateSuccessfully"}}
     assert render("SyncReply", failed, view)[-1].endswith("did not elaborate successfully")
-    assert lean_errors({"diagnostics": {"counts": {"error": 1}}}) is True and lean_errors({}) is False
+    assert file_has_errors({"diagnostics": {"counts": {"error": 1}}}) is True and file_has_errors({}) is False
 
 
 def test_save_and_close_save_say_what_was_written(view: View) -> None:

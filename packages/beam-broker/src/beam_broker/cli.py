@@ -47,7 +47,7 @@ from ._cli.common import (
     run,
     workspace_root,
 )
-from ._cli.human import View, lean_errors, refused_save, render, render_error
+from ._cli.human import View, file_has_errors, refused_save, render, render_error
 from ._cli.progress import Reporter, Terminal, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
@@ -299,7 +299,7 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     result = answer.get("result")
     if isinstance(result, Mapping):
         out.value(result, lambda value: render(spec.output, value, view))
-        return EXIT_LEAN_ERRORS if lean_errors(result) else EXIT_OK
+        return EXIT_LEAN_ERRORS if file_has_errors(result) else EXIT_OK
     error = answer.get("error")
     if isinstance(error, Mapping) and refused_save(error) is not None:
         if options.human:

@@ -453,7 +453,7 @@ class CloseResult(_Reply):
     closed: bool
 
 
-# ---- operations beyond the seed's surface (issue 12) ----------------------------------------------------
+# ---- operations beyond upstream Beam's 24 tools ---------------------------------------------------------
 COMPLETIONS_LIMIT = 50
 """Default `limit` of `lean_completions`."""
 COMPLETIONS_MAX = 500

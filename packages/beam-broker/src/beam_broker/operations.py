@@ -226,7 +226,7 @@ if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check 
 
 
 _REBUILD = frozenset({"rebuild_imports", "rebuilt_imports"})
-"""`sync`/`refresh` saving stale imports first: beyond the seed's surface."""
+"""`sync`/`refresh` saving stale imports first: beyond upstream Beam's tool surface."""
 
 
 def _d(*parts: str) -> str:

@@ -2,7 +2,7 @@
 
 This module owns what a report says about its environment: Beam and Python versions, the OS, the
 project's ``lean-toolchain``, lakefile kind and manifest packages, git state, ``elan`` and
-``lake`` versions, and runtime stats and open files handed in by the caller. Every probe that
+``lake`` versions, and runtime stats and open files handed in by the caller. Every command that
 fails becomes a collection warning; nothing here raises for a broken or unusual workspace.
 
 It must never start a Lean server, build anything, install a toolchain or write to the workspace:
@@ -27,14 +27,14 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import JsonValue
 
 from beam_feedback.__about__ import __version__
-from beam_feedback._probe import ProbeError, run_probe
+from beam_feedback._command import CommandError, run_command
 from beam_lsp import strict_json
 from beam_lsp.project import LAKEFILES, TOOLCHAIN_FILE, read_toolchain
 
-__all__ = ["DEFAULT_PROBE_TIMEOUT", "CollectedContext", "collect_context"]
+__all__ = ["DEFAULT_COMMAND_TIMEOUT", "CollectedContext", "collect_context"]
 
-DEFAULT_PROBE_TIMEOUT: Final = 5.0
-"""Seconds each external probe (``git``, ``elan``, ``lake``) may take before it is killed."""
+DEFAULT_COMMAND_TIMEOUT: Final = 5.0
+"""Seconds each external command (``git``, ``elan``, ``lake``) may take before it is killed."""
 
 _BEAM_DISTRIBUTIONS: Final = ("beam-feedback", "beam-lsp", "beam-broker", "beam-mcp")
 # Variables that would point git at some other repository than the workspace's.
@@ -48,7 +48,7 @@ class CollectedContext:
 
     Attributes:
         data: The collected context as a JSON-ready dict (not yet redacted).
-        warnings: One line per failed probe, in collection order.
+        warnings: One line per failed command or unreadable file, in collection order.
     """
 
     data: dict[str, JsonValue]
@@ -69,8 +69,8 @@ class _Collector:
     def which(self, command: str) -> str | None:
         return shutil.which(command, path=self.env.get("PATH", os.defpath))
 
-    def probe(self, argv: list[str], cwd: Path | None = None) -> str:
-        return run_probe(argv, cwd=cwd, env=self.env, timeout=self.timeout)
+    def run(self, argv: list[str], cwd: Path | None = None) -> str:
+        return run_command(argv, cwd=cwd, env=self.env, timeout=self.timeout)
 
 
 def _identity(identity: Mapping[str, JsonValue] | None, runtime_active: bool) -> dict[str, JsonValue]:
@@ -209,7 +209,7 @@ def _manifest(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
 
 def _git_env(env: Mapping[str, str]) -> dict[str, str]:
     child = {key: value for key, value in env.items() if key not in _GIT_REDIRECTS}
-    # A status probe must not take index.lock (a concurrent git command in the workspace would
+    # `git status` must not take index.lock (a concurrent git command in the workspace would
     # fail), and its messages must be in English for the "not a git repository" check below.
     child["GIT_OPTIONAL_LOCKS"] = "0"
     child["LC_ALL"] = "C"
@@ -221,13 +221,13 @@ def _git(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     if git is None:
         return None
     try:
-        output = run_probe(
+        output = run_command(
             [git, "-C", str(root), "status", "--porcelain=v2", "--branch"],
             cwd=root,
             env=_git_env(collector.env),
             timeout=collector.timeout,
         )
-    except ProbeError as exc:
+    except CommandError as exc:
         if "not a git repository" in exc.stderr:
             return None
         collector.warn(f"git status failed: {exc}")
@@ -270,7 +270,7 @@ def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str
     for candidate in (installed / "lake", installed / "lake.exe"):
         if candidate.is_file():
             return str(candidate)
-    collector.warn(f"lake version not probed: toolchain {toolchain!r} is not installed (Beam never installs one)")
+    collector.warn(f"lake version not asked: toolchain {toolchain!r} is not installed (Beam never installs one)")
     return None
 
 
@@ -279,8 +279,8 @@ def _tools(toolchain: str | None, collector: _Collector) -> dict[str, JsonValue]
     elan = collector.which("elan")
     if elan is not None:
         try:
-            tools["elan"] = collector.probe([elan, "--version"]).splitlines()[0] or None
-        except ProbeError as exc:
+            tools["elan"] = collector.run([elan, "--version"]).splitlines()[0] or None
+        except CommandError as exc:
             collector.warn(f"elan --version failed: {exc}")
         except IndexError:
             collector.warn("elan --version printed nothing")
@@ -289,8 +289,8 @@ def _tools(toolchain: str | None, collector: _Collector) -> dict[str, JsonValue]
         binary = _lake_binary(lake, toolchain, collector)
         if binary is not None:
             try:
-                tools["lake"] = collector.probe([binary, "--version"]).splitlines()[0] or None
-            except ProbeError as exc:
+                tools["lake"] = collector.run([binary, "--version"]).splitlines()[0] or None
+            except CommandError as exc:
                 collector.warn(f"lake --version failed: {exc}")
             except IndexError:
                 collector.warn("lake --version printed nothing")
@@ -315,7 +315,7 @@ def collect_context(
     open_files: object = None,
     identity: Mapping[str, JsonValue] | None = None,
     env: Mapping[str, str] | None = None,
-    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
 ) -> CollectedContext:
     """Collect debug context for a workspace without starting Lean.
 
@@ -334,14 +334,14 @@ def collect_context(
         open_files: The caller's open files for this workspace (plain data).
         identity: Members merged over the default ``identity`` (``name``, ``version``,
             ``runtime_active``), e.g. the MCP server's own name and protocol.
-        env: Environment for tool lookup and probes; defaults to ``os.environ``.
-        probe_timeout: Seconds each external probe may take.
+        env: Environment for tool lookup and the commands; defaults to ``os.environ``.
+        command_timeout: Seconds each external command may take.
 
     Returns:
         The collected data and the collection warnings.
     """
     runtime_active = runtime_stats is not None or open_files is not None
-    collector = _Collector(os.environ if env is None else env, probe_timeout)
+    collector = _Collector(os.environ if env is None else env, command_timeout)
     if confidential:
         data: dict[str, JsonValue] = {
             "identity": _identity(identity, runtime_active),

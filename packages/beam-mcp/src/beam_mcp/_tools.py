@@ -3,7 +3,7 @@
 This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
-the tool surfaces a server can serve (`all`, or `beam`: the seed's 24 tools, without the later operations).
+the tool surfaces a server can serve (`all`, or `beam`: upstream Beam's 24 tools, without the later operations).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
@@ -306,7 +306,7 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
 
 
 Surface = Literal["all", "beam"]
-"""Which tools a server lists and serves: `all`, or `beam`, the seed's 24 (upstream Beam's exact surface)."""
+"""Which tools a server lists and serves: `all`, or `beam`, upstream Beam's exact 24."""
 SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
 
 
@@ -339,8 +339,8 @@ class ToolSet:
     ) -> ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
-        `surface="beam"` leaves out the operations beyond the seed's surface (`OperationSpec.extension`), so the
-        list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
+        `surface="beam"` leaves out the operations beyond upstream Beam's (`OperationSpec.extension`), so the
+        list is exactly upstream Beam's 24 tools, and calling another tool is an unknown tool.
         """
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
         tools = (*process_tools(), feedback, *(operation_tool(spec, surface=surface) for spec in specs))

@@ -106,7 +106,7 @@ def to_wire(exc: Exception) -> JsonRpcError:
     """The JSON-RPC error an exception is answered with.
 
     - `JsonRpcError`: itself.
-    - A broker error `runtimeSetup`: the seed's `-32600` "could not set up Lean Beam MCP runtime: ..." error;
+    - A broker error `runtimeSetup`: upstream Beam's `-32600` "could not set up Lean Beam MCP runtime: ..." error;
       `serverStarting` (a diagnostics read while Lean starts): `-32051`, as mcpls answers; any other broker error
       (outside a tool call) is `-32603` naming its code.
     - Anything else is a bug: logged with its traceback (on stderr) and answered `-32603 internal error`.

@@ -62,7 +62,7 @@ class View:
 
 
 # ---- exit status --------------------------------------------------------------------------------------
-def lean_errors(result: Result) -> bool:
+def file_has_errors(result: Result) -> bool:
     """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted)."""
     readiness = result.get("readiness")
     counts = (result.get("diagnostics") or {}).get("counts") or {}
@@ -75,7 +75,7 @@ def refused_save(error: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The sync verdict of a save refused because the file has errors (`data.sync`), else None."""
     data = error.get("data")
     sync = data.get("sync") if isinstance(data, Mapping) else None
-    return sync if isinstance(sync, Mapping) and lean_errors(sync) else None
+    return sync if isinstance(sync, Mapping) and file_has_errors(sync) else None
 
 
 # ---- pieces -------------------------------------------------------------------------------------------
