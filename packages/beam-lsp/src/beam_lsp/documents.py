@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
 from .lean import Position, Range
-from .lines import codepoint_column, utf16_column, utf16_len
+from .lines import codepoint_column, line_content, utf16_column, utf16_len
 
 
 def path_to_uri(path: str | Path) -> str:
@@ -120,7 +120,7 @@ class TextDocument:
         """Text of one line without its line feed (and a carriage return before it: see `split_lines`)."""
         start = self._line_starts[line]
         end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
-        return self.text[start:end].removesuffix("\r")
+        return line_content(self.text[start:end])
 
     def validate(self, pos: Position) -> None:
         """Check that `pos` lies inside the text.
@@ -170,7 +170,7 @@ class TextDocument:
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._line_starts, offset) - 1
         start = self._line_starts[line]
-        return Position(line=line, character=utf16_len(self.text[start:offset].removesuffix("\r")))
+        return Position(line=line, character=utf16_len(line_content(self.text[start:offset])))
 
     @property
     def end(self) -> Position:

@@ -10,7 +10,7 @@ path imports it without pydantic).
 
 from __future__ import annotations
 
-__all__ = ["codepoint_column", "split_lines", "utf16_column", "utf16_len"]
+__all__ = ["codepoint_column", "line_content", "split_lines", "utf16_column", "utf16_len"]
 
 
 def utf16_len(text: str) -> int:
@@ -18,9 +18,14 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
+def line_content(raw: str) -> str:
+    """A line as Lean counts it: the text up to its line feed, without the carriage return of a CRLF ending."""
+    return raw.removesuffix("\r")
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of `text` as Lean and LSP count them (a trailing line feed starts an empty last line)."""
-    return [line.removesuffix("\r") for line in text.split("\n")]
+    return [line_content(line) for line in text.split("\n")]
 
 
 def utf16_column(line: str, column: int) -> int:
