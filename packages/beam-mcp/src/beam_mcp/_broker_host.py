@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from beam_broker.config import BrokerConfig
 from beam_broker.operations import REGISTRY, Registry
 
 from .errors import INTERNAL_ERROR, JsonRpcError
@@ -69,8 +70,7 @@ class BrokerHost:
         """Import, open the broker, and keep it open until `stop` (run it in the server's task group)."""
         try:
             await anyio.to_thread.run_sync(_import_broker)
-            from beam_broker.broker import Broker
-            from beam_broker.config import BrokerConfig
+            from beam_broker.broker import Broker  # imported by now
 
             config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env, **self._extra)
             async with Broker.open(config, registry=self._registry) as broker:
