@@ -40,7 +40,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from beam_lsp import errors as lsp
-from beam_lsp.jsonrpc import STREAM_ERRORS
 from beam_lsp.redaction import Redactor
 from beam_lsp.strict_json import InvalidText
 
@@ -152,7 +151,7 @@ def translate(exc: Exception, redactor: Redactor | None = None) -> BrokerError:
     if isinstance(exc, lsp.TransportError):
         # beam-lsp kills a server whose output it cannot decode: the request will never be answered.
         return BrokerError(WORKER_EXITED, f"the Lean server's output could not be read: {exc}")
-    if isinstance(exc, STREAM_ERRORS):
+    if isinstance(exc, lsp.STREAM_ERRORS):
         # The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for
         # it; a dead server is `workerExited` even if a stream error slips through.
         return BrokerError(WORKER_EXITED, f"the connection to the Lean server broke ({type(exc).__name__})")

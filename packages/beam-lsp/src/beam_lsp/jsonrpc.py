@@ -41,6 +41,7 @@ from .errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
+    STREAM_ERRORS,
     BeamLspError,
     ResponseError,
     ServerExited,
@@ -71,10 +72,6 @@ BodyHandler = Callable[[bytes], bool]
 LostHandler = Callable[[BaseException], Awaitable[BeamLspError]]
 """Turns the stream error of a failed write into the error that closes the peer."""
 
-STREAM_ERRORS: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError)
-"""What a byte stream raises when the other side is gone (a broken pipe is a `ConnectionError`); never raised by
-the peer itself. The broker's error boundary uses it too: a dead server's stream error is `workerExited` there,
-while any other `OSError` (a disk that fails) is not."""
 
 CANCEL_METHOD: Final = "$/cancelRequest"
 _CANCEL_GRACE: Final = 2.0
