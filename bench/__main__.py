@@ -16,6 +16,7 @@ from bench import (
     freshness,
     http_load,
     lsp_overhead,
+    lsp_peers,
     mcp_overhead,
     peers,
     speculation,
@@ -23,6 +24,7 @@ from bench import (
 
 BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "lsp_overhead": lsp_overhead.main,
+    "lsp_peers": lsp_peers.main,
     "broker_overhead": broker_overhead.main,
     "mcp_overhead": mcp_overhead.main,
     "speculation": speculation.main,

@@ -91,7 +91,7 @@ async def main(rounds: int = 200) -> dict[str, float]:
                 goal_pos = Position(line=3, character=43)
 
                 def raw_call(method: str, pos: Position) -> Callable[[], Awaitable[Any]]:
-                    params = {"textDocument": {"uri": uri}, "position": pos.model_dump()}
+                    params = {"textDocument": {"uri": uri}, "position": pos.wire()}
                     return lambda: raw.request(method, params)
 
                 cases: list[tuple[str, Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]] = [

@@ -26,4 +26,18 @@ typed = importlib.resources.files(name).joinpath("py.typed").is_file()
 assert typed, f"{name}: py.typed missing from the wheel"
 print(f"standalone ok: {name} {mod.__version__}")
 PY
+  if [ "$pkg" = beam_lsp ]; then
+    # The docs' ten-line script (examples/quickstart.py), with the wheel alone, against the scripted fake server
+    # (standard library only) on a copy of the demo project.
+    project="$work/quickstart-demo"
+    rm -rf "$project"
+    cp -r "$root/tests/fixtures/demo" "$project"
+    out="$("$venv/bin/python" "$root/examples/quickstart.py" "$project" \
+      "$venv/bin/python" "$root/tests/support/fake_lean.py" --config '{"goal_trigger": "skip"}')"
+    echo "$out"
+    case "$out" in
+      *"PlainGoal(rendered="*) echo "standalone ok: the quickstart script";;
+      *) echo "standalone: the quickstart script printed no goal" >&2; exit 1;;
+    esac
+  fi
 done

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from beam_broker import _analysis as analysis
 from beam_broker import models as m
-from beam_lsp import LeanDiagnostic, PlainGoal, Position, TextDocument
+from beam_lsp import InteractiveGoals, LeanDiagnostic, PlainGoal, Position, TextDocument
 
 
 def test_the_tactic_after_by_starts_after_the_last_by_of_the_line() -> None:
@@ -29,21 +29,22 @@ def test_tactic_spans_for_goal_modes() -> None:
 
 
 def test_interactive_goals_flatten_tagged_text() -> None:
+    tag = {"info": {"p": "0"}, "subexprPos": "/"}
     result = {
         "goals": [
             {
                 "userName": "h",
                 "goalPrefix": "⊢ ",
-                "type": {"append": [{"text": "a "}, {"tag": [{"info": {}}, {"text": "= b"}]}]},
+                "type": {"append": [{"text": "a "}, {"tag": [tag, {"text": "= b"}]}]},
                 "hyps": [
                     {"names": ["x", "y"], "type": {"text": "Nat"}},
                     {"names": ["z"], "type": {"text": "Nat"}, "val": {"text": "1"}},
                 ],
             },
-            {"userName": "[anonymous]", "type": ["p", {"text": "!"}], "hyps": []},
+            {"userName": "[anonymous]", "type": {"append": [{"text": "p"}, {"text": "!"}]}, "hyps": []},
         ]
     }
-    state = analysis.goals_from_interactive(result)
+    state = analysis.goals_from_interactive(InteractiveGoals.from_json(result))
     assert state is not None
     assert state.dump() == {
         "goals": [
@@ -57,11 +58,10 @@ def test_interactive_goals_flatten_tagged_text() -> None:
         ]
     }
     assert analysis.goals_from_interactive(None) is None
-    assert analysis.tagged_text(42) == ""
 
 
 def test_plain_goals_parse_into_the_same_structure() -> None:
-    plain = PlainGoal(rendered="", goals=["case succ\nn m : Nat\nh : n = m := rfl\n  more\n⊢ n + 1 = m + 1"])
+    plain = PlainGoal(rendered="", goals=("case succ\nn m : Nat\nh : n = m := rfl\n  more\n⊢ n + 1 = m + 1",))
     [goal] = analysis.goals_from_plain(plain).goals
     assert goal.userName == "succ" and goal.target == "n + 1 = m + 1"
     assert [(h.names, h.type, h.value) for h in goal.hyps] == [
@@ -72,12 +72,12 @@ def test_plain_goals_parse_into_the_same_structure() -> None:
 
 def test_unsolved_goals_errors_list_their_goals() -> None:
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
-    d = LeanDiagnostic.model_validate({"range": rng, "message": "unsolved goals\n⊢ p\n\n⊢ q", "severity": 1})
+    d = LeanDiagnostic.from_json({"range": rng, "message": "unsolved goals\n⊢ p\n\n⊢ q", "severity": 1})
     assert analysis.is_unsolved_goals(d)
     assert [g.target for g in analysis.goals_from_unsolved(d).goals] == ["p", "q"]
-    tagged = LeanDiagnostic.model_validate({"range": rng, "message": "x", "leanTags": [1]})
+    tagged = LeanDiagnostic.from_json({"range": rng, "message": "x", "leanTags": [1]})
     assert analysis.is_unsolved_goals(tagged)
-    hole = LeanDiagnostic.model_validate({"range": rng, "message": "don't know how to synthesize placeholder"})
+    hole = LeanDiagnostic.from_json({"range": rng, "message": "don't know how to synthesize placeholder"})
     assert analysis.is_hole(hole) and not analysis.is_hole(d)
 
 

@@ -102,7 +102,7 @@ def _diag(line: int, message: str, severity: int = 1) -> Any:
     from beam_lsp import LeanDiagnostic
 
     rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 5}}
-    return LeanDiagnostic.model_validate({"range": rng, "message": message, "severity": severity})
+    return LeanDiagnostic.from_json({"range": rng, "message": message, "severity": severity})
 
 
 async def _watched(send: Any, scope: str | None = "errors") -> tuple[list[Any], _Client]:

@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 
 from beam_broker import errors as codes
 from beam_broker import models as m
 from beam_broker._ops.completions import KINDS, _item, completions
 from beam_broker.workspace import WorkspaceDescriptor
 from beam_lsp import Position, TextDocument
+from beam_lsp._convert import CONVERTER
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -56,21 +58,31 @@ class _Doc:
 
 @dataclasses.dataclass
 class _Client:
-    items: list[Any]
+    items: list[dict[str, Any]]
     incomplete: bool = False
-    resolved: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    resolved: list[types.CompletionItem] = dataclasses.field(default_factory=list)
     asked: list[Position] = dataclasses.field(default_factory=list)
 
     def document(self, uri: str) -> TextDocument:
         return TextDocument(uri, "def a := MyNat.\n", 4)
 
-    async def completion(self, uri: str, position: Position) -> dict[str, Any]:
+    async def completion(self, uri: str, position: Position) -> types.CompletionList:
         self.asked.append(position)
-        return {"isIncomplete": self.incomplete, "items": self.items}
+        listed = {"isIncomplete": self.incomplete, "items": self.items}
+        result: types.CompletionList = CONVERTER.structure(listed, types.CompletionList)
+        return result
 
-    async def resolve_completion(self, item: dict[str, Any]) -> dict[str, Any]:
+    async def resolve_completion(self, item: types.CompletionItem) -> types.CompletionItem:
         self.resolved.append(item)
-        return {**item, "detail": f"type of {item['label']}"}
+        return _with_detail(item)
+
+
+def _with_detail(item: types.CompletionItem) -> types.CompletionItem:
+    raw = CONVERTER.unstructure(item)
+    resolved: types.CompletionItem = CONVERTER.structure(
+        {**raw, "detail": f"type of {item.label}"}, types.CompletionItem
+    )
+    return resolved
 
 
 @dataclasses.dataclass
@@ -92,8 +104,8 @@ async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_
     client = _Client(items)
     result = await completions(_Call(client), _inp(limit=2))  # type: ignore[arg-type]
     assert client.asked == [Position(line=0, character=15)]
-    assert [item["label"] for item in client.resolved] == ["c0", "c1"], "only kept items are resolved, in order"
-    assert client.resolved[0] == items[0], "an item goes back to Lean exactly as Lean sent it"
+    assert [item.label for item in client.resolved] == ["c0", "c1"], "only kept items are resolved, in order"
+    assert CONVERTER.unstructure(client.resolved[0]) == items[0], "an item goes back to Lean as Lean sent it"
     assert result.dump() == {
         "workspace": {"root": "/r"},
         "version": 4,
@@ -107,8 +119,8 @@ async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_
     }
 
 
-async def test_lean_s_order_is_kept_and_non_object_items_are_ignored() -> None:
-    client = _Client(["junk", {"label": "b"}, {"label": "a"}], incomplete=True)
+async def test_lean_s_order_is_kept() -> None:
+    client = _Client([{"label": "b"}, {"label": "a"}], incomplete=True)
     result = await completions(_Call(client), _inp())  # type: ignore[arg-type]
     assert [item.label for item in result.items] == ["b", "a"]
     assert (result.total, result.dropped, result.is_incomplete) == (2, 0, True)

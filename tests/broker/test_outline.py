@@ -25,7 +25,7 @@ from beam_broker._ops.outline import (
     keyword_tokens,
 )
 from beam_broker.events import FileProgressEvent, PreparationEvent
-from beam_lsp import ResponseError, TextDocument
+from beam_lsp import LeanImport, LeanModule, ResponseError, SemanticToken, TextDocument
 from beam_lsp import errors as lsp
 
 from .support import call, error_of, fake_project, open_broker
@@ -112,22 +112,24 @@ IMPORTS = [  # Lean 4.35's answer for `import Demo.Basic` (real lane capture)
         "kind": {"isAll": False, "isPrivate": False, "metaKind": "nonMeta"},
         "module": {"name": "Demo.Basic", "uri": "file:///r/Demo/Basic.lean"},
     },
-    {"module": {"name": "Missing"}},
-    {"module": "junk"},
-    "junk",
+    {"module": {"name": "Other", "uri": "file:///r/Other.lean"}},
 ]
 
 
 def test_lean_s_imports_keep_their_order_uri_and_kind() -> None:
-    assert [i.dump() for i in imports_of(IMPORTS)] == [
+    assert [i.dump() for i in imports_of([LeanImport.from_json(raw) for raw in IMPORTS])] == [
         {
             "module": "Demo.Basic",
             "uri": "file:///r/Demo/Basic.lean",
             "kind": {"isAll": False, "isPrivate": False, "metaKind": "nonMeta"},
         },
-        {"module": "Missing"},
+        {
+            "module": "Other",
+            "uri": "file:///r/Other.lean",
+            "kind": {"isAll": False, "isPrivate": False, "metaKind": "nonMeta"},
+        },
     ]
-    assert imports_of(None) == [] and imports_of({"module": {}}) == []
+    assert imports_of([]) == []
 
 
 @dataclasses.dataclass
@@ -137,12 +139,19 @@ class _Hierarchy:
     answers: dict[str, Any]
     sent: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
 
-    async def request(self, method: str, params: Any = None) -> Any:
-        self.sent.append((method, params))
+    def _answer(self, method: str, argument: Any) -> Any:
+        self.sent.append((method, argument))
         answer = self.answers[method]
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    async def prepare_module_hierarchy(self, uri: str) -> LeanModule | None:
+        found = self._answer("$/lean/prepareModuleHierarchy", uri)
+        return None if found is None else LeanModule.from_json(found)
+
+    async def module_imports(self, module: LeanModule) -> list[LeanImport]:
+        return [LeanImport.from_json(i) for i in self._answer("$/lean/moduleHierarchy/imports", module)]
 
 
 async def test_imports_come_from_the_module_lean_prepared() -> None:
@@ -151,8 +160,8 @@ async def test_imports_come_from_the_module_lean_prepared() -> None:
     found = await _imports(client, "file:///r/Demo/A.lean")  # type: ignore[arg-type]
     assert [i.module for i in found or []] == ["Demo.Basic"]
     assert client.sent == [
-        ("$/lean/prepareModuleHierarchy", {"textDocument": {"uri": "file:///r/Demo/A.lean"}}),
-        ("$/lean/moduleHierarchy/imports", {"module": module}),
+        ("$/lean/prepareModuleHierarchy", "file:///r/Demo/A.lean"),
+        ("$/lean/moduleHierarchy/imports", LeanModule.from_json(module)),
     ]
 
 
@@ -162,7 +171,8 @@ async def test_a_document_lean_has_no_module_for_imports_nothing_and_an_old_lean
     missing = lsp.response_error(lsp.METHOD_NOT_FOUND, "No request handler found")
     old = _Hierarchy({"$/lean/prepareModuleHierarchy": missing})
     assert await _imports(old, "file:///r/A.lean") is None  # type: ignore[arg-type]
-    other = _Hierarchy({"$/lean/prepareModuleHierarchy": {"name": "A"}, "$/lean/moduleHierarchy/imports": missing})
+    module = {"name": "A", "uri": "file:///r/A.lean"}
+    other = _Hierarchy({"$/lean/prepareModuleHierarchy": module, "$/lean/moduleHierarchy/imports": missing})
     assert await _imports(other, "file:///r/A.lean") is None  # type: ignore[arg-type]
     broken = _Hierarchy({"$/lean/prepareModuleHierarchy": lsp.response_error(lsp.INTERNAL_ERROR, "x")})
     with pytest.raises(ResponseError):
@@ -175,17 +185,16 @@ OUTLINE_TEXT = "prelude\n@[reducible] private def three := 3\nnamespace Foo\n/- 
 
 def test_semantic_tokens_are_decoded_to_keywords_with_their_text() -> None:
     text = TextDocument("file:///r/A.lean", OUTLINE_TEXT, 1)
-    data = [
-        0, 0, 7, 0, 0,  # prelude
-        1, 13, 7, 0, 0,  # private
-        0, 8, 3, 0, 0,  # def
-        0, 4, 5, 3, 0,  # three: a function, not a keyword
-        1, 0, 9, 0, 0,  # namespace
-        1, 9, 7, 0, 0,  # example (after a surrogate pair: UTF-16 columns)
-        5, 0, 3, 0, 0,  # beyond the text: skipped
-        0, 2, 1,  # a truncated tuple: ignored
-    ]  # fmt: skip
-    assert keyword_tokens(data, 0, text) == [
+    tokens = [
+        SemanticToken(0, 0, 7, "keyword", ()),  # prelude
+        SemanticToken(1, 13, 7, "keyword", ()),  # private
+        SemanticToken(1, 21, 3, "keyword", ()),  # def
+        SemanticToken(1, 25, 5, "function", ()),  # three: a function, not a keyword
+        SemanticToken(2, 0, 9, "keyword", ()),  # namespace
+        SemanticToken(3, 9, 7, "keyword", ()),  # example (after a surrogate pair: UTF-16 columns)
+        SemanticToken(8, 0, 3, "keyword", ()),  # beyond the text: skipped
+    ]
+    assert keyword_tokens(tokens, text) == [
         Token(0, 0, "prelude"),
         Token(1, 13, "private"),
         Token(1, 21, "def"),

@@ -67,7 +67,7 @@ def test_command_mode_appends_after_the_enclosing_command_and_drops_the_rest() -
 
 def diag(message: str, severity: int | None, line: int = 0, character: int = 0) -> LeanDiagnostic:
     at = {"line": line, "character": character}
-    return LeanDiagnostic.model_validate({"range": {"start": at, "end": at}, "message": message, "severity": severity})
+    return LeanDiagnostic.from_json({"range": {"start": at, "end": at}, "message": message, "severity": severity})
 
 
 def test_messages_belong_to_the_probe_when_they_start_inside_its_span() -> None:

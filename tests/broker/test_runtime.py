@@ -183,3 +183,10 @@ async def test_a_lean_command_without_report_delay_zero_is_logged_once_per_runti
             await call(broker, "sync", fast, path="A.lean")
     warned = [r.getMessage() for r in caplog.records if "reportDelayMs" in r.getMessage()]
     assert len(warned) == 2 and all(str(root) in w and "200 ms" in w for w in warned)
+
+
+async def test_beam_refuses_every_edit_lean_asks_a_client_to_apply() -> None:
+    from beam_broker.runtime import SERVER_REQUESTS
+
+    answer = await SERVER_REQUESTS["workspace/applyEdit"]({"edit": {"changes": {}}})
+    assert answer == {"applied": False, "failureReason": "Beam never edits sources"}

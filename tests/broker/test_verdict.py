@@ -10,7 +10,7 @@ from beam_lsp import LeanDiagnostic, LeanFileProgressParams, TextDocument
 
 def diag(message: str, severity: int | None = 1, **kw: object) -> LeanDiagnostic:
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}
-    return LeanDiagnostic.model_validate({"range": rng, "message": message, "severity": severity, **kw})
+    return LeanDiagnostic.from_json({"range": rng, "message": message, "severity": severity, **kw})
 
 
 def test_counts_use_effective_severity_and_silent_messages_are_dropped() -> None:
@@ -94,9 +94,7 @@ def test_document_progress_uses_one_based_bounds_and_keeps_the_end_when_done() -
 
     def feed(processing: list[dict[str, object]]) -> None:
         tracker.feed(
-            LeanFileProgressParams.model_validate(
-                {"textDocument": {"uri": uri, "version": 1}, "processing": processing}
-            )
+            LeanFileProgressParams.from_json({"textDocument": {"uri": uri, "version": 1}, "processing": processing})
         )
 
     def rng(a: int, b: int, c: int, d: int) -> dict[str, object]:

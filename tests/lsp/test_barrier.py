@@ -41,7 +41,7 @@ def progress(version: int | None, *kinds: int, uri: str = URI) -> LeanFileProgre
         "textDocument": {"uri": uri, "version": version},
         "processing": [{"range": RANGE, "kind": k} for k in kinds],
     }
-    return LeanFileProgressParams.model_validate(params)
+    return LeanFileProgressParams.from_json(params)
 
 
 def diag(message: str) -> dict[str, Any]:

@@ -18,12 +18,16 @@ import pytest
 from lsprotocol import types
 
 from beam_lsp import (
+    DEFAULT_SERVER_REQUESTS,
     Availability,
     DiagnosticsCache,
     DiagnosticsEvent,
     DocumentNotOpen,
     Elaboration,
+    InteractiveGoals,
     InvalidPosition,
+    InvalidResult,
+    JsonValue,
     LeanClient,
     LeanDiagnostic,
     LeanTag,
@@ -32,6 +36,7 @@ from beam_lsp import (
     Range,
     ResponseError,
     RpcNeedsReconnect,
+    RpcRef,
     ServerExited,
     TextDocument,
     path_to_uri,
@@ -319,8 +324,8 @@ async def test_requests_for_unknown_documents_or_bad_positions_are_never_sent(tm
 # ---- typed requests over the fake server --------------------------------------------------------------
 async def test_the_handshake_records_what_the_server_said(tmp_path: Path) -> None:
     async with LeanClient.start(fake_cmd(), cwd=tmp_path, initialization_options={"editDelay": 0}) as client:
-        assert client.server_info == {"name": "Lean 4 Server", "version": "0.3.0"}
-        assert client.capabilities["hoverProvider"] is True
+        assert client.server_info == types.ServerInfo(name="Lean 4 Server", version="0.3.0")
+        assert client.capabilities.hover_provider is True
 
 
 async def test_typed_requests_turn_lean_answers_into_typed_results(tmp_path: Path) -> None:
@@ -339,43 +344,49 @@ async def test_typed_requests_turn_lean_answers_into_typed_results(tmp_path: Pat
             symbols = await client.document_symbols(uri)
             workspace = await client.workspace_symbols("x")
             actions = await client.code_actions(uri, Range(start=P(0, 0), end=P(0, 5)))
-            resolved = await client.resolve_code_action({"title": "t", "data": {"k": [1]}})
+            resolved = await client.resolve_code_action(types.CodeAction(title="t", data={"k": [1]}))
             raw = await client.request("$/lean/waitForILeans", {"textDocument": {"uri": uri}})
+            await client.wait_for_ileans()
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert hover.contents.value == "```lean\nx\n```" and hover.range is not None
-    assert goal is not None and goal.goals == ["⊢ p"] and no_goal is None
+    assert goal is not None and goal.goals == ("⊢ p",) and no_goal is None
     assert term is None and signature is None
     assert definition == [] and declaration == [] and references == [] and workspace == [] and actions == []
     assert [(s.name, s.kind) for s in symbols] == [("x", types.SymbolKind.Method), ("y", types.SymbolKind.Method)]
     assert isinstance(symbols[0], types.DocumentSymbol)
-    assert resolved == {"title": "t", "data": {"k": [1]}} and raw == {}
+    assert resolved == types.CodeAction(title="t", data={"k": [1]}) and raw == {}
 
 
-async def test_completion_answers_lean_s_list_raw_and_resolve_sends_an_item_back_verbatim(tmp_path: Path) -> None:
+async def test_completion_answers_a_typed_list_and_resolve_sends_an_item_s_opaque_data_back(tmp_path: Path) -> None:
     async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
         uri = await opened(client, tmp_path)
         with anyio.fail_after(10):
             listed = await client.completion(uri, P(3, 9))
-            item = {"label": "x", "kind": 21, "data": ["opaque", 3, {"k": None}]}
+            item = types.CompletionItem(
+                label="x", kind=types.CompletionItemKind.Constant, data=["opaque", 3, {"k": None}]
+            )
             resolved = await client.resolve_completion(item)
         sent = client.stats().requests
         with pytest.raises(InvalidPosition):
             await client.completion(uri, P(9, 0))
         assert client.stats().requests == sent
-    assert listed == {"isIncomplete": True, "items": []}
+    assert listed == types.CompletionList(is_incomplete=True, items=())
     assert resolved == item
 
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ([{"label": "a"}], {"isIncomplete": False, "items": [{"label": "a"}]}),
-        (None, {"isIncomplete": False, "items": []}),
-        ({"isIncomplete": True, "items": [{"label": "b"}]}, {"isIncomplete": True, "items": [{"label": "b"}]}),
+        ([{"label": "a"}], types.CompletionList(is_incomplete=False, items=(types.CompletionItem(label="a"),))),
+        (None, types.CompletionList(is_incomplete=False, items=())),
+        (
+            {"isIncomplete": True, "items": [{"label": "b"}]},
+            types.CompletionList(is_incomplete=True, items=(types.CompletionItem(label="b"),)),
+        ),
     ],
 )
 async def test_completion_takes_every_shape_lsp_allows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: object, expected: dict[str, object]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: object, expected: types.CompletionList
 ) -> None:
     async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
         uri = await opened(client, tmp_path)
@@ -384,8 +395,28 @@ async def test_completion_takes_every_shape_lsp_allows(
             assert method == "textDocument/completion"
             return answer
 
-        monkeypatch.setattr(client, "request", request)
+        monkeypatch.setattr(client, "_request", request)
         assert await client.completion(uri, P(0, 0)) == expected
+
+
+async def test_an_answer_of_the_wrong_shape_is_invalid_result_and_the_session_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        answers: list[object] = [{"contents": 3}, ["not a location"], {"rendered": 1}, "x"]
+
+        async def request(method: str, params: object = None) -> object:
+            return answers.pop(0)
+
+        monkeypatch.setattr(client, "_request", request)
+        for call in (client.hover, client.definition, client.plain_goal, client.document_highlights):
+            with pytest.raises(InvalidResult) as info:
+                await call(uri, P(0, 0))
+            assert "token" not in str(info.value)
+        monkeypatch.undo()
+        with anyio.fail_after(10):
+            assert await client.hover(uri, P(0, 8)) is not None
 
 
 async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_it_expires(tmp_path: Path) -> None:
@@ -397,10 +428,11 @@ async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_i
             none = await client.interactive_goals(uri, P(3, 0))
             session = await client.rpc_connect(uri)
             await client.rpc_keep_alive(uri, session)
-            await client.rpc_release(uri, session, [{"p": "1"}])
+            await client.rpc_release(uri, session, [RpcRef(p="1")])
             with pytest.raises(ResponseError) as unknown:
                 await client.rpc_call(uri, session, P(0, 0), "Nope.method", {})
-    assert goals == again == {"goals": [{"goalPrefix": "⊢ ", "hyps": [], "type": {"text": "True"}}]}
+    assert goals == again == InteractiveGoals.from_json({"goals": [{"goalPrefix": "⊢ ", "type": {"text": "True"}}]})
+    assert goals is not None and goals.goals[0].plain == "⊢ True"
     assert none is None and unknown.value.code == codes.METHOD_NOT_FOUND
 
 
@@ -517,7 +549,7 @@ async def test_real_clean_file_syncs_complete_with_no_diagnostics(client: LeanCl
     assert result.elaboration is Elaboration.COMPLETE and result.complete
     assert result.version == 1 and result.diagnostics == () and result.diagnostics_version == 1
     assert result.availability is Availability.PUBLISHED
-    assert client.server_info.get("name") == "Lean 4 Server"
+    assert client.server_info is not None and client.server_info.name == "Lean 4 Server"
 
 
 @pytest.mark.lean
@@ -539,10 +571,12 @@ async def test_real_warning_comes_with_a_code_action_that_resolves(client: LeanC
         [warning] = result.diagnostics
         assert warning.severity == 2 and "not explicitly referenced" in warning.message
         actions = await client.code_actions(uri, Range(start=P(4, 8), end=P(4, 9)))
-        assert actions and actions[0]["title"] == "Try this: _x"
+        assert actions and isinstance(actions[0], types.CodeAction) and actions[0].title == "Try this: _x"
         resolved = await client.resolve_code_action(actions[0])
-    edit = resolved["edit"]["documentChanges"][0]["edits"][0]
-    assert edit["newText"] == "_x"
+        assert resolved.edit is not None
+        versions = await client.apply_edit(resolved.edit)
+    assert versions == {uri: 2}
+    assert client.document(uri).text.splitlines()[4] == "  (fun (_x : p) => myTrue) hp"
 
 
 @pytest.mark.lean
@@ -556,7 +590,7 @@ async def test_real_unsolved_goals_and_plain_goals_in_a_tactic_block(client: Lea
         inside = await client.plain_goal(uri, P(4, 2))
         term = await client.plain_term_goal(uri, P(3, 43))
         outside = await client.plain_goal(uri, P(0, 0))
-    assert before is not None and before.goals == ["p : Prop\nhp : p\n⊢ p"]
+    assert before is not None and before.goals == ("p : Prop\nhp : p\n⊢ p",)
     assert inside is not None and inside.goals == before.goals
     assert term is None and outside is None
 
@@ -567,9 +601,10 @@ async def test_real_structured_goals_come_from_lean_rpc(client: LeanClient, demo
     with anyio.fail_after(60):
         await client.sync(uri)
         goals = await client.interactive_goals(uri, P(4, 2))
-    [goal] = goals["goals"]
-    assert [h["names"] for h in goal["hyps"]] == [["p"], ["hp"]]
-    assert goal["goalPrefix"] == "⊢ "
+    assert goals is not None
+    [goal] = goals.goals
+    assert [h.names for h in goal.hyps] == [("p",), ("hp",)]
+    assert goal.goalPrefix == "⊢ " and goal.plain == "p : Prop\nhp : p\n⊢ p"
 
 
 @pytest.mark.lean
@@ -604,11 +639,11 @@ async def test_real_completions_after_a_dot_resolve_to_their_types(client: LeanC
     uri = await open_file(client, demo_root, "Demo/Complete.lean")
     with anyio.fail_after(60):
         listed = await client.completion(uri, P(3, 19))
-        by_label = {item["label"]: item for item in listed["items"]}
+        by_label = {item.label: item for item in listed.items}
         resolved = await client.resolve_completion(by_label["succ"])
     assert {"zero", "succ", "one"} <= set(by_label)
-    assert by_label["succ"]["kind"] == types.CompletionItemKind.Constructor.value
-    assert resolved["label"] == "succ" and resolved["detail"] == "MyNat → MyNat"
+    assert by_label["succ"].kind == types.CompletionItemKind.Constructor
+    assert resolved.label == "succ" and resolved.detail == "MyNat → MyNat"
 
 
 @pytest.mark.lean
@@ -836,3 +871,27 @@ async def test_malformed_publish_params_are_skipped_and_counted(tmp_path: Path) 
         [],
         True,
     )
+
+
+# ---- requests the server sends the client -------------------------------------------------------------
+async def test_a_caller_answers_the_servers_requests_and_the_default_refuses_edits(tmp_path: Path) -> None:
+    edit = {"jsonrpc": "2.0", "id": "e1", "method": "workspace/applyEdit", "params": {"edit": {"changes": {}}}}
+    config: dict[str, object] = {"inject": {"on": "textDocument/hover", "send": [edit], "times": -1}}
+    asked: list[object] = []
+    answered = anyio.Event()
+
+    async def apply(params: JsonValue) -> JsonValue:
+        asked.append(params)
+        answered.set()
+        return {"applied": True}
+
+    async with LeanClient.start(
+        fake_cmd(config), cwd=tmp_path, server_requests={"workspace/applyEdit": apply}
+    ) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            await client.hover(uri, P(0, 8))
+            await answered.wait()
+    assert asked == [{"edit": {"changes": {}}}]
+    refused = await DEFAULT_SERVER_REQUESTS["workspace/applyEdit"]({"edit": {}})
+    assert isinstance(refused, dict) and refused["applied"] is False

@@ -37,7 +37,8 @@ def test_lean_fields_survive_the_round_trip(tmp_path: Path) -> None:
     cache = DiagnosticsCache()
     uri = path_to_uri(tmp_path / "A.lean")
     cache.publish(uri, 1, [diag(2, "unsolved goals\n⊢ p", leanTags=[1], isSilent=False, futureField={"x": 1})])
-    wire = cache.get(uri).wire()["diagnostics"][0]
+    snapshot: Any = cache.get(uri).wire()
+    wire = snapshot["diagnostics"][0]
     assert wire["leanTags"] == [1] and wire["fullRange"]["start"]["line"] == 2 and wire["futureField"] == {"x": 1}
 
 
@@ -111,7 +112,7 @@ def test_file_progress_gives_the_elaboration_state(tmp_path: Path) -> None:
 
     def progress(version: int, processing: list[dict[str, Any]]) -> None:
         cache.progress(
-            LeanFileProgressParams.model_validate(
+            LeanFileProgressParams.from_json(
                 {"textDocument": {"uri": uri, "version": version}, "processing": processing}
             )
         )
@@ -149,7 +150,8 @@ def test_diagnostic_text_is_redacted_but_uris_and_data_keys_are_kept(tmp_path: P
             )
         ],
     )
-    wire = cache.get(uri).wire()["diagnostics"][0]
+    snapshot: Any = cache.get(uri).wire()
+    wire = snapshot["diagnostics"][0]
     assert wire["message"] == "bad [redacted:LAKE_TOKEN]"
     assert wire["code"] == "[redacted:LAKE_TOKEN]"
     assert wire["relatedInformation"][0]["message"] == "see [redacted:LAKE_TOKEN]"
@@ -191,7 +193,7 @@ def _params(uri: str, version: int | None, *kinds: int) -> dict[str, Any]:
 
 
 def _progress(cache: DiagnosticsCache, uri: str, version: int | None, *kinds: int) -> None:
-    cache.progress(LeanFileProgressParams.model_validate(_params(uri, version, *kinds)))
+    cache.progress(LeanFileProgressParams.from_json(_params(uri, version, *kinds)))
 
 
 def test_document_progress_is_what_lean_said_about_that_uri(tmp_path: Path) -> None:
@@ -246,7 +248,7 @@ def test_a_closed_document_keeps_what_lean_said_while_it_was_open(tmp_path: Path
     cache.document_closed(uri, server_clears=True)
     assert cache.publish(uri, 2, []) is False  # Lean clears the editor's view on didClose: not a clean bill
     assert cache.publish(uri, 3, [diag(1, "later")]) is False  # and nothing it says about a closed URI counts
-    assert cache.progress(LeanFileProgressParams.model_validate(_params(uri, 3, 1))) is False
+    assert cache.progress(LeanFileProgressParams.from_json(_params(uri, 3, 1))) is False
     snap = cache.get(uri)
     assert (snap.availability, snap.version, snap.elaboration, snap.open) == (
         Availability.PUBLISHED,
@@ -255,7 +257,7 @@ def test_a_closed_document_keeps_what_lean_said_while_it_was_open(tmp_path: Path
         False,
     )
     assert [d.message for d in snap.diagnostics] == ["unknown identifier"]
-    wire = snap.wire()
+    wire: Any = snap.wire()
     assert (wire["availability"], wire["open"], len(wire["diagnostics"])) == ("published", False, 1)
 
 
@@ -277,7 +279,7 @@ def test_reports_of_a_closed_lifetime_arriving_after_a_reopen_are_ignored(tmp_pa
     cache.publish(uri, 2, [diag(0, "v2 of the old lifetime")])
     cache.document_closed(uri, server_clears=True)
     cache.document_opened(uri)  # versions restart at 1, while Lean still owes the clearing publish of version 2
-    assert cache.progress(LeanFileProgressParams.model_validate(_params(uri, 2))) is False  # in flight: old
+    assert cache.progress(LeanFileProgressParams.from_json(_params(uri, 2))) is False  # in flight: old
     assert cache.publish(uri, 2, [diag(0, "in flight")]) is False
     assert cache.publish(uri, 2, []) is False  # the clearing publish ends the old lifetime
     assert cache.get(uri).availability is Availability.PENDING
@@ -409,7 +411,7 @@ def test_the_snapshot_wire_form_has_the_mcpls_fields(tmp_path: Path) -> None:
         "processing": [{"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}],
     }
     cache.publish(uri, 1, [diag(0, "e")])
-    wire = cache.get(uri).wire()
+    wire: Any = cache.get(uri).wire()
     assert wire["version"] == 1 and wire["availability"] == "published" and "truncated" not in wire
 
 

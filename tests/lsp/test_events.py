@@ -67,7 +67,7 @@ async def test_the_fake_server_streams_progress_diagnostics_and_the_exit(tmp_pat
             ended = [event async for event in after if isinstance(event, ServerExitedEvent)]
     progress = [e for e in seen if isinstance(e, ProgressEvent)]
     diags = [e for e in seen if isinstance(e, DiagnosticsEvent)]
-    assert progress and progress[-1].params.processing == []
+    assert progress and progress[-1].params.processing == ()
     assert diags and diags[-1].version == 1 and diags[-1].diagnostics[0].message == "unknown identifier 'ERROR_HERE'"
     assert [e.error for e in ended] == [client.exited]
 
@@ -83,7 +83,7 @@ async def test_real_events_stream_progress_and_diagnostics(lean_toolchain: Toolc
             seen = _drain(events)
     progress = [e for e in seen if isinstance(e, ProgressEvent)]
     diags = [e for e in seen if isinstance(e, DiagnosticsEvent)]
-    assert progress and progress[-1].params.processing == []
+    assert progress and progress[-1].params.processing == ()
     assert diags and diags[-1].diagnostics and diags[-1].version == 1
 
 

@@ -10,7 +10,15 @@ import anyio
 import pytest
 
 from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, kill_tree, path_to_uri
-from beam_lsp._process import ServerProcess, StderrBuffer, _redacted_os_error, descendants, reap, spawn
+from beam_lsp._process import (
+    ServerProcess,
+    StderrBuffer,
+    _redacted_os_error,
+    descendants,
+    reap,
+    spawn,
+    spawn_server,
+)
 from tests.support.fixtures import fake_cmd
 
 pytestmark = pytest.mark.anyio
@@ -241,3 +249,63 @@ async def test_a_server_that_never_answers_initialize_is_server_exited_after_the
     with anyio.fail_after(30), pytest.raises(ServerExited, match=r"did not answer initialize within 0\.5 s"):
         async with LeanClient.start(_python(code), cwd=tmp_path, initialize_timeout=0.5):
             pass
+
+
+# ---- the stdin pipe the client owns ---------------------------------------------------------------------
+async def test_the_pipes_carry_more_than_a_pipe_holds_and_end_of_input_both_ways(tmp_path: Path) -> None:
+    code = "import sys, time; time.sleep(0.2); data = sys.stdin.buffer.read(); print(len(data), flush=True)"
+    process, stdin, stdout = await spawn_server(_python(code), tmp_path, None)
+    assert process.stdin is None and process.stdout is None
+    payload = bytes(range(256)) * 4096  # 1 MiB: the pipe (64 KiB) fills, the writer waits for the reader
+    with anyio.fail_after(30):
+        await stdin.send(payload)
+        await stdin.aclose()  # end of input
+        answer = b""
+        with pytest.raises(anyio.EndOfStream):  # the output ends when the child exits
+            while True:
+                answer += await stdout.receive()
+        await process.wait()
+    assert answer.strip() == str(len(payload)).encode()
+    with pytest.raises(anyio.ClosedResourceError):
+        await stdin.send(b"x")
+    await stdout.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        await stdout.receive()
+    await reap(process, 5)
+
+
+async def test_writing_to_a_server_that_exited_is_a_broken_pipe(tmp_path: Path) -> None:
+    process, stdin, stdout = await spawn_server(_python("pass"), tmp_path, None)
+    with anyio.fail_after(30):
+        await process.wait()
+        with pytest.raises(BrokenPipeError):
+            await stdin.send(b"x" * 100_000)
+    stdin.close()
+    stdin.close()  # closing twice is fine
+    stdout.close()
+    await reap(process, 5)
+
+
+async def test_a_command_that_cannot_run_leaks_no_pipe(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        await spawn_server([str(tmp_path / "no-such-program")], tmp_path, None)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+async def test_a_frame_once_begun_is_written_whole_even_when_its_caller_gives_up(tmp_path: Path) -> None:
+    code = "import sys, time; time.sleep(0.5); print(len(sys.stdin.buffer.read()), flush=True)"
+    process, stdin, stdout = await spawn_server(_python(code), tmp_path, None)
+    payload = b"x" * (1 << 20)  # more than the pipe holds: the first write is partial
+    with anyio.fail_after(30):
+        with anyio.move_on_after(0.05) as scope:
+            await stdin.send(payload)
+        await stdin.aclose()
+        answer = b""
+        with pytest.raises(anyio.EndOfStream):
+            while True:
+                answer += await stdout.receive()
+    assert not scope.cancelled_caught  # the deadline passed during the write, which went on to its end
+    assert answer.strip() == str(len(payload)).encode()  # never a cut frame
+    stdout.close()
+    await reap(process, 5)

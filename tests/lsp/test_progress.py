@@ -103,7 +103,7 @@ def test_params_that_are_not_a_report_are_refused(params: Any) -> None:
 
 
 def test_a_report_from_a_model_keeps_the_model() -> None:
-    model = LeanFileProgressParams.model_validate(
+    model = LeanFileProgressParams.from_json(
         {"processing": ranges(1, kind=2), "textDocument": {"uri": URI, "version": 4}}
     )
     report = FileProgress.from_model(model)

@@ -683,8 +683,8 @@ class FakeLean:
             return
         uri = self.uri_of(msg) if KNOWN_REQUESTS[method] else None
         doc = self.docs.get(uri) if uri is not None else None
-        if KNOWN_REQUESTS[method] and doc is None:
-            if method == "$/lean/waitForILeans":
+        if KNOWN_REQUESTS[method] and doc is None and not (method == "$/lean/waitForILeans" and uri is None):
+            if method == "$/lean/waitForILeans":  # Lean 4.35 answers `{}` for no document at all
                 self.error(rid, ERR_CONTENT_MODIFIED, f"Cannot process '{method}' request to closed file '{uri}'")
             else:
                 self.error(rid, ERR_CONTENT_MODIFIED, f"Cannot process request to closed file '{uri}'")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_lsp import LeanDiagnostic, PlainGoal, Position, TextDocument, utf16_len
+from beam_lsp import InteractiveGoals, LeanDiagnostic, PlainGoal, Position, TextDocument, utf16_len
 
 from . import models as m
 
@@ -52,42 +52,22 @@ def tactic_span(doc: TextDocument, pos: Position) -> tuple[Position, Position]:
     return Position(line=pos.line, character=lead), Position(line=pos.line, character=end)
 
 
-def tagged_text(value: Any) -> str:
-    """Flatten Lean's `TaggedText` JSON (`{text}`, `{append: [...]}`, `{tag: [info, inner]}`) to a string."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        if "text" in value:
-            return str(value["text"])
-        if "append" in value:
-            return "".join(tagged_text(v) for v in value["append"])
-        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
-            return tagged_text(value["tag"][1])
-    if isinstance(value, list):
-        return "".join(tagged_text(v) for v in value)
-    return ""
-
-
-def goals_from_interactive(result: Any) -> m.ProofState | None:
+def goals_from_interactive(result: InteractiveGoals | None) -> m.ProofState | None:
     """Structured goals from `Lean.Widget.getInteractiveGoals` (None when Lean has no goals there)."""
-    if not isinstance(result, dict) or not isinstance(result.get("goals"), list):
+    if result is None:
         return None
     goals = []
-    for g in result["goals"]:
+    for g in result.goals:
         hyps = [
-            m.Hyp(
-                names=[str(n) for n in h.get("names", [])],
-                type=tagged_text(h.get("type")),
-                value=tagged_text(h["val"]) if h.get("val") is not None else None,
-            )
-            for h in g.get("hyps", [])
+            m.Hyp(names=list(h.names), type=h.type.plain, value=h.val.plain if h.val is not None else None)
+            for h in g.hyps
         ]
-        user = g.get("userName")
+        user = g.userName
         goals.append(
             m.Goal(
-                userName=str(user) if user and user != "[anonymous]" else None,
-                goalPrefix=str(g.get("goalPrefix", "⊢ ")),
-                target=tagged_text(g.get("type")),
+                userName=user if user and user != "[anonymous]" else None,
+                goalPrefix=g.goalPrefix,
+                target=g.type.plain,
                 hyps=hyps,
             )
         )
@@ -124,7 +104,7 @@ def goals_from_unsolved(d: LeanDiagnostic) -> m.ProofState:
     """Goals listed by Lean's "unsolved goals" error (goals are separated by blank lines)."""
     body = d.message.split("\n", 1)[1] if "\n" in d.message else ""
     goals = [g for g in body.split("\n\n") if g.strip()]
-    return goals_from_plain(PlainGoal(rendered="", goals=goals))
+    return goals_from_plain(PlainGoal(rendered="", goals=tuple(goals)))
 
 
 # ---- todo ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,7 @@ class Watch:
         self._blocking = blocking if full else self._blocking or blocking
         out: list[BrokerEvent] = []
         for d in added:
-            key = d.model_dump_json()
+            key = json.dumps(d.wire(), sort_keys=True)
             if key in self.seen:
                 continue
             self.seen.add(key)
@@ -353,7 +354,7 @@ def _incomplete(
             "saveDeps": save_deps,
             "completionBlockingDiagnostics": [
                 {
-                    "range": (d.fullRange or d.range).model_dump(mode="json"),
+                    "range": (d.fullRange or d.range).wire(),
                     "severity": verdict.effective_severity(d),
                     "message": d.message,
                     "saveBlocking": False,

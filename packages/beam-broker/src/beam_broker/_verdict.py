@@ -76,7 +76,7 @@ def counts(diags: Sequence[LeanDiagnostic]) -> m.DiagnosticCounts:
 
 
 def _range(d: LeanDiagnostic) -> dict[str, Any]:
-    return (d.fullRange or d.range).model_dump(mode="json")
+    return (d.fullRange or d.range).wire()
 
 
 def item(

@@ -23,12 +23,21 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from beam_lsp import BeamLspError, DiagnosticsCache, LeanClient, Redactor, path_to_uri
+from beam_lsp import (
+    BeamLspError,
+    DiagnosticsCache,
+    JsonValue,
+    LeanClient,
+    Redactor,
+    ServerRequestHandler,
+    path_to_uri,
+)
 from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
@@ -44,6 +53,15 @@ from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerErro
 from .workspace import cache_key, display_path, resolve_path
 
 log = logging.getLogger("beam_broker")
+
+
+async def _refuse_edit(_params: JsonValue) -> JsonValue:
+    return {"applied": False, "failureReason": "Beam never edits sources"}
+
+
+SERVER_REQUESTS: Final[Mapping[str, ServerRequestHandler]] = MappingProxyType({"workspace/applyEdit": _refuse_edit})
+"""Beam's policy for Lean's requests to the client: an edit Lean asks for is refused (Beam never announces
+`workspace.applyEdit`, so Lean puts a code action's edit in the action itself)."""
 
 
 @dataclasses.dataclass
@@ -227,9 +245,8 @@ class WorkspaceRuntime:
         stop, done = anyio.Event(), anyio.Event()
         started = False
         try:
-            async with LeanClient.start(
-                cmd, cwd=self.root, env=dict(self.env), cache=self.cache, redactor=self.redactor
-            ) as client:
+            start = functools.partial(LeanClient.start, cwd=self.root, env=dict(self.env), cache=self.cache)
+            async with start(cmd, redactor=self.redactor, server_requests=SERVER_REQUESTS) as client:
                 token = f"{client.pid}-{time.monotonic_ns()}"
                 task_status.started(_Session(client, epoch, token, stop, done))
                 started = True

@@ -91,7 +91,7 @@ class EventStream:
         self._wakeup = anyio.Event()
         self._ended = False
         self._closed = False
-        self.coalesced = 0
+        self.coalesced: int = 0
         """Progress events replaced by a newer one before they were read."""
 
     def offer(self, event: LspEvent) -> bool:
@@ -187,7 +187,7 @@ class Broadcast:
     def __init__(self) -> None:
         """Start with no subscribers."""
         self._subscribers: list[EventStream] = []
-        self.dropped = 0
+        self.dropped: int = 0
 
     def send(self, event: LspEvent) -> None:
         """Offer `event` to every subscriber without waiting."""

@@ -61,7 +61,9 @@ class FrameReader:
         header = bytes(self._buf[:end])
         del self._buf[: end + 4]
         length: int | None = None
-        for line in header.split(b"\r\n"):
+        if header.startswith(b"Content-Length: ") and header[16:].isdigit():  # Lean's only header
+            length = int(header[16:])
+        for line in header.split(b"\r\n") if length is None else ():
             name, sep, value = line.partition(b":")
             if not sep:
                 raise TransportError(f"malformed header line: {self._quote(line, 80)}")

@@ -27,7 +27,7 @@ class LogBuffer:
     def __init__(self, capacity: int) -> None:
         """Keep at most `capacity` entries."""
         self._ring: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
-        self.dropped = 0
+        self.dropped: int = 0
 
     def append(self, entry: LogEntry) -> None:
         """Add an entry, forgetting the oldest when full."""

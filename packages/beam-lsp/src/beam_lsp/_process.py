@@ -14,12 +14,13 @@ import collections
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from .errors import ServerExited, TransportError
 from .redaction import Redactor
@@ -83,9 +84,17 @@ class StderrBuffer:
 
 
 async def spawn(
-    cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None, redactor: Redactor | None = None
+    cmd: Sequence[str],
+    cwd: str | Path,
+    env: Mapping[str, str] | None,
+    redactor: Redactor | None = None,
+    *,
+    stdin: int = subprocess.PIPE,
+    stdout: int = subprocess.PIPE,
 ) -> Process:
-    """Start `cmd` in `cwd` with piped stdio, in a new session (own process group).
+    """Start `cmd` in `cwd` with piped stdio (or `stdin`/`stdout` file descriptors), in a new session.
+
+    The child gets its own process group.
 
     Raises:
         OSError: The command could not be executed; the same `OSError` subclass and errno, with the message and
@@ -93,10 +102,140 @@ async def spawn(
     """
     try:
         return await anyio.open_process(
-            list(cmd), cwd=str(cwd), env=dict(env) if env is not None else None, start_new_session=True
+            list(cmd),
+            cwd=str(cwd),
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            stdin=stdin,
+            stdout=stdout,
         )
     except OSError as exc:
         raise _redacted_os_error(exc, redactor or Redactor()) from None
+
+
+class PipeWriter(ByteSendStream):
+    """The write end of the server's stdin pipe, owned by the client: `send` writes at once, without a checkpoint.
+
+    anyio's process stdin stream yields to the event loop after every write (a shielded checkpoint), which cost
+    each request a whole extra event-loop iteration: a quarter of the client's work for a hover. Here a write that
+    the pipe takes at once returns at once; a full pipe waits with `anyio.wait_writable` (every backend). Writes
+    are not atomic for frames larger than the pipe buffer, so callers keep one writer at a time (the JSON-RPC
+    peer's write lock does).
+    """
+
+    def __init__(self, fd: int) -> None:
+        """Write to `fd` (made non-blocking here)."""
+        os.set_blocking(fd, False)
+        self._fd = fd
+
+    async def send(self, item: bytes) -> None:
+        """Write all of `item`; once part of it is written the rest is written even if the caller is cancelled.
+
+        A frame cut in the middle would make every later message unreadable for the server.
+
+        Raises:
+            anyio.ClosedResourceError: The writer was closed.
+            BrokenPipeError: The server closed its stdin (it exited).
+        """
+        view = memoryview(item)
+        while view:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                if len(view) == len(item):
+                    await anyio.wait_writable(self._fd)  # nothing written yet: the caller may still give up
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.wait_writable(self._fd)
+
+    def close(self) -> None:
+        """Close the pipe (the server reads end of input); a waiting `send` raises `ClosedResourceError`."""
+        if self._fd >= 0:
+            anyio.notify_closing(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    async def aclose(self) -> None:
+        """Same as `close`."""
+        self.close()
+
+    async def send_eof(self) -> None:
+        """Same as `close`: a pipe has no half-close."""
+        self.close()
+
+
+class PipeReader(ByteReceiveStream):
+    """The read end of the server's stdout pipe, owned by the client: `receive` reads as soon as data is there.
+
+    asyncio's subprocess streams hand each chunk from the pipe's reader callback to the protocol through one more
+    `call_soon`, so every answer took one event-loop iteration before the reading task even woke. Here the task
+    waits for the pipe itself (`anyio.wait_readable`, every backend) and reads it.
+    """
+
+    def __init__(self, fd: int) -> None:
+        """Read from `fd` (made non-blocking here)."""
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._drained = False  # the last read took less than asked: the pipe was empty after it
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        """Up to `max_bytes` bytes, waiting for at least one.
+
+        Raises:
+            anyio.EndOfStream: The server closed its output.
+            anyio.ClosedResourceError: The reader was closed.
+        """
+        while True:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            if self._drained:  # no read that would only say "nothing yet"
+                await anyio.wait_readable(self._fd)
+                if self._fd < 0:
+                    raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                self._drained = True
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            self._drained = len(data) < max_bytes
+            return data
+
+    def close(self) -> None:
+        """Close the pipe; a waiting `receive` raises `ClosedResourceError`."""
+        if self._fd >= 0:
+            anyio.notify_closing(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    async def aclose(self) -> None:
+        """Same as `close`."""
+        self.close()
+
+
+async def spawn_server(
+    cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None, redactor: Redactor | None = None
+) -> tuple[Process, PipeWriter, PipeReader]:
+    """`spawn`, with the child's stdin and stdout pipes the caller owns (`process.stdin`/`stdout` are None).
+
+    Raises:
+        OSError: The command could not be executed (redacted, see `spawn`).
+    """
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        process = await spawn(cmd, cwd, env, redactor, stdin=stdin_read, stdout=stdout_write)
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:  # the child has its copies; ours would keep the pipes open after the other ends close
+        os.close(stdin_read)
+        os.close(stdout_write)
+    return process, PipeWriter(stdin_write), PipeReader(stdout_read)
 
 
 def _redacted_os_error(exc: OSError, redactor: Redactor) -> OSError:
@@ -197,9 +336,16 @@ class ServerProcess:
     `on_exit` is called once, synchronously, with the `ServerExited` that every later call should raise.
     """
 
-    def __init__(self, process: Process, redactor: Redactor, on_exit: Callable[[ServerExited], None]) -> None:
-        """Watch `process` (spawned with piped stdio by `spawn`)."""
+    def __init__(
+        self,
+        process: Process,
+        redactor: Redactor,
+        on_exit: Callable[[ServerExited], None],
+        pipes: Sequence[ByteSendStream | ByteReceiveStream] = (),
+    ) -> None:
+        """Watch `process` (spawned by `spawn`, or by `spawn_server`: its `pipes` are closed at `reap`)."""
         self.process = process
+        self.pipes = pipes
         self.stderr = StderrBuffer()
         self._redactor = redactor
         self._on_exit = on_exit
@@ -266,5 +412,8 @@ class ServerProcess:
 
     async def reap(self, timeout: float) -> None:
         """Kill what is left of the server, collect it and account for the exit if nobody did before."""
+        for pipe in self.pipes:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await pipe.aclose()
         await reap(self.process, timeout)
         self.mark_exited(self.error("the client shut the server down", self.process.returncode, tail=False))

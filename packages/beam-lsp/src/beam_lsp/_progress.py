@@ -25,14 +25,14 @@ import functools
 import itertools
 import logging
 import re
-from typing import Any, Final
+from typing import Final
 
 from . import strict_json
 from .lean import LeanFileProgressKind, LeanFileProgressParams, Position, Range
 
 __all__ = ["FileProgress", "compact_report"]
 
-log = logging.getLogger("beam_lsp")
+log: logging.Logger = logging.getLogger("beam_lsp")
 
 _PREFIX: Final = b'{"jsonrpc":"2.0","method":"$/lean/fileProgress","params":{"processing":[{'
 _TAIL_START: Final = b'],"textDocument":{"uri":'
@@ -56,7 +56,7 @@ class FileProgress:
     """
 
     def __init__(
-        self, uri: str, version: int | None, *, done: bool, fatal: bool, raw: Any = None, body: bytes | None = None
+        self, uri: str, version: int | None, *, done: bool, fatal: bool, raw: object = None, body: bytes | None = None
     ) -> None:
         """Internal: use `from_params`, `from_model` or `compact_report`."""
         self.uri = uri
@@ -67,7 +67,7 @@ class FileProgress:
         self._body = body  # or the whole undecoded message
 
     @classmethod
-    def from_params(cls, params: Any) -> FileProgress:
+    def from_params(cls, params: object) -> FileProgress:
         """Summarise decoded `params` (the envelope is checked now, the ranges when first read).
 
         Raises:
@@ -104,12 +104,12 @@ class FileProgress:
         """The whole report as a validated model (decoded on first use)."""
         try:
             raw = self._raw if self._body is None else strict_json.loads_object(self._body)["params"]
-            return LeanFileProgressParams.model_validate(raw)
-        except (ValueError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
+            return LeanFileProgressParams.from_json(raw)
+        except (ValueError, KeyError) as exc:  # ModelError is a ValueError
             log.warning("a deferred fileProgress report is not valid; its ranges are unknown: %s", type(exc).__name__)
             document = {"uri": self.uri, "version": self.version}
             unknown = [] if self.done else [{"range": _UNKNOWN_RANGE, "kind": LeanFileProgressKind.PROCESSING}]
-            return LeanFileProgressParams.model_validate({"textDocument": document, "processing": unknown})
+            return LeanFileProgressParams.from_json({"textDocument": document, "processing": unknown})
         finally:
             self._raw = self._body = None
 

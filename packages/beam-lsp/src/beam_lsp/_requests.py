@@ -1,35 +1,35 @@
-"""The typed requests of a Lean language server: LSP navigation, code actions, completion and Lean's RPC.
+"""The standard LSP requests of a Lean language server, typed: navigation, symbols, tokens, edits, completion.
 
-`LeanRequests` is mixed into `LeanClient`: each method validates what it can against the client's own document
-mirror (unknown documents, positions outside the text) before sending, then turns Lean's JSON into lsprotocol or
-Beam types. It owns no state but the RPC sessions it opens (one per document), and it sends nothing itself:
-everything goes through the client's `request` (crash bookkeeping, `ServerExited`) and `_notify`.
+`LspRequests` is mixed into `LeanClient`: each method checks what it can against the client's own document mirror
+(an unknown document, a position outside the text) before sending, then returns lsprotocol types (`_convert`). It
+owns no state and sends nothing itself: everything goes through the client's `_request` (deferred changes first,
+crash bookkeeping, `ServerExited`). Lean's own extensions live in `_lean_requests.py`.
+
+Each public method's docstring names the LSP method it sends and shows what Lean 4.35 answers, so the API
+reference (docs/lsp-api.md) is generated from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-from lsprotocol import converters, types
+from lsprotocol import types
 
+from . import _convert
+from ._convert import PositionLike, RangeLike, position_json, range_json
 from .documents import TextDocument
-from .errors import RpcNeedsReconnect
-from .lean import LeanDiagnostic, PlainGoal, PlainTermGoal, Position, Range, RpcConnectResult
+from .lean import LeanDiagnostic, SemanticToken
 
-__all__ = ["LeanRequests"]
-
-_conv = converters.get_converter()
-T = TypeVar("T")
+__all__ = ["LspRequests", "PositionLike", "RangeLike"]
 
 
-class LeanRequests:
-    """Typed requests over a client's `request`, `_notify` and `document` (provided by `LeanClient`)."""
+class RequestBase:
+    """What the request mixins need from `LeanClient` (it provides every one of these)."""
 
-    _rpc_sessions: dict[str, int | str]
+    capabilities: types.ServerCapabilities
 
-    async def request(self, method: str, params: Any = None) -> Any:
-        """Send any request and return its raw JSON result (see `LeanClient.request`)."""
+    async def _request(self, method: str, params: Any = None) -> Any:
         raise NotImplementedError
 
     async def _notify(self, method: str, params: Any) -> None:
@@ -39,151 +39,341 @@ class LeanRequests:
         """The client's copy of an open document (see `LeanClient.document`)."""
         raise NotImplementedError
 
-    async def _at(self, lsp_method: str, uri: str, position: Position, /, **extra: Any) -> Any:
+    async def _at(self, method: str, uri: str, position: PositionLike, /, **extra: Any) -> Any:
+        """Send a `TextDocumentPositionParams` request (plus `extra` params) about an open document."""
         self.document(uri).validate(position)
-        params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json"), **extra}
-        return await self.request(lsp_method, params)
+        return await self._request(method, {"textDocument": {"uri": uri}, "position": position_json(position), **extra})
 
-    async def hover(self, uri: str, position: Position) -> types.Hover | None:
-        """`textDocument/hover`.
+    async def _on(self, method: str, uri: str, /, **extra: Any) -> Any:
+        """Send a request naming only an open document (plus `extra` params)."""
+        self.document(uri)
+        return await self._request(method, {"textDocument": {"uri": uri}, **extra})
+
+
+class LspRequests(RequestBase):
+    """The standard LSP requests Lean answers (see the module docstring)."""
+
+    # ---- at a position -------------------------------------------------------------------------------------------
+    async def hover(self, uri: str, position: PositionLike) -> types.Hover | None:
+        r"""`textDocument/hover`: the type and docstring of what is at `position` (None on whitespace).
+
+        Example result: `Hover(contents=MarkupContent(kind="markdown", value="```lean\nmyTrue : MyTrue\n```"),
+        range=3:27-3:33)`.
 
         Raises:
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
             ResponseError: Lean answered with an error.
         """
-        return _structure(await self._at("textDocument/hover", uri, position), types.Hover)
+        return _convert.hover("textDocument/hover", await self._at("textDocument/hover", uri, position))
 
-    async def plain_goal(self, uri: str, position: Position) -> PlainGoal | None:
-        """`$/lean/plainGoal`: the tactic goals at a position (None outside tactic proofs)."""
-        result = await self._at("$/lean/plainGoal", uri, position)
-        return None if result is None else PlainGoal.model_validate(result)
+    async def signature_help(self, uri: str, position: PositionLike) -> types.SignatureHelp | None:
+        """`textDocument/signatureHelp`: the signature of the function applied at `position`.
 
-    async def plain_term_goal(self, uri: str, position: Position) -> PlainTermGoal | None:
-        """`$/lean/plainTermGoal`: the expected type at a term (None when there is none)."""
-        result = await self._at("$/lean/plainTermGoal", uri, position)
-        return None if result is None else PlainTermGoal.model_validate(result)
+        Lean answers inside an application whose function it knows, None elsewhere. Example result (after
+        `idNat ` in `idNat (idNat n)`): `SignatureHelp(signatures=[SignatureInformation(label="(n : MyNat) →
+        MyNat")], active_signature=0)`.
 
-    async def signature_help(self, uri: str, position: Position) -> types.SignatureHelp | None:
-        """`textDocument/signatureHelp`."""
-        return _structure(await self._at("textDocument/signatureHelp", uri, position), types.SignatureHelp)
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/signatureHelp", uri, position)
+        return None if result is None else _convert.structure("textDocument/signatureHelp", result, types.SignatureHelp)
 
-    async def definition(self, uri: str, position: Position) -> list[types.Location | types.LocationLink]:
-        """`textDocument/definition`; Lean answers `Location[]` (ilean index) or `LocationLink[]` (worker)."""
-        return _locations(await self._at("textDocument/definition", uri, position))
+    async def definition(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
+        """`textDocument/definition`: where the name at `position` is defined.
 
-    async def declaration(self, uri: str, position: Position) -> list[types.Location | types.LocationLink]:
-        """`textDocument/declaration` (same shapes as `definition`)."""
-        return _locations(await self._at("textDocument/declaration", uri, position))
+        Lean answers `Location[]` from its ilean index (closed modules) or `LocationLink[]` from the file worker.
+        Example result: `[LocationLink(target_uri="file:///p/Demo/Basic.lean", target_range=12:8-12:14, ...)]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        return _convert.locations("textDocument/definition", await self._at("textDocument/definition", uri, position))
+
+    async def declaration(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
+        """`textDocument/declaration`: the same shapes as `definition`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/declaration", uri, position)
+        return _convert.locations("textDocument/declaration", result)
+
+    async def type_definition(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
+        """`textDocument/typeDefinition`: where the type of the term at `position` is defined (`LocationLink[]`).
+
+        Example result: `[LocationLink(target_uri="file:///p/Demo/Basic.lean", target_range=3:10-3:15, ...)]` for
+        a term of type `MyNat`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/typeDefinition", uri, position)
+        return _convert.locations("textDocument/typeDefinition", result)
 
     async def references(
-        self, uri: str, position: Position, *, include_declaration: bool = True
+        self, uri: str, position: PositionLike, *, include_declaration: bool = True
     ) -> list[types.Location]:
-        """`textDocument/references` across the project (ilean data plus open files)."""
+        """`textDocument/references`: every use of the name at `position` across the project.
+
+        Lean reads closed modules from their `.ilean` files and open files from their workers. Example result:
+        `[Location(uri="file:///p/Demo/Basic.lean", range=12:8-12:14), Location(uri=..., range=3:27-3:33)]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
         context = {"includeDeclaration": include_declaration}
         result = await self._at("textDocument/references", uri, position, context=context)
-        return [_conv.structure(r, types.Location) for r in result or []]
+        return _convert.plain_locations("textDocument/references", result)
 
-    async def document_symbols(self, uri: str) -> list[types.DocumentSymbol | types.SymbolInformation]:
-        """`textDocument/documentSymbol` (Lean waits for the whole file)."""
-        self.document(uri)
-        result = await self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
-        return [_symbol(item) for item in result or []]
+    async def document_highlights(self, uri: str, position: PositionLike) -> list[types.DocumentHighlight]:
+        """`textDocument/documentHighlight`: the uses of the name at `position` in this document.
 
-    async def workspace_symbols(self, query: str) -> list[types.SymbolInformation]:
-        """`workspace/symbol` (fuzzy, at most 100 results from Lean; empty query gives none)."""
-        result = await self.request("workspace/symbol", {"query": query})
-        return [_conv.structure(r, types.SymbolInformation) for r in result or []]
+        Example result: `[DocumentHighlight(range=3:4-3:9, kind=1), DocumentHighlight(range=5:33-5:38, kind=1)]`.
 
-    async def code_actions(
-        self, uri: str, range_: Range, *, diagnostics: Sequence[LeanDiagnostic] = ()
-    ) -> list[dict[str, Any]]:
-        """`textDocument/codeAction`; actions are returned as raw JSON so their `data` round-trips exactly."""
-        self.document(uri).validate_range(range_)
-        context = {"diagnostics": [d.wire() for d in diagnostics]}
-        params = {"textDocument": {"uri": uri}, "range": range_.model_dump(mode="json"), "context": context}
-        return list(await self.request("textDocument/codeAction", params) or [])
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/documentHighlight", uri, position)
+        return _convert.structure_list("textDocument/documentHighlight", result, types.DocumentHighlight)
 
-    async def resolve_code_action(self, action: Mapping[str, Any]) -> dict[str, Any]:
-        """`codeAction/resolve` for an action returned by `code_actions` (sent back verbatim)."""
-        return dict(await self.request("codeAction/resolve", dict(action)) or {})
+    async def completion(self, uri: str, position: PositionLike) -> types.CompletionList:
+        """`textDocument/completion`: what may be written at `position` (after a `.`, the namespace's names).
 
-    async def completion(self, uri: str, position: Position) -> dict[str, Any]:
-        """`textDocument/completion` as a raw `CompletionList` (`{isIncomplete, items}`).
-
-        Items are raw JSON so their opaque `data` round-trips to `resolve_completion` exactly; a bare item array
-        (allowed by LSP) is returned as a complete list, and a null answer as an empty one.
+        A bare item array (allowed by LSP) is returned as a complete list, a null answer as an empty one. Each
+        item's opaque `data` is kept, so `resolve_completion` can send it back. Example result:
+        `CompletionList(is_incomplete=False, items=[CompletionItem(label="succ", kind=4, data=[...])])`.
 
         Raises:
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
         result = await self._at("textDocument/completion", uri, position)
-        if isinstance(result, list):
-            return {"isIncomplete": False, "items": result}
-        return dict(result or {"isIncomplete": False, "items": []})
+        if result is None or isinstance(result, list):
+            result = {"isIncomplete": False, "items": result or []}
+        return _convert.structure("textDocument/completion", result, types.CompletionList)
 
-    async def resolve_completion(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        """`completionItem/resolve` for an item `completion` returned (sent back verbatim; Lean adds `detail`)."""
-        return dict(await self.request("completionItem/resolve", dict(item)) or {})
+    async def resolve_completion(self, item: types.CompletionItem) -> types.CompletionItem:
+        """`completionItem/resolve`: an item `completion` returned, completed (Lean adds its type as `detail`).
 
-    # ---- Lean RPC -------------------------------------------------------------------------------------
-    async def rpc_connect(self, uri: str) -> int | str:
-        """`$/lean/rpc/connect`: open an RPC session for a document; returns the session id."""
-        self.document(uri)
-        result = await self.request("$/lean/rpc/connect", {"uri": uri})
-        return RpcConnectResult.model_validate(result).sessionId
-
-    async def rpc_call(self, uri: str, session_id: int | str, position: Position, method: str, params: Any) -> Any:
-        """`$/lean/rpc/call`: call a Lean `@[server_rpc_method]` (e.g. `Lean.Widget.getInteractiveGoals`).
+        Example result: `CompletionItem(label="succ", kind=4, detail="MyNat → MyNat", ...)`.
 
         Raises:
-            RpcNeedsReconnect: The session expired; connect again.
+            ResponseError: Lean answered with an error.
         """
-        return await self._at("$/lean/rpc/call", uri, position, sessionId=session_id, method=method, params=params)
+        result = await self._request("completionItem/resolve", _convert.unstructure(item))
+        return _convert.structure("completionItem/resolve", result, types.CompletionItem)
 
-    async def rpc_release(self, uri: str, session_id: int | str, refs: Sequence[Any]) -> None:
-        """`$/lean/rpc/release`: free RPC references."""
-        await self._notify("$/lean/rpc/release", {"uri": uri, "sessionId": session_id, "refs": list(refs)})
+    # ---- call hierarchy and rename -------------------------------------------------------------------------------
+    async def prepare_call_hierarchy(self, uri: str, position: PositionLike) -> list[types.CallHierarchyItem]:
+        """`textDocument/prepareCallHierarchy`: the declaration at `position`, as call hierarchy items.
 
-    async def rpc_keep_alive(self, uri: str, session_id: int | str) -> None:
-        """`$/lean/rpc/keepAlive`: keep a session alive (Lean drops sessions idle for ~30 s)."""
-        await self._notify("$/lean/rpc/keepAlive", {"uri": uri, "sessionId": session_id})
+        Pass an item to `incoming_calls` and `outgoing_calls`.
+        Example result: `[CallHierarchyItem(name="idNat", kind=14, uri=..., range=3:4-3:9, data={"module":
+        "Demo.Cap", "name": "idNat"}, ...)]`.
 
-    async def interactive_goals(self, uri: str, position: Position) -> Any:
-        """Structured goals at a position via `Lean.Widget.getInteractiveGoals` (raw JSON, None if none).
-
-        The RPC session is opened once per document and reused; an expired session is reconnected once.
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
         """
-        params = {"textDocument": {"uri": uri}, "position": position.model_dump(mode="json")}
-        for attempt in (0, 1):
-            session = self._rpc_sessions.get(uri)
-            if session is None:
-                session = self._rpc_sessions[uri] = await self.rpc_connect(uri)
-            try:
-                return await self.rpc_call(uri, session, position, "Lean.Widget.getInteractiveGoals", params)
-            except RpcNeedsReconnect:
-                self._rpc_sessions.pop(uri, None)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+        result = await self._at("textDocument/prepareCallHierarchy", uri, position)
+        return _convert.structure_list("textDocument/prepareCallHierarchy", result, types.CallHierarchyItem)
 
+    async def incoming_calls(self, item: types.CallHierarchyItem) -> list[types.CallHierarchyIncomingCall]:
+        """`callHierarchy/incomingCalls`: the declarations that use `item`, with the ranges of the uses.
 
-def _structure(value: Any, kind: type[T]) -> T | None:
-    return None if value is None else _conv.structure(value, kind)
+        Example result: `[CallHierarchyIncomingCall(from_=CallHierarchyItem(name="useId", ...), from_ranges=[...])]`.
 
+        Raises:
+            ResponseError: Lean answered with an error.
+        """
+        result = await self._request("callHierarchy/incomingCalls", {"item": _convert.unstructure(item)})
+        return _convert.structure_list("callHierarchy/incomingCalls", result, types.CallHierarchyIncomingCall)
 
-def _locations(result: Any) -> list[types.Location | types.LocationLink]:
-    return [_location(item) for item in result or []]
+    async def outgoing_calls(self, item: types.CallHierarchyItem) -> list[types.CallHierarchyOutgoingCall]:
+        """`callHierarchy/outgoingCalls`: the declarations `item` uses, with the ranges of the uses.
 
+        Example result: `[CallHierarchyOutgoingCall(to=CallHierarchyItem(name="MyNat", ...), from_ranges=[...])]`.
 
-def _location(item: Any) -> types.Location | types.LocationLink:
-    if "targetUri" in item:
-        return _conv.structure(item, types.LocationLink)
-    return _conv.structure(item, types.Location)
+        Raises:
+            ResponseError: Lean answered with an error.
+        """
+        result = await self._request("callHierarchy/outgoingCalls", {"item": _convert.unstructure(item)})
+        return _convert.structure_list("callHierarchy/outgoingCalls", result, types.CallHierarchyOutgoingCall)
 
+    async def prepare_rename(
+        self, uri: str, position: PositionLike
+    ) -> types.Range | types.PrepareRenamePlaceholder | types.PrepareRenameDefaultBehavior | None:
+        """`textDocument/prepareRename`: the range of the name a rename at `position` would change (None: none).
 
-def _symbol(item: Any) -> types.DocumentSymbol | types.SymbolInformation:
-    if "location" in item:
-        return _conv.structure(item, types.SymbolInformation)
-    return _conv.structure(item, types.DocumentSymbol)
+        Lean answers the range (example result: `Range(3:4-3:9)`).
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        method = "textDocument/prepareRename"
+        result = await self._at(method, uri, position)
+        if result is None:
+            return None
+        if isinstance(result, dict) and "placeholder" in result:
+            return _convert.structure(method, result, types.PrepareRenamePlaceholder)
+        if isinstance(result, dict) and "defaultBehavior" in result:
+            return _convert.structure(method, result, types.PrepareRenameDefaultBehavior)
+        return _convert.structure(method, result, types.Range)
+
+    async def rename(self, uri: str, position: PositionLike, new_name: str) -> types.WorkspaceEdit | None:
+        """`textDocument/rename`: the edit that renames the name at `position` everywhere Lean knows it is used.
+
+        Nothing is changed: apply the edit with `apply_edit` (open documents) or yourself. Example result:
+        `WorkspaceEdit(changes={"file:///p/Demo/Cap.lean": [TextEdit(range=3:4-3:9, new_text="idNat2"), ...]})`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The position is outside the text.
+        """
+        result = await self._at("textDocument/rename", uri, position, newName=new_name)
+        return None if result is None else _convert.structure("textDocument/rename", result, types.WorkspaceEdit)
+
+    # ---- about a whole document ----------------------------------------------------------------------------------
+    async def document_symbols(self, uri: str) -> list[types.DocumentSymbol | types.SymbolInformation]:
+        """`textDocument/documentSymbol`: the declarations, namespaces and sections of a document.
+
+        Lean waits for the whole file to elaborate.
+        Lean answers `DocumentSymbol`s: declarations have kind 6 (method), namespaces and sections kind 3 with
+        `children`. Example result: `[DocumentSymbol(name="byTerm", kind=6, range=3:0-3:37, ...), ...]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+        """
+        result = _convert.json_list("textDocument/documentSymbol", await self._on("textDocument/documentSymbol", uri))
+        kinds = {True: types.SymbolInformation, False: types.DocumentSymbol}
+        return [
+            _convert.structure(
+                "textDocument/documentSymbol", item, kinds[isinstance(item, dict) and "location" in item]
+            )
+            for item in result
+        ]
+
+    async def workspace_symbols(self, query: str) -> list[types.SymbolInformation]:
+        """`workspace/symbol`: declarations of the project and its dependencies whose names match `query` (fuzzy).
+
+        At most 100 results; an empty query finds none. Example result: `[SymbolInformation(name="idProof",
+        kind=14, location=Location(uri=..., range=5:8-5:15))]`.
+
+        Raises:
+            ResponseError: Lean answered with an error.
+        """
+        result = await self._request("workspace/symbol", {"query": query})
+        return _convert.structure_list("workspace/symbol", result, types.SymbolInformation)
+
+    async def folding_ranges(self, uri: str) -> list[types.FoldingRange]:
+        """`textDocument/foldingRange`: the foldable line ranges (`imports`, `comment`, `region` kinds).
+
+        Example result: `[FoldingRange(start_line=0, end_line=1, kind="imports"), FoldingRange(start_line=7,
+        end_line=8, kind="region")]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+        """
+        result = await self._on("textDocument/foldingRange", uri)
+        return _convert.structure_list("textDocument/foldingRange", result, types.FoldingRange)
+
+    async def semantic_tokens(self, uri: str) -> types.SemanticTokens:
+        """`textDocument/semanticTokens/full`: the semantic tokens of the part of the document Lean has processed.
+
+        Lean answers for what it has elaborated so far (it then keeps asking the client to refresh): take a
+        `sync` first for the whole file. Decode with `decode_semantic_tokens`. Example result:
+        `SemanticTokens(data=[0, 0, 7, 0, 0, 1, 0, 6, 0, 0, ...])`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+        """
+        result = await self._on("textDocument/semanticTokens/full", uri)
+        return _convert.structure("textDocument/semanticTokens/full", result, types.SemanticTokens)
+
+    async def semantic_tokens_range(self, uri: str, range_: RangeLike) -> types.SemanticTokens:
+        """`textDocument/semanticTokens/range`: the semantic tokens of a range (Lean waits until it is processed).
+
+        Example result for line 3 of `def idNat (n : MyNat) ...`: `SemanticTokens(data=[3, 0, 3, 0, 0, 0, 11, 1,
+        1, 0, ...])`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The range is outside the text or reversed.
+        """
+        self.document(uri).validate_range(range_)
+        result = await self._on("textDocument/semanticTokens/range", uri, range=range_json(range_))
+        return _convert.structure("textDocument/semanticTokens/range", result, types.SemanticTokens)
+
+    @property
+    def semantic_tokens_legend(self) -> types.SemanticTokensLegend | None:
+        """The names of the token types and modifiers the server announced (None when it has no semantic tokens)."""
+        provider = self.capabilities.semantic_tokens_provider
+        return None if provider is None else provider.legend
+
+    def decode_semantic_tokens(self, tokens: types.SemanticTokens | Sequence[int]) -> list[SemanticToken]:
+        """Absolute, named tokens from `semantic_tokens` or `semantic_tokens_range` (by the server's legend).
+
+        Example: `[SemanticToken(line=0, character=0, length=7, type="keyword", modifiers=()), ...]`.
+        """
+        data = tokens.data if isinstance(tokens, types.SemanticTokens) else tokens
+        return _convert.decode_semantic_tokens(data, self.semantic_tokens_legend)
+
+    async def inlay_hints(self, uri: str, range_: RangeLike) -> list[types.InlayHint]:
+        """`textDocument/inlayHint`: hints Lean shows inline in a range (e.g. auto-bound implicit parameters).
+
+        Example result for `def implicitly (x : T) : T := x`: `[InlayHint(position=10:14, label=" {T}", kind=2,
+        text_edits=[TextEdit(range=10:14-10:14, new_text=" {T}")], ...)]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The range is outside the text or reversed.
+        """
+        self.document(uri).validate_range(range_)
+        result = await self._on("textDocument/inlayHint", uri, range=range_json(range_))
+        return _convert.structure_list("textDocument/inlayHint", result, types.InlayHint)
+
+    # ---- code actions --------------------------------------------------------------------------------------------
+    async def code_actions(
+        self, uri: str, range_: RangeLike, *, diagnostics: Sequence[LeanDiagnostic] = ()
+    ) -> list[types.CodeAction | types.Command]:
+        """`textDocument/codeAction`: the fixes and refactorings Lean offers for a range.
+
+        Pass the diagnostics of the range to get their quick fixes. Lean answers `CodeAction`s; one without an
+        `edit` is completed by `resolve_code_action` (its opaque `data` is kept for that). Example result:
+        `[CodeAction(title="Try this: _x", kind="quickfix", edit=WorkspaceEdit(...), data={...})]`.
+
+        Raises:
+            DocumentNotOpen: The document is not open.
+            InvalidPosition: The range is outside the text or reversed.
+        """
+        self.document(uri).validate_range(range_)
+        context = {"diagnostics": [d.wire() for d in diagnostics]}
+        result = await self._on("textDocument/codeAction", uri, range=range_json(range_), context=context)
+        actions: list[types.CodeAction | types.Command] = []
+        for item in _convert.json_list("textDocument/codeAction", result):
+            if isinstance(item, dict) and isinstance(item.get("command"), str):  # a bare `Command`
+                actions.append(_convert.structure("textDocument/codeAction", item, types.Command))
+            else:
+                actions.append(_convert.structure("textDocument/codeAction", item, types.CodeAction))
+        return actions
+
+    async def resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
+        """`codeAction/resolve`: an action `code_actions` returned, with its `edit` filled in.
+
+        Nothing is changed: apply the edit with `apply_edit` (open documents) or `apply_text_edits`. Example
+        result: `CodeAction(title="Try this: _x", edit=WorkspaceEdit(document_changes=[TextDocumentEdit(...)]))`.
+
+        Raises:
+            ResponseError: Lean answered with an error.
+        """
+        result = await self._request("codeAction/resolve", _convert.unstructure(action))
+        return _convert.structure("codeAction/resolve", result, types.CodeAction)

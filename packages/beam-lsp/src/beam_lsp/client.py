@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -21,17 +22,22 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import Process, TaskGroup
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
+from lsprotocol import types
 
+from . import _convert
 from ._barrier import Barrier, SyncResult
 from ._events import Broadcast, DiagnosticsEvent, EventStream, LspEvent, ProgressEvent, ServerExitedEvent
+from ._file import LeanFile
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, FrameReader
-from ._handshake import initialize_params, install_handlers
-from ._process import ServerProcess, spawn
+from ._handshake import ServerRequestHandler, default_handlers, initialize_params
+from ._lean_requests import LeanExtensionRequests
+from ._model import JsonValue
+from ._process import ServerProcess, spawn_server
 from ._progress import FileProgress, compact_report
-from ._requests import LeanRequests
+from ._requests import LspRequests
 from .diagnostics import DiagnosticsCache
-from .documents import TextDocument, path_to_uri
+from .documents import TextDocument, apply_text_edits, path_to_uri
 from .errors import BeamLspError, DocumentNotOpen, ServerExited, WorkerCrashed, unwrap_group
 from .jsonrpc import JsonRpcPeer
 from .lean import (
@@ -47,8 +53,11 @@ __all__ = [
     "LspEvent",
     "ProgressEvent",
     "ServerExitedEvent",
+    "ServerRequestHandler",
     "SyncResult",
 ]
+
+log: logging.Logger = logging.getLogger("beam_lsp")
 
 
 INITIALIZE_TIMEOUT: Final = 120.0
@@ -71,25 +80,38 @@ class ClientStats:
     events_dropped: int
 
 
-class LeanClient(LeanRequests):
+class LeanClient(LspRequests, LeanExtensionRequests):
     """An async client for one Lean language server process (`lake serve` or `lean --server`).
 
     Use `LeanClient.start(...)` as an async context manager; leaving it shuts the server down (`shutdown`, `exit`, then
     the process tree is killed; at once when cancelled). Positions are LSP positions (0-based, UTF-16), checked against
-    the client's copy of the document. Once the server is gone every call but `close` raises `ServerExited`.
+    the client's copy of the document; `client.file(path)` gives a handle that takes project-relative paths and
+    code-point columns instead. Once the server is gone every call but `close` raises `ServerExited`.
     """
 
-    def __init__(self, process: Process, cache: DiagnosticsCache, redactor: Redactor, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        process: Process,
+        stdin: ByteSendStream,
+        stdout: ByteReceiveStream,
+        cache: DiagnosticsCache,
+        redactor: Redactor,
+        max_message_bytes: int,
+        root: Path,
+        handlers: Mapping[str, ServerRequestHandler],
+    ) -> None:
         """Internal: use `LeanClient.start`."""
-        assert process.stdin is not None and process.stdout is not None
         self.cache = cache
-        self._server = ServerProcess(process, redactor, self._server_exited)
-        reader = FrameReader(process.stdout, max_message_bytes=max_message_bytes, redactor=redactor)
+        self.root = root
+        """The project root the server runs in (absolute)."""
+        self._server = ServerProcess(process, redactor, self._server_exited, (stdin, stdout))
+        reader = FrameReader(stdout, max_message_bytes=max_message_bytes, redactor=redactor)
         notify, lost = self._on_notification, self._server.input_broke
         self._rpc = JsonRpcPeer(
-            process.stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
+            stdin, reader, on_notification=notify, redactor=redactor, on_lost=lost, on_body=self._on_body
         )
-        install_handlers(self._rpc)
+        for method, handler in handlers.items():
+            self._rpc.set_handler(method, handler)
         self._barrier = Barrier(cache)
         self._events = Broadcast()
         self._docs: dict[str, TextDocument] = {}
@@ -97,8 +119,10 @@ class LeanClient(LeanRequests):
         self._tg: TaskGroup | None = None
         self._rpc_sessions: dict[str, int | str] = {}
         self._requests = 0
-        self.server_info: dict[str, Any] = {}
-        self.capabilities: dict[str, Any] = {}
+        self.server_info: types.ServerInfo | None = None
+        """The server's name and version from the handshake (`ServerInfo(name="Lean 4 Server", version="0.3.0")`)."""
+        self.capabilities: types.ServerCapabilities = types.ServerCapabilities()
+        """What the server announced in the handshake (lsprotocol's `ServerCapabilities`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     @classmethod
@@ -111,9 +135,11 @@ class LeanClient(LeanRequests):
         env: Mapping[str, str] | None = None,
         cache: DiagnosticsCache | None = None,
         redactor: Redactor | None = None,
-        initialization_options: Mapping[str, Any] | None = None,
+        initialization_options: Mapping[str, JsonValue] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
+        server_requests: Mapping[str, ServerRequestHandler] | None = None,
+        client_capabilities: Mapping[str, JsonValue] | None = None,
     ) -> AsyncIterator[LeanClient]:
         """Spawn the server in `cwd`, run the LSP handshake, and yield a ready client.
 
@@ -126,6 +152,13 @@ class LeanClient(LeanRequests):
             initialization_options: Lean's `initializationOptions` (e.g. `{"editDelay": 0}`).
             max_message_bytes: Largest message body accepted from the server.
             initialize_timeout: Seconds to wait for the `initialize` answer.
+            server_requests: Handlers for requests the server sends the client, by method, replacing the defaults
+                (see `DEFAULT_SERVER_REQUESTS`): each takes the params and returns the result, or raises
+                `ResponseError` to answer with an error. Without a handler for `workspace/applyEdit` the client
+                refuses edits.
+            client_capabilities: LSP client capabilities to announce besides beam-lsp's own, merged into them
+                (e.g. `{"workspace": {"applyEdit": True}}` with an `applyEdit` handler, so Lean sends edits as
+                requests instead of inside code actions).
 
         Raises:
             ServerExited: The server could not be started or died during the handshake.
@@ -136,9 +169,10 @@ class LeanClient(LeanRequests):
         cache = cache if cache is not None else DiagnosticsCache(redactor)
         cache.server_restarted()
         root_uri = path_to_uri(cwd)
-        process = await spawn(cmd, cwd, env, redactor)
+        handlers = {**default_handlers(), **(server_requests or {})}
+        process, stdin, stdout = await spawn_server(cmd, cwd, env, redactor)
         assert process.stderr is not None
-        client = cls(process, cache, redactor, max_message_bytes)
+        client = cls(process, stdin, stdout, cache, redactor, max_message_bytes, Path(cwd), handlers)
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:
@@ -146,7 +180,8 @@ class LeanClient(LeanRequests):
                     tg.start_soon(client._server.stderr.pump, process.stderr)
                     tg.start_soon(client._server.watch, client._rpc.serve)
                     try:
-                        await client._initialize(root_uri, initialization_options, initialize_timeout)
+                        params = initialize_params(root_uri, initialization_options, client_capabilities)
+                        await client._initialize(params, initialize_timeout)
                         yield client
                     finally:
                         graceful = anyio.current_effective_deadline() != -math.inf  # cancelled: no reader left
@@ -158,18 +193,29 @@ class LeanClient(LeanRequests):
                 await client._server.reap(SHUTDOWN_TIMEOUT)
                 client._events.close()
 
-    async def _initialize(self, root_uri: str, options: Mapping[str, Any] | None, timeout: float) -> None:
+    async def _initialize(self, params: dict[str, Any], timeout: float) -> None:
         try:
             with anyio.fail_after(timeout):
-                result = await self._rpc.request("initialize", initialize_params(root_uri, options))
+                result = await self._rpc.request("initialize", params)
         except TimeoutError:
             reason = f"the server did not answer initialize within {timeout:g} s"
             # Declared gone, so leaving the context skips the shutdown handshake and kills it at once.
             raise self._server.mark_exited(self._server.error(reason)) from None
         if isinstance(result, dict):
-            self.capabilities = result.get("capabilities") or {}
-            self.server_info = result.get("serverInfo") or {}
+            self._read_initialize_result(result)
         await self._rpc.notify("initialized", {})
+
+    def _read_initialize_result(self, result: dict[str, Any]) -> None:
+        try:
+            self.capabilities = _convert.CONVERTER.structure(result.get("capabilities") or {}, types.ServerCapabilities)
+        except Exception as exc:  # cattrs' errors: a server's odd capability must not stop the session
+            log.warning("the server's capabilities do not parse, none are assumed: %s", type(exc).__name__)
+        info = result.get("serverInfo")
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            version = info.get("version")
+            self.server_info = types.ServerInfo(
+                name=info["name"], version=version if isinstance(version, str) else None
+            )
 
     async def _shutdown(self, *, graceful: bool) -> None:
         self._barrier.stop()  # first: Lean's `shutdown` publishes [] for every open file, which is no clean bill
@@ -255,6 +301,14 @@ class LeanClient(LeanRequests):
         return self._events.subscribe(buffer, coalesce_progress=coalesce_progress)
 
     # ---- documents ------------------------------------------------------------------------------------
+    def file(self, path: str | Path) -> LeanFile:
+        """A handle on the document at `path` (relative to the project root, or absolute).
+
+        Its methods take code-point positions (`Point0`, `Point1`) and need no URI. Nothing is opened or read here.
+        Example: `goals = await client.file("Demo/Goals.lean").plain_goal(Point1(5, 3))`.
+        """
+        return LeanFile(self, self.root / path)
+
     def document(self, uri: str) -> TextDocument:
         """The client's copy of an open document.
 
@@ -441,15 +495,23 @@ class LeanClient(LeanRequests):
         self._requests += 1
 
     # ---- requests -------------------------------------------------------------------------------------
-    async def request(self, method: str, params: Any = None) -> Any:
+    async def request(self, method: str, params: JsonValue = None) -> JsonValue:
         """Send any request and return its raw JSON result (for methods without a typed wrapper).
+
+        Changes deferred for the document the params name (`textDocument.uri` or `uri`) are sent first, all of them
+        when the params name none.
 
         Raises:
             ResponseError: Lean answered with an error (subclass by code: `ContentModified`, ...).
             ServerExited: The server died before answering.
         """
+        result: JsonValue = await self._request(method, params)
+        return result
+
+    async def _request(self, method: str, params: Any = None) -> Any:
         self._check_alive()
-        await self._before(params)
+        if self._deferred:
+            await self._before(params)
         self._requests += 1
         try:
             return await self._rpc.request(method, params)
@@ -461,6 +523,21 @@ class LeanClient(LeanRequests):
     async def _notify(self, method: str, params: Any) -> None:
         await self._before(params)
         await self._rpc.notify(method, params)
+
+    async def apply_edit(self, edit: types.WorkspaceEdit, *, save: bool = True) -> dict[str, int]:
+        """Apply a workspace edit (from `rename` or a resolved code action) to the open documents it names.
+
+        Each document changes once (`change`), with every edit to it applied to the client's text; files are not
+        written. Returns the new version of each changed document.
+
+        Raises:
+            DocumentNotOpen: The edit names a document that is not open (nothing is changed then).
+            InvalidPosition: An edit's range is outside its document's text (nothing is changed then).
+            ValueError: The edit creates, renames or deletes files (not supported).
+        """
+        edits = _convert.text_edits(edit)
+        texts = {uri: apply_text_edits(self.document(uri), changes) for uri, changes in edits.items()}
+        return {uri: await self.change(uri, text, save=save) for uri, text in texts.items()}
 
 
 def _uri_of(params: Any) -> str | None:

@@ -36,7 +36,7 @@ from typing import Any
 from ._logs import LogBuffer, LogEntry
 from ._progress import FileProgress
 from .documents import uri_to_path
-from .lean import LeanDiagnostic, LeanFileProgressParams, Range
+from .lean import JsonValue, LeanDiagnostic, LeanFileProgressParams, Range
 from .redaction import Redactor
 
 MAX_FILES = 1000
@@ -99,7 +99,7 @@ class DiagnosticsSnapshot:
     truncated: int = 0
     open: bool = False
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> dict[str, JsonValue]:
         """JSON form (mcpls resource fields, LSP casing for diagnostics, plus `open`)."""
         out: dict[str, Any] = {
             "path": self.path,
@@ -112,7 +112,7 @@ class DiagnosticsSnapshot:
             out["version"] = self.version
         if self.elaboration is not None:
             out["elaboration"] = self.elaboration.value
-            out["processing"] = [r.model_dump(mode="json") for r in self.processing]
+            out["processing"] = [r.wire() for r in self.processing]
         if self.truncated:
             out["truncated"] = self.truncated
         return out
@@ -296,9 +296,9 @@ class DiagnosticsCache:
         self._owed: collections.OrderedDict[str, int] = collections.OrderedDict()  # URI -> clearing publishes owed
         self._total = 0
         self._listeners: list[Callable[[str], None]] = []
-        self.epoch = 0
-        self.logs = LogBuffer(LOG_CAPACITY)
-        self.messages = LogBuffer(SHOW_MESSAGE_CAPACITY)
+        self.epoch: int = 0
+        self.logs: LogBuffer = LogBuffer(LOG_CAPACITY)
+        self.messages: LogBuffer = LogBuffer(SHOW_MESSAGE_CAPACITY)
 
     # ---- keys ---------------------------------------------------------------------------------------
     def canonical(self, uri_or_path: str) -> str:
@@ -389,7 +389,7 @@ class DiagnosticsCache:
 
     # ---- writes -------------------------------------------------------------------------------------
     def publish(
-        self, uri: str, version: int | None, diagnostics: list[dict[str, Any]], *, incremental: bool = False
+        self, uri: str, version: int | None, diagnostics: list[dict[str, JsonValue]], *, incremental: bool = False
     ) -> bool:
         """Store one `publishDiagnostics` for that URI spelling, redacted and bounded.
 
@@ -414,7 +414,7 @@ class DiagnosticsCache:
         base = old if incremental and old is not None and old.version == version else None
         if base is not None and not diagnostics:
             return True  # Lean adds nothing (one such publish per declaration): nothing changes
-        items = [LeanDiagnostic.model_validate(redact_diagnostic(d, self._redactor)) for d in diagnostics]
+        items = [LeanDiagnostic.from_json(redact_diagnostic(d, self._redactor)) for d in diagnostics]
         changed = [path]
         if entry is None:
             changed += self._make_room()

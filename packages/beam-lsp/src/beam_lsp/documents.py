@@ -8,13 +8,83 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
-from .lean import Position, Range
+from .lean import JsonValue, Position
 from .lines import codepoint_column, line_content, utf16_column, utf16_len
+
+
+class PositionLike(Protocol):
+    """A position argument: 0-based `line` and UTF-16 `character` (Beam's `Position` or lsprotocol's)."""
+
+    @property
+    def line(self) -> int:
+        """0-based line."""
+        ...
+
+    @property
+    def character(self) -> int:
+        """0-based column in UTF-16 code units."""
+        ...
+
+
+class RangeLike(Protocol):
+    """A range argument, end exclusive (Beam's `Range` or lsprotocol's)."""
+
+    @property
+    def start(self) -> PositionLike:
+        """Where it starts."""
+        ...
+
+    @property
+    def end(self) -> PositionLike:
+        """Where it ends (exclusive)."""
+        ...
+
+
+class TextEditLike(Protocol):
+    """A text edit: a range of the text and what replaces it (lsprotocol's `TextEdit`)."""
+
+    @property
+    def range(self) -> RangeLike:
+        """The range replaced (in the text before any edit)."""
+        ...
+
+    @property
+    def new_text(self) -> str:
+        """What replaces it."""
+        ...
+
+
+def apply_text_edits(text: str | TextDocument, edits: Sequence[TextEditLike]) -> str:
+    """The text after LSP text edits (from a code action, a rename, an inlay hint), as LSP applies them.
+
+    Every range refers to the text before any edit; inserts at the same position keep their order.
+
+    Raises:
+        InvalidPosition: A range is outside the text, reversed, or overlaps another edit.
+    """
+    doc = text if isinstance(text, TextDocument) else TextDocument("", text, 0)
+    spans = []
+    for index, edit in enumerate(edits):
+        start, end = doc.offset_at(edit.range.start), doc.offset_at(edit.range.end)
+        if start > end:
+            raise InvalidPosition("an edit's range starts after its end")
+        spans.append((start, end, index, edit.new_text))
+    spans.sort()
+    pieces: list[str] = []
+    at = 0
+    for start, end, _, new_text in spans:
+        if start < at:
+            raise InvalidPosition("two edits overlap")
+        pieces += [doc.text[at:start], new_text]
+        at = end
+    pieces.append(doc.text[at:])
+    return "".join(pieces)
 
 
 def path_to_uri(path: str | Path) -> str:
@@ -76,6 +146,7 @@ class TextDocument:
     version: int
     language_id: str = "lean4"
     _line_starts: list[int] = dataclasses.field(default_factory=list, repr=False)
+    _checked: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._index()
@@ -89,7 +160,7 @@ class TextDocument:
             i = find("\n", i + 1)
         self._line_starts = starts
 
-    def change_to(self, text: str) -> dict[str, Any]:
+    def change_to(self, text: str) -> dict[str, JsonValue]:
         """The `didChange` content change that turns this document's text into `text`.
 
         One range edit covering only what differs (the common prefix and suffix stay), so Lean's watchdog and
@@ -102,13 +173,14 @@ class TextDocument:
             return {"text": text}
         start = common_prefix(old, text)
         tail = _common_suffix(old, text, min(len(old), len(text)) - start)
-        rng = {"start": self.position_at(start).model_dump(), "end": self.position_at(len(old) - tail).model_dump()}
+        rng: JsonValue = {"start": self.position_at(start).wire(), "end": self.position_at(len(old) - tail).wire()}
         return {"range": rng, "text": text[start : len(text) - tail]}
 
     def replace(self, text: str, version: int) -> None:
         """Replace the whole text and set a new version."""
         self.text = text
         self.version = version
+        self._checked = None
         self._index()
 
     @property
@@ -117,20 +189,39 @@ class TextDocument:
         return len(self._line_starts)
 
     def line_text(self, line: int) -> str:
-        """Text of one line without its line feed (and a carriage return before it: see `split_lines`)."""
+        """Text of one line without its line feed (and a carriage return before it: see `lines.split_lines`)."""
         start = self._line_starts[line]
         end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
         return line_content(self.text[start:end])
 
-    def validate(self, pos: Position) -> None:
+    def position_of(self, line: int, column: int) -> Position:
+        """The LSP position (UTF-16) of a 0-based line and code-point column of the text.
+
+        Raises:
+            InvalidPosition: The line or column is outside the text.
+        """
+        if line < 0 or column < 0 or line >= len(self._line_starts):
+            raise InvalidPosition(f"line {line}, column {column} is outside the text ({self.line_count} lines)")
+        text = self.line_text(line)
+        if column > len(text):
+            raise InvalidPosition(f"column {column} is past the end of line {line} ({len(text)} characters)")
+        position = Position(line=line, character=column if text.isascii() else utf16_len(text[:column]))
+        self._checked = position  # inside this text by construction: `validate` need not look again
+        return position
+
+    def validate(self, pos: PositionLike) -> None:
         """Check that `pos` lies inside the text.
 
         Raises:
             InvalidPosition: The line or the UTF-16 column is out of range, or splits a surrogate pair.
         """
+        if pos is self._checked:
+            return
         if pos.line >= self.line_count:
             raise InvalidPosition(f"line {pos.line} is out of range (document has {self.line_count} lines)")
         line = self.line_text(pos.line)
+        if line.isascii() and pos.character <= len(line):  # the common case: one unit per character
+            return
         width = utf16_len(line)
         if pos.character > width:
             raise InvalidPosition(
@@ -138,7 +229,7 @@ class TextDocument:
             )
         self.offset_at(pos)
 
-    def validate_range(self, rng: Range) -> None:
+    def validate_range(self, rng: RangeLike) -> None:
         """Check both ends of `rng` and that start <= end.
 
         Raises:
@@ -149,7 +240,7 @@ class TextDocument:
         if (rng.start.line, rng.start.character) > (rng.end.line, rng.end.character):
             raise InvalidPosition("range start is after its end")
 
-    def offset_at(self, pos: Position) -> int:
+    def offset_at(self, pos: PositionLike) -> int:
         """String index (code points) of a UTF-16 position.
 
         Raises:
@@ -158,6 +249,10 @@ class TextDocument:
         if pos.line >= self.line_count:
             raise InvalidPosition(f"line {pos.line} is out of range")
         line = self.line_text(pos.line)
+        if line.isascii():
+            if pos.character <= len(line):
+                return self._line_starts[pos.line] + pos.character
+            raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
         column = codepoint_column(line, pos.character)
         if column > len(line):
             raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")

@@ -11,6 +11,7 @@ Hierarchy::
     │   ├── RequestCancelled          -32800: cancelled (by us or by the server)
     │   ├── WorkerCrashed             -32901/-32902: the file worker died; the next change restarts it
     │   └── RpcNeedsReconnect         -32900: the Lean RPC session expired
+    ├── InvalidResult                 the server answered with a result of the wrong shape (the session goes on)
     └── DocumentError                 a request about our own document mirror that cannot be sent
         ├── DocumentNotOpen           unknown or closed document
         └── InvalidPosition           a position or range outside the document text
@@ -97,7 +98,7 @@ class ResponseError(BeamLspError):
         data: The optional `data` member, redacted.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(f"[{code}] {message}" if message else f"[{code}]")
         self.code = code
         self.message = message
@@ -118,6 +119,20 @@ class WorkerCrashed(ResponseError):
 
 class RpcNeedsReconnect(ResponseError):
     """-32900: the Lean RPC session is gone; connect again."""
+
+
+class InvalidResult(BeamLspError):
+    """The server answered a request with a result that does not have the request's result type.
+
+    Only that request failed; the session goes on.
+
+    Attributes:
+        method: The request's method.
+    """
+
+    def __init__(self, method: str, message: str) -> None:
+        super().__init__(message)
+        self.method = method
 
 
 class DocumentError(BeamLspError):

@@ -26,7 +26,6 @@ It must not know about documents, Lean or processes (`client.py` does).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
@@ -35,7 +34,7 @@ from typing import Any, Final, TypeGuard
 import anyio
 from anyio.abc import ByteSendStream
 
-from . import strict_json
+from . import _json
 from ._framing import FrameReader, frame
 from .errors import (
     INTERNAL_ERROR,
@@ -61,7 +60,7 @@ __all__ = [
     "encode_message",
 ]
 
-log = logging.getLogger("beam_lsp")
+log: logging.Logger = logging.getLogger("beam_lsp")
 
 RequestHandler = Callable[[Any], Awaitable[Any]]
 """Answers one request from the other side: takes its params, returns the result or raises `ResponseError`."""
@@ -81,8 +80,7 @@ IdKey = tuple[type, int | str]
 
 def encode_message(message: dict[str, Any]) -> bytes:
     """Frame one JSON-RPC message (compact UTF-8 JSON; `NaN` and infinities are refused with `ValueError`)."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    return frame(body)
+    return frame(_json.dumps(message))
 
 
 def decode_message(body: bytes) -> dict[str, Any]:
@@ -93,7 +91,7 @@ def decode_message(body: bytes) -> dict[str, Any]:
             object.
     """
     try:
-        return strict_json.loads_object(body)
+        return _json.loads_object(body)
     except ValueError as exc:
         raise TransportError(f"message body is not a strict JSON object: {exc}") from None
 
@@ -154,12 +152,12 @@ class JsonRpcPeer:
         self._pending: dict[IdKey, _Pending] = {}
         self._answering: dict[IdKey, anyio.CancelScope] = {}
         self._next_id = 0
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)  # a frame is one write: the lock only keeps order
         self._closed: BaseException | None = None
-        self.cancellations_sent = 0
-        self.cancellations_received = 0
-        self.late_answers_dropped = 0
-        self.protocol_errors = 0
+        self.cancellations_sent: int = 0
+        self.cancellations_received: int = 0
+        self.late_answers_dropped: int = 0
+        self.protocol_errors: int = 0
 
     async def _plain_lost(self, exc: BaseException) -> BeamLspError:
         return ServerExited(self._redactor.redact(f"the connection broke while writing ({type(exc).__name__}: {exc})"))

@@ -15,7 +15,9 @@ __all__ = ["codepoint_column", "line_content", "split_lines", "utf16_column", "u
 
 def utf16_len(text: str) -> int:
     """Length of `text` in UTF-16 code units (a character outside the Basic Multilingual Plane takes two)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def line_content(raw: str) -> str:
@@ -38,9 +40,11 @@ def codepoint_column(line: str, character: int) -> int:
 
     A column inside a surrogate pair counts the whole character; past the end of the line, one per unit.
     """
+    if line.isascii():
+        return character
     units = 0
     for column, ch in enumerate(line):
         if units >= character:
             return column
-        units += utf16_len(ch)
+        units += 2 if ord(ch) > 0xFFFF else 1
     return len(line) + max(0, character - units)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final, TypeVar
 
 __all__ = ["MIN_SECRET_BYTES", "Redactor", "is_secret_name"]
 
+J = TypeVar("J")
 MIN_SECRET_BYTES: Final = 8
 """Values shorter than this many UTF-8 bytes are never treated as secrets (too many false hits)."""
 
@@ -202,14 +203,14 @@ class Redactor:
             return text
         return self._pattern.sub(lambda match: self._replacements[match.group(0)], text)
 
-    def redact_json(self, value: Any) -> Any:
+    def redact_json(self, value: J) -> J:
         """Return a copy of a JSON value with every string value redacted; object keys are kept."""
         if self._pattern is None:
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return self.redact(value)  # type: ignore[return-value]  # a str is a J here
         if isinstance(value, list):
-            return [self.redact_json(item) for item in value]
+            return [self.redact_json(item) for item in value]  # type: ignore[return-value]
         if isinstance(value, dict):
-            return {key: self.redact_json(item) for key, item in value.items()}
+            return {key: self.redact_json(item) for key, item in value.items()}  # type: ignore[return-value]
         return value

@@ -14,6 +14,7 @@ from typing import Any, Final, get_args
 
 from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker._ops.navigation import lsp_json
 from beam_lsp import Position
 
 KINDS: Final[tuple[str, ...]] = get_args(m.CompletionKind)
@@ -26,16 +27,15 @@ async def completions(call: Call, inp: m.CompletionsInput) -> m.CompletionsResul
     pos = Position(line=inp.line, character=inp.character)
     client.document(doc.uri).validate(pos)
     listed = await client.completion(doc.uri, pos)
-    raw = [item for item in listed.get("items") or [] if isinstance(item, dict)]
-    kept = raw[: inp.limit]
+    kept = listed.items[: inp.limit]
     resolved = [await client.resolve_completion(item) for item in kept]
     return m.CompletionsResult(
         workspace=call.workspace,
         version=doc.version,
-        is_incomplete=bool(listed.get("isIncomplete", False)),
-        total=len(raw),
-        dropped=len(raw) - len(kept),
-        items=[_item({**first, **later}) for first, later in zip(kept, resolved, strict=True)],
+        is_incomplete=listed.is_incomplete,
+        total=len(listed.items),
+        dropped=len(listed.items) - len(kept),
+        items=[_item({**lsp_json(first), **lsp_json(later)}) for first, later in zip(kept, resolved, strict=True)],
     )
 
 

@@ -13,6 +13,7 @@ from beam_broker import _analysis as analysis
 from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker._ops.navigation import code_action, lsp_json
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
 from beam_lsp import (
     ContentModified,
@@ -25,7 +26,7 @@ from beam_lsp import (
 )
 
 if TYPE_CHECKING:
-    from beam_lsp import LeanClient, LeanDiagnostic
+    from beam_lsp import JsonValue, LeanClient, LeanDiagnostic
 
 
 def document_range(start: tuple[int, int], end: tuple[int, int]) -> Range:
@@ -75,24 +76,24 @@ async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
             SYNC_BARRIER_INCOMPLETE, f"Lean did not finish elaborating {doc.uri} at version {doc.version}"
         )
     diags = verdict.visible(result.diagnostics)
-    qjson = query.model_dump(mode="json")
+    qjson = query.wire()
     kinds = set(inp.kinds or analysis.KIND_ORDER)
     items: list[m.TodoItem] = []
     if "sorry" in kinds:
         for a, b in analysis.sorry_ranges(text_doc.text):
             start, end = text_doc.position_at(a), text_doc.position_at(b)
-            rng = Range(start=start, end=end).model_dump(mode="json")
+            rng = Range(start=start, end=end).wire()
             if analysis.matches(rng, qjson):
                 items.append(
-                    m.TodoItem(kind="sorry", range=rng, run_at_position=rng["start"], message="syntactic sorry")
+                    m.TodoItem(kind="sorry", range=rng, run_at_position=start.wire(), message="syntactic sorry")
                 )
     for d in diags:
-        rng = (d.fullRange or d.range).model_dump(mode="json")
+        rng = (d.fullRange or d.range).wire()
         if analysis.matches(rng, qjson):
             items.extend(await _diagnostic_items(client, doc.uri, d, rng, kinds, inp.suggest))
     if "code_action" in kinds:
-        overlapping = [d for d in diags if analysis.matches((d.fullRange or d.range).model_dump(mode="json"), qjson)]
-        actions = await client.code_actions(doc.uri, query, diagnostics=overlapping)
+        overlapping = [d for d in diags if analysis.matches((d.fullRange or d.range).wire(), qjson)]
+        actions = [lsp_json(action) for action in await client.code_actions(doc.uri, query, diagnostics=overlapping)]
         items.extend(
             m.TodoItem(
                 kind="code_action",
@@ -106,15 +107,15 @@ async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
 
 
 async def _diagnostic_items(
-    client: LeanClient, uri: str, d: LeanDiagnostic, rng: dict[str, object], kinds: set[str], suggest: str
+    client: LeanClient, uri: str, d: LeanDiagnostic, rng: dict[str, JsonValue], kinds: set[str], suggest: str
 ) -> list[m.TodoItem]:
     items: list[m.TodoItem] = []
     if "hole" in kinds and analysis.is_hole(d):
         items.append(
             m.TodoItem(
                 kind="hole",
-                range=d.range.model_dump(mode="json"),
-                run_at_position=d.range.start.model_dump(mode="json"),
+                range=d.range.wire(),
+                run_at_position=d.range.start.wire(),
                 message="term hole",
             )
         )
@@ -124,7 +125,7 @@ async def _diagnostic_items(
             m.TodoItem(
                 kind="incomplete_proof",
                 range=rng,
-                run_at_position=end.model_dump(mode="json"),
+                run_at_position=end.wire(),
                 run_at_text="exact ?_" if suggest == "basic" else None,
                 message="incomplete proof",
                 proof_state=await goals_at(client, uri, end),
@@ -146,5 +147,5 @@ async def code_action_resolve(call: Call, inp: m.CodeActionResolveInput) -> m.Co
     target = ((data.get("params") or {}).get("textDocument") or {}).get("uri")
     if target != doc.uri:
         raise invalid_params(f"codeAction.data targets {target}, not requested document {doc.uri}")
-    resolved = await client.resolve_code_action(inp.code_action)
-    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=resolved)
+    resolved = await client.resolve_code_action(code_action(inp.code_action))
+    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=lsp_json(resolved))

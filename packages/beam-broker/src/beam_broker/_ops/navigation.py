@@ -17,14 +17,14 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from beam_broker import models as m
 from beam_broker._call import Call
-from beam_lsp import Position
+from beam_broker.errors import invalid_params
+from beam_lsp import Model, Position
 
 if TYPE_CHECKING:
     from cattrs import Converter
+    from lsprotocol.types import CodeAction
 
     from beam_broker._documents import DocState
     from beam_lsp import LeanClient
@@ -49,14 +49,29 @@ def _converter() -> Converter:
     return converters.get_converter()
 
 
+def code_action(raw: dict[str, Any]) -> CodeAction:
+    """A code action a caller passed back (as `todo` gave it) as lsprotocol's type, for `resolve_code_action`.
+
+    Raises:
+        BrokerError: `invalidParams` when it is not a code action.
+    """
+    from lsprotocol import types
+
+    try:
+        action: CodeAction = _converter().structure(raw, types.CodeAction)
+    except Exception as exc:  # cattrs raises several unrelated types
+        raise invalid_params("codeAction is not an LSP CodeAction (pass an action returned by lean_todo)") from exc
+    return action
+
+
 def lsp_json(value: Any) -> Any:
-    """Plain LSP JSON of lsprotocol or pydantic values."""
+    """Plain LSP JSON of lsprotocol values or beam-lsp models."""
     if value is None:
         return None
     if isinstance(value, list):
         return [lsp_json(v) for v in value]
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Model):
+        return value.wire()
     return _plain(_converter().unstructure(value))
 
 

@@ -22,7 +22,7 @@ import anyio
 from beam_broker import models as m
 from beam_broker._call import Call, Watch
 from beam_broker.workspace import resolve_path
-from beam_lsp import Position, ResponseError, path_to_uri
+from beam_lsp import LeanImport, Position, Range, ResponseError, SemanticToken, path_to_uri
 from beam_lsp import errors as lsp
 from beam_lsp.errors import unwrap_group
 
@@ -114,10 +114,10 @@ def _hover_job(client: LeanClient, uri: str, symbol: Mapping[str, Any]) -> Calla
 async def _imports(client: LeanClient, uri: str) -> list[m.OutlineImport] | None:
     """The document's imports from Lean's module hierarchy; None when the server has none (an older Lean)."""
     try:
-        module = await client.request("$/lean/prepareModuleHierarchy", {"textDocument": {"uri": uri}})
+        module = await client.prepare_module_hierarchy(uri)
         if module is None:
             return []
-        found = await client.request("$/lean/moduleHierarchy/imports", {"module": module})
+        found = await client.module_imports(module)
     except ResponseError as exc:
         if exc.code == lsp.METHOD_NOT_FOUND:
             return None
@@ -125,60 +125,36 @@ async def _imports(client: LeanClient, uri: str) -> list[m.OutlineImport] | None
     return imports_of(found)
 
 
-def imports_of(found: Any) -> list[m.OutlineImport]:
-    """`LeanImport[]` (`{module: {name, uri}, kind}`) as outline imports, in Lean's order."""
-    out: list[m.OutlineImport] = []
-    for entry in found if isinstance(found, list) else []:
-        module = entry.get("module") if isinstance(entry, Mapping) else None
-        if not isinstance(module, Mapping) or not isinstance(module.get("name"), str):
-            continue
-        uri = module.get("uri")
-        kind = entry.get("kind")
-        out.append(
-            m.OutlineImport(
-                module=module["name"],
-                uri=uri if isinstance(uri, str) else None,
-                kind=dict(kind) if isinstance(kind, Mapping) else None,
-            )
-        )
-    return out
+def imports_of(found: Sequence[LeanImport]) -> list[m.OutlineImport]:
+    """Lean's imports (`{module: {name, uri}, kind}`) as outline imports, in Lean's order."""
+    return [m.OutlineImport(module=i.module.name, uri=i.module.uri, kind=i.kind.wire()) for i in found]
 
 
 async def _keywords(client: LeanClient, text: TextDocument) -> list[Token]:
     """Every keyword token Lean reports in the document (`textDocument/semanticTokens/range`, whole text)."""
-    legend = (client.capabilities.get("semanticTokensProvider") or {}).get("legend") or {}
-    types = legend.get("tokenTypes") or []
-    if "keyword" not in types:
+    legend = client.semantic_tokens_legend
+    if legend is None or "keyword" not in legend.token_types:
         return []
-    whole = {"start": {"line": 0, "character": 0}, "end": text.end.model_dump(mode="json")}
-    found = await client.request(
-        "textDocument/semanticTokens/range", {"textDocument": {"uri": text.uri}, "range": whole}
-    )
-    data = found.get("data") if isinstance(found, Mapping) else None
-    return keyword_tokens(data or [], types.index("keyword"), text)
+    whole = Range(start=Position(line=0, character=0), end=text.end)
+    tokens = client.decode_semantic_tokens(await client.semantic_tokens_range(text.uri, whole))
+    return keyword_tokens(tokens, text)
 
 
-def keyword_tokens(data: Sequence[int], keyword: int, text: TextDocument) -> list[Token]:
-    """Decode LSP semantic tokens (relative 5-tuples) and keep the keywords, with their text from `text`.
+def keyword_tokens(tokens: Sequence[SemanticToken], text: TextDocument) -> list[Token]:
+    """The keyword tokens, with their text from `text`.
 
     A token that does not lie inside the text (Lean answered for another version) is skipped.
     """
     out: list[Token] = []
-    line = character = 0
-    for i in range(0, len(data) - len(data) % 5, 5):
-        delta_line, delta_start, length, kind = data[i : i + 4]
-        if delta_line:
-            line, character = line + delta_line, delta_start
-        else:
-            character += delta_start
-        if kind != keyword:
+    for token in tokens:
+        if token.type != "keyword":
             continue
         try:
-            start = text.offset_at(Position(line=line, character=character))
-            end = text.offset_at(Position(line=line, character=character + length))
+            start = text.offset_at(Position(line=token.line, character=token.character))
+            end = text.offset_at(Position(line=token.line, character=token.character + token.length))
         except lsp.InvalidPosition:
             continue
-        out.append(Token(line, character, text.text[start:end]))
+        out.append(Token(token.line, token.character, text.text[start:end]))
     return out
 
 

@@ -50,7 +50,7 @@ async def run_code(call: Call, inp: pm.RunCodeInput) -> pm.RunCodeResult:
         pm.CodeMessage(
             severity=cast(Any, "error" if verdict.is_completion_blocking(d) else probe.run_severity(d)),
             text=d.message,
-            range=(d.fullRange or d.range).model_dump(mode="json"),
+            range=(d.fullRange or d.range).wire(),
         )
         for d in diags
     ]

@@ -1,0 +1,242 @@
+"""Lean's JSON answers as typed values, and typed values back as JSON: the one place results change shape.
+
+Owns turning a decoded result into its lsprotocol type (standard LSP) or its `lean` model (Lean's extensions),
+and arguments back into JSON. lsprotocol's converter (cattrs) does the general work; the answers a client asks
+for thousands of times (hover, locations, ranges, plain goals) take a direct path that builds the same values
+without the converter's dispatch, and falls back to it for any shape it does not know. A result that fits no
+shape raises `InvalidResult` naming the method: never a cattrs or model error.
+
+It sends nothing and knows nothing about documents (`_requests.py` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+from lsprotocol import converters, types
+
+from .documents import PositionLike, RangeLike
+from .errors import InvalidResult
+from .lean import JsonValue, Model, SemanticToken
+
+__all__ = [
+    "PositionLike",
+    "RangeLike",
+    "decode_semantic_tokens",
+    "hover",
+    "locations",
+    "model",
+    "position_json",
+    "range_json",
+    "structure",
+    "structure_list",
+    "unstructure",
+]
+
+CONVERTER: Final = converters.get_converter()
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Model)
+_MARKUP: Final = {"markdown": types.MarkupKind.Markdown, "plaintext": types.MarkupKind.PlainText}
+
+
+def position_json(position: PositionLike) -> dict[str, int]:
+    """A position as LSP JSON."""
+    return {"line": position.line, "character": position.character}
+
+
+def range_json(rng: RangeLike) -> dict[str, dict[str, int]]:
+    """A range as LSP JSON."""
+    return {"start": position_json(rng.start), "end": position_json(rng.end)}
+
+
+def _fail(method: str, kind: object, value: object) -> InvalidResult:
+    # Only the JSON kind of the answer is named: its text came from Lean and is not redacted here.
+    name = getattr(kind, "__name__", str(kind))
+    found = "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else type(value).__name__
+    return InvalidResult(method, f"the answer to {method} is not a valid {name} (got {found})")
+
+
+def structure(method: str, value: object, kind: type[T]) -> T:
+    """`value` as lsprotocol type `kind`.
+
+    Raises:
+        InvalidResult: The value does not have that shape.
+    """
+    try:
+        return CONVERTER.structure(value, kind)
+    except Exception as exc:  # cattrs raises several unrelated types (and attrs validators ValueError)
+        raise _fail(method, kind, value) from exc
+
+
+def structure_list(method: str, value: object, kind: type[T]) -> list[T]:
+    """A JSON array (or null, read as empty) as a list of `kind`.
+
+    Raises:
+        InvalidResult: The value is not an array of that shape.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail(method, f"list of {kind.__name__}", value)
+    return [structure(method, item, kind) for item in value]
+
+
+def model(method: str, value: object, kind: type[M]) -> M:
+    """`value` as Lean model `kind`.
+
+    Raises:
+        InvalidResult: The value does not validate.
+    """
+    try:
+        return kind.from_json(value)
+    except ValueError as exc:  # ModelError
+        raise _fail(method, kind, value) from exc
+
+
+def unstructure(value: object) -> JsonValue:
+    """An lsprotocol value (or a Lean model) as LSP JSON, e.g. to send it back to Lean."""
+    if isinstance(value, Model):
+        return value.wire()
+    result: JsonValue = CONVERTER.unstructure(value)
+    return result
+
+
+# ---- the direct paths -------------------------------------------------------------------------------------------
+def _int(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError
+    return value
+
+
+def _range(value: object) -> types.Range:
+    """A plain `{start, end}` of plain `{line, character}` (TypeError or KeyError for anything else)."""
+    if type(value) is not dict or len(value) != 2:
+        raise TypeError
+    start, end = value["start"], value["end"]
+    if type(start) is not dict or type(end) is not dict or len(start) != 2 or len(end) != 2:
+        raise TypeError
+    return types.Range(
+        start=types.Position(line=_int(start["line"]), character=_int(start["character"])),
+        end=types.Position(line=_int(end["line"]), character=_int(end["character"])),
+    )
+
+
+def hover(method: str, value: object) -> types.Hover | None:
+    """`textDocument/hover`'s answer: null, or `Hover` (Lean's is Markdown `MarkupContent` with a range).
+
+    Raises:
+        InvalidResult: Not a hover.
+    """
+    if value is None:
+        return None
+    if type(value) is dict and 1 <= len(value) <= 2:
+        contents, rng = value.get("contents"), value.get("range")
+        if type(contents) is dict and len(contents) == 2:
+            kind, text = _MARKUP.get(str(contents.get("kind"))), contents.get("value")
+            if kind is not None and type(text) is str and (rng is not None or len(value) == 1):
+                try:
+                    return types.Hover(types.MarkupContent(kind=kind, value=text), None if rng is None else _range(rng))
+                except (TypeError, KeyError, ValueError):  # ValueError: lsprotocol's bound on a position
+                    pass
+    result = structure(method, value, types.Hover)
+    if not isinstance(result.contents, (types.MarkupContent, str, types.MarkedStringWithLanguage, list, tuple)):
+        raise _fail(method, types.Hover, value)  # lsprotocol's union hook lets any value through
+    return result
+
+
+def _location(item: object) -> types.Location | types.LocationLink:
+    if type(item) is dict:
+        if len(item) == 2 and type(item.get("uri")) is str:
+            return types.Location(uri=item["uri"], range=_range(item["range"]))
+        if "targetUri" in item:
+            return CONVERTER.structure(item, types.LocationLink)
+        return CONVERTER.structure(item, types.Location)
+    raise TypeError
+
+
+def locations(method: str, value: object) -> list[types.Location | types.LocationLink]:
+    """`Location | Location[] | LocationLink[] | null` as a list (definition, declaration, typeDefinition).
+
+    Lean answers `Location[]` from its ilean index and `LocationLink[]` from the file worker.
+
+    Raises:
+        InvalidResult: Not locations.
+    """
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    try:
+        return [_location(item) for item in items]
+    except Exception as exc:
+        raise _fail(method, "list of Location | LocationLink", value) from exc
+
+
+def plain_locations(method: str, value: object) -> list[types.Location]:
+    """`Location[] | null` as a list (references).
+
+    Raises:
+        InvalidResult: Not locations.
+    """
+    found = locations(method, value)
+    if not all(isinstance(item, types.Location) for item in found):
+        raise _fail(method, "list of Location", value)
+    return [item for item in found if isinstance(item, types.Location)]
+
+
+def decode_semantic_tokens(data: Sequence[int], legend: types.SemanticTokensLegend | None) -> list[SemanticToken]:
+    """Decode LSP semantic tokens (relative 5-tuples) into absolute `SemanticToken`s named by `legend`.
+
+    A type or modifier bit outside the legend is named by its number (`"17"`), never dropped.
+    """
+    types_ = list(legend.token_types) if legend is not None else []
+    modifiers = list(legend.token_modifiers) if legend is not None else []
+    out: list[SemanticToken] = []
+    line = character = 0
+    it = iter(data)
+    name: Callable[[list[str], int], str] = lambda names, i: names[i] if 0 <= i < len(names) else str(i)  # noqa: E731
+    for delta_line, delta_start, length, kind, bits in zip(it, it, it, it, it, strict=False):  # a cut tail: ignored
+        if delta_line:
+            line, character = line + delta_line, delta_start
+        else:
+            character += delta_start
+        mods = tuple(name(modifiers, i) for i in range(bits.bit_length()) if bits >> i & 1) if bits else ()
+        out.append(SemanticToken(line, character, length, name(types_, kind), mods))
+    return out
+
+
+def json_list(method: str, value: object) -> list[Any]:
+    """A JSON array (null read as empty).
+
+    Raises:
+        InvalidResult: Not an array.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail(method, "list", value)
+    return value
+
+
+def text_edits(edit: types.WorkspaceEdit) -> dict[str, list[types.TextEdit]]:
+    """The text edits of a workspace edit, by document URI, in the edit's order (`changes` and `documentChanges`).
+
+    Raises:
+        ValueError: The edit creates, renames or deletes files.
+    """
+    out: dict[str, list[types.TextEdit]] = {}
+    for uri, edits in (edit.changes or {}).items():
+        out.setdefault(uri, []).extend(edits)
+    for change in edit.document_changes or ():
+        if not isinstance(change, types.TextDocumentEdit):
+            raise ValueError(f"a workspace edit with file operations is not supported ({type(change).__name__})")
+        out.setdefault(change.text_document.uri, []).extend(
+            e if isinstance(e, types.TextEdit) else types.TextEdit(range=e.range, new_text=_new_text(e))
+            for e in change.edits
+        )
+    return out
+
+
+def _new_text(edit: types.AnnotatedTextEdit | types.SnippetTextEdit) -> str:
+    return edit.new_text if isinstance(edit, types.AnnotatedTextEdit) else edit.snippet.value
