@@ -28,6 +28,7 @@ ONE_COPY = [
     ("a line without the CR of CRLF", r"""removesuffix\(["']\\r["']\)""", "beam_lsp.lines"),
     ("the toolchain file", r"""["']lean-toolchain["']""", "beam_lsp.project"),
     ("Lake's files", r"""["']lakefile\.(lean|toml)["']""", "beam_lsp.project"),
+    ("elan's directory of a toolchain", r"""["']---["']""", "beam_lsp.project"),
     ("the progress sentence of every tool", r"progressToken for live progress", "beam_broker.operations"),
     (
         "the broker codes MCP answers as JSON-RPC errors",

@@ -71,7 +71,9 @@ def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices(
                 continue
             spelled = arg.name[:-1] if arg.name == "texts" else arg.name  # one `--text` per item of a text list
             assert action.option_strings[0] == "--" + spelled.replace("_", "-")
-            implied = arg.name == "version" or arg.name.endswith(("line", "character"))
+            prefix = arg.name.removesuffix("character").removesuffix("line")
+            paired = {f"{prefix}line", f"{prefix}character"} <= set(fields)  # a position: FILE:LINE:COL fills it
+            implied = arg.name == "version" or (arg.name.endswith(("line", "character")) and paired)
             assert arg.implied == implied
             assert action.required == (fields[arg.name].is_required() and arg.kind != "bool" and not implied)
             if arg.kind == "choice":

@@ -324,3 +324,20 @@ def test_a_scratch_message_after_a_character_outside_the_bmp_is_at_its_code_poin
     assert render("RunCodeResult", {"success": False, "messages": [message]}, scratch) == [
         "<scratch>:1:20: error: Unknown identifier `nope`"
     ]
+
+
+def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View) -> None:
+    assert render("TermGoalResult", {"goal": "p : Prop\n⊢ p", "range": rng(3, 4)}, view) == ["p : Prop", "⊢ p"]
+    assert render("TermGoalResult", {"goal": None, "range": None}, view) == ["no term here"]
+    widget = {"id": "w", "javascriptHash": "42", "range": rng(3, 4)}
+    assert render("WidgetsResult", {"widgets": [widget]}, view) == ["Demo/Proofs.lean:4:4: w (javascriptHash 42)"]
+    assert render("WidgetsResult", {"widgets": []}, view) == ["no widgets"]
+    assert render("WidgetSourceResult", {"source": {"sourcetext": "export {}\n"}}, view) == ["export {}"]
+    expr = {"tag": [{"info": {"p": "0"}, "subexprPos": "/"}, {"text": "MyNat.zero"}]}
+    tagged = {"append": [{"text": "Type mismatch "}, {"tag": [{"expr": expr}, {"text": ""}]}]}
+    found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
+    assert render("InteractiveDiagnosticsResult", found, view) == [
+        "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
+    ]
+    assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]
+    assert file_has_errors(found) is False, "the call answered: only a sync's verdict is the file's exit status"

@@ -77,7 +77,8 @@ def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() 
     assert OPERATIONS[: len(SEED)] == tuple(SEED), "the seed's operations come first, in the seed's order"
     added = OPERATIONS[len(SEED) :]
     assert [spec.tool for spec in added] == [
-        "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code"
+        "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code",
+        "lean_term_goal", "lean_widgets", "lean_widget_source", "lean_interactive_diagnostics",
     ]  # fmt: skip
     for spec in added[:2]:
         assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
@@ -91,6 +92,23 @@ def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() 
     )
     assert (BY_NAME["outline"].input_model, BY_NAME["outline"].output_model) == (m.OutlineInput, m.OutlineResult)
     assert BY_TOOL["lean_outline"].preparation("A.lean") == "lean_outline on A.lean: preparing the Lean workspace"
+
+
+def test_the_term_goal_and_widget_operations_read_one_document_version() -> None:
+    lean = [BY_NAME[name] for name in ("term_goal", "widgets", "widget_source", "interactive_diagnostics")]
+    for spec in lean:
+        assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
+        assert spec.destructive is None and not spec.idempotent and not spec.fence and spec.scope is Scope.WORKSPACE
+        assert spec.key == spec.name and not spec.document_progress, spec.name
+    assert [spec.input_model for spec in lean] == [
+        m.PositionInput,
+        m.PositionInput,
+        m.WidgetSourceInput,
+        m.InteractiveDiagnosticsInput,
+    ]
+    assert BY_NAME["term_goal"].progress == BY_NAME["widgets"].progress == Progress.PREPARATION | Progress.FILE
+    full = Progress.PREPARATION | Progress.SETUP | Progress.FILE
+    assert BY_NAME["interactive_diagnostics"].progress == full, "it waits for the whole file"
 
 
 def test_the_probe_operations_beyond_the_seed_tell_the_truth_about_what_they_keep() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from beam_broker import BrokerError
 from beam_feedback import FeedbackError
-from beam_mcp._calls import tool_result
+from beam_mcp._protocol import tool_result
 from beam_mcp.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -244,6 +244,8 @@ class DocState:
     """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
     goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
+    outline: Any = None
+    """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
 
     def opened(self, version: int, text: str) -> None:
         """The text was sent with didOpen at `version`."""
@@ -251,6 +253,7 @@ class DocState:
         self.text_hash = text_hash(text)
         self.imports = header_imports(text)
         self.goal_modes = {}
+        self.outline = None
 
     def changed(self, version: int, text: str) -> None:
         """The text was sent with didChange at `version`: checkpoint and progress start over."""

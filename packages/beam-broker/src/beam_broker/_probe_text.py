@@ -15,8 +15,8 @@ import re
 
 from beam_lsp import LeanDiagnostic, Position, TextDocument, severity_label, utf16_len
 
-from ._analysis import indent, inline_tactic_column
 from ._documents import header_text
+from ._verdict import indent, inline_tactic_column
 
 _TRACE = re.compile(r"^\[[A-Za-z_][\w.]*\]")
 _DOC_COMMENT = re.compile(r"\A/--.*?-/\s*", re.DOTALL)

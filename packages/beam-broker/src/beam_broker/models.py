@@ -542,3 +542,57 @@ class OutlineResult(_Reply):
     version: int
     imports: list[OutlineImport] | None
     declarations: list[OutlineEntry]
+
+
+# ---- Lean's term goal and widget RPC (beyond upstream Beam's 24 tools) ---------------------------------
+class TermGoalResult(_Reply):
+    """`lean_term_goal`: the expected type of the term at the position (Lean's `$/lean/plainTermGoal`).
+
+    `goal` and `range` are null when Lean has no term there.
+    """
+
+    version: int
+    goal: str | None
+    range: dict[str, Any] | None
+
+
+class WidgetsResult(_Reply):
+    """`lean_widgets`: the panel widgets at a position (Lean's `Lean.Widget.getWidgets`), as Lean sends them."""
+
+    version: int
+    widgets: list[dict[str, Any]]
+
+
+class WidgetSourceInput(PathInput):
+    """`lean_widget_source`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    javascript_hash: str = Field(
+        description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class WidgetSourceResult(_Reply):
+    """`lean_widget_source`: Lean's `Lean.Widget.getWidgetSource` answer (the JavaScript module as `sourcetext`)."""
+
+    version: int
+    source: dict[str, Any]
+
+
+class InteractiveDiagnosticsInput(PathInput):
+    """`lean_interactive_diagnostics`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
+    end_line: int | None = Field(
+        None, description="Zero-based line the range stops before (default: the end of the file).", ge=0
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class InteractiveDiagnosticsResult(_Reply):
+    """`lean_interactive_diagnostics`: Lean's `Lean.Widget.getInteractiveDiagnostics` for a complete version."""
+
+    version: int
+    diagnostics: list[dict[str, Any]]

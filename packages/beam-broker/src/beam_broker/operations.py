@@ -4,9 +4,10 @@ Each entry names its input and output models, its handler (the coroutine functio
 flags. The MCP tool list (names, input and output schemas, annotations, descriptions) and the `lean-beam` CLI
 subcommands are derived from the registry; nothing else lists operations, and nothing dispatches by name.
 
-A spec is generic in its input and output models (`WorkspaceOperation[SyncInput, SyncReply]`), so the type
-checker holds every handler to the models its entry names. A `Registry` is what a broker (and the MCP server)
-serves: `REGISTRY`, built from `OPERATIONS`, unless a caller passes another (tests inject handlers that way).
+A spec (`_spec`, re-exported here) is generic in its input and output models (`WorkspaceOperation[SyncInput,
+SyncReply]`), so the type checker holds every handler to the models its entry names. A `Registry` is what a broker
+(and the MCP server) serves: `REGISTRY`, built from `OPERATIONS`, unless a caller passes another (tests inject
+handlers that way).
 
 Importing this module is cheap: it loads the models, and the handler modules (which build on the runtime and the
 Lean client stack) only when a handler first runs, so the MCP server answers `tools/list` from here at once.
@@ -14,23 +15,36 @@ Lean client stack) only when a handler first runs, so the MCP server answers `to
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
-
-from pydantic import BaseModel
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
 from ._probes import models as pm
+from ._spec import PREPARING, BrokerOperation, Operation, OperationSpec, Registry, Scope, WorkspaceOperation
 from .events import Progress
 
+__all__ = [
+    "BY_NAME",
+    "BY_TOOL",
+    "NO_SOURCE_EDITS",
+    "OPERATIONS",
+    "PREPARING",
+    "PROGRESS_SENTENCE",
+    "REGISTRY",
+    "SPECULATIVE",
+    "BrokerOperation",
+    "Operation",
+    "OperationSpec",
+    "Progress",
+    "Registry",
+    "Scope",
+    "WorkspaceOperation",
+]
+
 if TYPE_CHECKING:
-    from ._call import Call
-    from ._ops import completions, goals, navigation, outline, save, sync, workspaces
-    from ._ops.workspaces import Runtimes
+    from ._ops import completions, goals, navigation, outline, save, sync, widgets, workspaces
     from ._probes import attempts, axioms, profile, run, scratch
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
@@ -45,180 +59,10 @@ PROGRESS_SENTENCE = (
     "one status log."
 )
 """The progress sentence every tool description ends with (the MCP server's own tools use it too)."""
-PREPARING = "preparing the Lean workspace"
-
-InputT = TypeVar("InputT", bound=BaseModel, covariant=True)
-OutputT = TypeVar("OutputT", bound=BaseModel, covariant=True)
-
-
-class Scope(enum.Enum):
-    """What an operation acts on.
-
-    `WORKSPACE`: one workspace's runtime (created on demand); the root must be an existing Lean/Lake project,
-    and the call is counted in that workspace's metrics. `BROKER`: the broker's table of runtimes; no runtime is
-    created, and the descriptor may name a root that has since vanished (it is normalized lexically).
-    """
-
-    WORKSPACE = "workspace"
-    BROKER = "broker"
-
-
-@dataclasses.dataclass(frozen=True)
-class OperationSpec(Generic[InputT, OutputT]):
-    """One broker operation and everything derived from it; its handler is on its kind's class.
-
-    `WorkspaceOperation` (a handler given the call on one workspace's runtime) and `BrokerOperation` (a handler
-    given the broker's table of runtimes) are the two kinds; code that only describes operations (tools, CLI
-    commands) takes this class.
-
-    Attributes:
-        name: Operation key; the MCP tool is `lean_<name>` (`drop_workspace` -> `lean_drop_workspace`).
-        input_model: Closed, strict pydantic model of its arguments.
-        output_model: Pydantic model of the exact JSON `Broker.call` returns (`workspace` included).
-        description: Tool description (contract sentences included).
-        scope: What the handler acts on (`Scope`; the kind's class decides it).
-        read_only: Advertises `readOnlyHint: true`.
-        destructive: `False` advertises `destructiveHint: false`; None keeps the protocol default.
-        idempotent: Advertises `idempotentHint: true`.
-        version_bound: Answers only for the caller's document version.
-        cancellable: A cancel request aborts it (drop is not: partial eviction cannot be rolled back).
-        fence: A stream-order fence: calls sent before it finish first, calls sent after it wait for it.
-        progress: Progress kinds it reports.
-        document_progress: Its final result carries `document_progress`.
-        metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
-        preparing: What its preparation event says it is doing.
-        extension: Beyond upstream Beam's 24 tools (listed after them); `lean-beam-mcp --tools beam` leaves it out.
-        extension_fields: Input and output fields beyond upstream Beam's; `--tools beam` leaves them out of the
-            tool's schemas (so a call naming one is refused like any undeclared field).
-    """
-
-    name: str
-    input_model: type[InputT]
-    output_model: type[OutputT]
-    _: dataclasses.KW_ONLY
-    description: str
-    read_only: bool = False
-    destructive: bool | None = None
-    idempotent: bool = False
-    version_bound: bool = False
-    cancellable: bool = True
-    fence: bool = False
-    progress: Progress = Progress.PREPARATION | Progress.FILE
-    document_progress: bool = False
-    metrics_key: str = ""
-    preparing: str = PREPARING
-    extension: bool = False
-    extension_fields: frozenset[str] = frozenset()
-    scope: ClassVar[Scope] = Scope.WORKSPACE
-
-    @property
-    def tool(self) -> str:
-        """The MCP tool name."""
-        return f"lean_{self.name}"
-
-    @property
-    def key(self) -> str:
-        """The metrics key."""
-        return self.metrics_key or self.name
-
-    def preparation(self, path: str | None) -> str:
-        """The one preparation message (`lean_sync on A.lean: preparing the Lean workspace`)."""
-        where = f" on {path}" if path else ""
-        return f"{self.tool}{where}: {self.preparing}"
-
-    def parse(self, arguments: Mapping[str, Any]) -> InputT:
-        """Validate JSON arguments exactly as `Broker.call` does, without Lean (`models.parse_input`).
-
-        Raises:
-            BrokerError: `invalidInput` (see `models.parse_input`).
-        """
-        return m.parse_input(self.input_model, arguments, self.tool, allow_vanished=self.scope is Scope.BROKER)
-
-    def _input(self, inp: BaseModel) -> InputT:
-        if not isinstance(inp, self.input_model):
-            raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(inp).__name__}")
-        return inp
-
-    def _output(self, result: object) -> OutputT:
-        if not isinstance(result, self.output_model):
-            raise TypeError(f"{self.name} returned {type(result).__name__}, not {self.output_model.__name__}")
-        return result
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkspaceOperation(OperationSpec[InputT, OutputT]):
-    """An operation on one workspace's runtime: `handler(call, inp) -> output`, given the call (`_call.Call`).
-
-    The handler is reached through `run` only: the registry holds specs as `OperationSpec[BaseModel, BaseModel]`,
-    so only `run`, which checks it, knows the input is of the right model.
-    """
-
-    handler: Callable[[Call, InputT], Awaitable[OutputT]]
-
-    async def run(self, call: Call, inp: BaseModel) -> OutputT:
-        """Run the handler.
-
-        Raises:
-            TypeError: The input is not an `input_model`, or the handler's answer not an `output_model` (a bug:
-                the broker's boundary makes it `internalError`).
-        """
-        return self._output(await self.handler(call, self._input(inp)))
-
-
-@dataclasses.dataclass(frozen=True)
-class BrokerOperation(OperationSpec[InputT, OutputT]):
-    """An operation on the broker's table of runtimes: `handler(runtimes, inp) -> output` (see `WorkspaceOperation`)."""
-
-    handler: Callable[[Runtimes, InputT], Awaitable[OutputT]]
-    scope: ClassVar[Scope] = Scope.BROKER
-
-    async def run(self, runtimes: Runtimes, inp: BaseModel) -> OutputT:
-        """Run the handler (see `WorkspaceOperation.run`)."""
-        return self._output(await self.handler(runtimes, self._input(inp)))
-
-
-Operation = WorkspaceOperation[BaseModel, BaseModel] | BrokerOperation[BaseModel, BaseModel]
-"""An operation of a registry, whatever its models."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Registry:
-    """The operations a broker serves, in public tool order, by name and by MCP tool name.
-
-    Raises:
-        ValueError: Two operations have one name.
-    """
-
-    operations: tuple[Operation, ...]
-    by_name: Mapping[str, Operation] = dataclasses.field(init=False, repr=False, compare=False)
-    by_tool: Mapping[str, Operation] = dataclasses.field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        by_name = {spec.name: spec for spec in self.operations}
-        if len(by_name) != len(self.operations):
-            raise ValueError("two operations have one name")
-        object.__setattr__(self, "by_name", by_name)
-        object.__setattr__(self, "by_tool", {spec.tool: spec for spec in self.operations})
-
-    def __iter__(self) -> Iterator[Operation]:
-        return iter(self.operations)
-
-    def __len__(self) -> int:
-        return len(self.operations)
-
-    def replacing(self, *specs: Operation) -> Registry:
-        """This registry with some operations replaced by others of the same name (in place in the order)."""
-        new = {spec.name: spec for spec in specs}
-        unknown = sorted(set(new) - set(self.by_name))
-        if unknown:
-            raise ValueError(f"no operation named {', '.join(unknown)}")
-        return Registry(tuple(new.get(spec.name, spec) for spec in self.operations))
-
-
 if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check every handler against its models
-    completions, goals, navigation, outline, save, sync, workspaces = (
+    completions, goals, navigation, outline, save, sync, widgets, workspaces = (
         lazy_coroutines(f"{__package__}._ops.{name}")
-        for name in ("completions", "goals", "navigation", "outline", "save", "sync", "workspaces")
+        for name in ("completions", "goals", "navigation", "outline", "save", "sync", "widgets", "workspaces")
     )
     attempts, axioms, profile, run, scratch = (
         lazy_coroutines(f"{__package__}._probes.{name}") for name in ("attempts", "axioms", "profile", "run", "scratch")
@@ -573,6 +417,62 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
             "not an OS sandbox: project code and #eval may perform IO."
         ),
         read_only=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "term_goal",
+        m.PositionInput,
+        m.TermGoalResult,
+        widgets.term_goal,
+        description=_d(
+            "The expected type of the term at a position of a document version (Lean's $/lean/plainTermGoal): "
+            "goal is Lean's text of it (hypotheses, then the expected type after ⊢) and range the term's range; "
+            "both are null where Lean has no term."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "widgets",
+        m.PositionInput,
+        m.WidgetsResult,
+        widgets.widgets,
+        description=_d(
+            "The panel widgets Lean shows at a position of a document version (Lean.Widget.getWidgets over Lean's "
+            "RPC): each instance as Lean sends it (id, javascriptHash, props, range). Pass a javascriptHash to "
+            "lean_widget_source for the widget's JavaScript."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "widget_source",
+        m.WidgetSourceInput,
+        m.WidgetSourceResult,
+        widgets.widget_source,
+        description=_d(
+            "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
+            "a document version, from Lean.Widget.getWidgetSource. The module's text is source.sourcetext."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "interactive_diagnostics",
+        m.InteractiveDiagnosticsInput,
+        m.InteractiveDiagnosticsResult,
+        widgets.interactive_diagnostics,
+        description=_d(
+            "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
+            "RPC), optionally only those of lines start_line up to end_line. Messages are Lean's tagged text, with "
+            "embedded expressions and traces. Waits until Lean finished elaborating the version, as lean_sync does."
+        ),
+        read_only=True,
+        version_bound=True,
         progress=_FULL_PROGRESS,
         extension=True,
     ),

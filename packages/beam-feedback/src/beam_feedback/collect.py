@@ -29,7 +29,7 @@ from pydantic import JsonValue
 from beam_feedback.__about__ import __version__
 from beam_feedback._command import CommandError, run_command
 from beam_lsp import strict_json
-from beam_lsp.project import LAKEFILES, TOOLCHAIN_FILE, read_toolchain
+from beam_lsp.project import LAKEFILES, TOOLCHAIN_FILE, elan_toolchain_dir, read_toolchain
 
 __all__ = ["DEFAULT_COMMAND_TIMEOUT", "CollectedContext", "collect_context"]
 
@@ -247,11 +247,6 @@ def _git(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     return {"branch": branch, "commit": commit, "dirty": dirty}
 
 
-def _elan_toolchain_dir(toolchain: str) -> str:
-    """The directory name elan installs a toolchain under (``owner/repo:ver`` -> ``owner--repo---ver``)."""
-    return toolchain.replace("/", "--").replace(":", "---")
-
-
 def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str | None:
     """The real ``lake`` to ask for its version, or None when asking could install a toolchain.
 
@@ -266,7 +261,7 @@ def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str
         # about this workspace (and a missing lean-toolchain was already reported).
         return None
     elan_home = Path(collector.env["ELAN_HOME"]) if collector.env.get("ELAN_HOME") else proxy_dir.parent
-    installed = elan_home / "toolchains" / _elan_toolchain_dir(toolchain) / "bin"
+    installed = elan_home / "toolchains" / elan_toolchain_dir(toolchain) / "bin"
     for candidate in (installed / "lake", installed / "lake.exe"):
         if candidate.is_file():
             return str(candidate)

@@ -53,6 +53,11 @@ def read_toolchain(root: Path) -> str | None:
     return text.splitlines()[0].strip() if text else None
 
 
+def elan_toolchain_dir(toolchain: str) -> str:
+    """The directory name elan gives a toolchain: `leanprover/lean4:v4.35.0` -> `leanprover--lean4---v4.35.0`."""
+    return toolchain.replace("/", "--").replace(":", "---")
+
+
 def module_name(root: str | Path, path: Path) -> str | None:
     """The Lean module a `.lean` file under `root` defines (`Foo/Bar.lean` -> `Foo.Bar`), else None.
 

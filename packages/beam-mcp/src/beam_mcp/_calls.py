@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,32 +21,22 @@ import anyio
 from beam_broker.events import CallContext, Progress
 from beam_broker.workspace import resolve
 
-from . import _jsonrpc
 from .__about__ import __version__
 from ._dispatch import Channel, Dispatcher, InFlight, Outlet
 from ._jsonrpc import Request
 from ._notify import CallNotifier
 from ._params import MRTR_REJECTED, CallParams
-from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
+from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope, tool_result
 from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet
 from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:
+    from beam_broker import Broker
+
     from ._broker_host import BrokerHost
 
 INVALID_INPUT = "invalidInput"
 REQUEST_CANCELLED = "requestCancelled"
-
-
-def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
-    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text`."""
-    if not isinstance(structured, dict):
-        structured = {"result": structured}
-    return {
-        "content": [{"type": "text", "text": _jsonrpc.dumps(structured)}],
-        "structuredContent": structured,
-        "isError": is_error,
-    }
 
 
 @dataclasses.dataclass
@@ -119,7 +109,10 @@ class Calls:
         try:
             with call.interruption:
                 try:
-                    result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
+                    if tool.answer is not None:  # another server's surface answers the whole result
+                        result = await tool.answer(self, run)
+                    else:
+                        result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
                 except Exception as exc:
                     result = tool_result(tool_failure(exc), is_error=True)  # or the JSON-RPC error it is
             if result is None:  # the server interrupted the call
@@ -202,6 +195,25 @@ class Calls:
             return await broker.call(spec.name, inp, ctx)
 
         return await self._watched(run, work)
+
+    async def broker_call(self, run: CallRun, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one broker operation for `run` (its events go to the call's notifier); for the `_compat` surface.
+
+        Raises:
+            BrokerError: As `Broker.call` does.
+            JsonRpcError: `-32603` when the broker could not be opened.
+        """
+        broker = await self._host.broker()
+        ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
+        return await broker.call(name, arguments, ctx)
+
+    async def broker(self) -> Broker:
+        """The open broker (for reads that are no operation, such as a file's cached diagnostics).
+
+        Raises:
+            JsonRpcError: `-32603` when it could not be opened.
+        """
+        return await self._host.broker()
 
     def identity(self) -> dict[str, Any]:
         """`beam_version`'s result."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Final, Literal, get_args
 
+from . import _jsonrpc
 from .__about__ import __version__
 from .errors import UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, invalid_params
 
@@ -153,3 +154,14 @@ def check_closed(params: Any, allowed: frozenset[str], what: str, *, required: b
     if "_meta" in params and not isinstance(params["_meta"], dict):
         raise invalid_params(f"{what} params._meta must be an object")
     return params
+
+
+def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text` (both families)."""
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return {
+        "content": [{"type": "text", "text": _jsonrpc.dumps(structured)}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }

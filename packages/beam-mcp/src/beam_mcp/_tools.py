@@ -3,7 +3,8 @@
 This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
-the tool surfaces a server can serve (`all`, or `beam`: upstream Beam's 24 tools, without the later operations).
+the tool surfaces a server can serve (`all`; `beam`: upstream Beam's 24 tools, without the later operations;
+`lean-lsp-mcp`: lean-lsp-mcp 0.32.0's 22 tools, projected by `_compat`).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
@@ -22,7 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from beam_broker.operations import PROGRESS_SENTENCE
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from beam_broker import OperationSpec
+
+    from ._calls import CallRun, Calls
 
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -254,6 +259,8 @@ class Tool:
         cancellable: Whether `notifications/cancelled` may abort it.
         fence: Whether it is a stream-order fence (earlier calls drain first, later ones wait for it).
         param_headers: The inputs HTTP clients mirror as `Mcp-Param-*` headers (`workspace.root`, if bound).
+        answer: For a tool of another server's surface (`_compat`): what answers the whole `CallToolResult`
+            (the runners of `_calls` answer only its `structuredContent`).
     """
 
     name: str
@@ -263,6 +270,7 @@ class Tool:
     cancellable: bool = True
     fence: bool = False
     param_headers: tuple[ParamHeader, ...] = ()
+    answer: Callable[[Calls, CallRun], Awaitable[dict[str, Any]]] | None = None
 
 
 def _tool(
@@ -305,9 +313,10 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
-Surface = Literal["all", "beam"]
-"""Which tools a server lists and serves: `all`, or `beam`, upstream Beam's exact 24."""
-SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
+Surface = Literal["all", "beam", "lean-lsp-mcp"]
+"""Which tools a server lists and serves: `all`; `beam`, upstream Beam's exact 24; `lean-lsp-mcp`, lean-lsp-mcp
+0.32.0's 22 tools (`_compat`)."""
+SURFACES: Final[tuple[Surface, ...]] = ("all", "beam", "lean-lsp-mcp")
 
 
 def operation_tool(spec: OperationSpec[BaseModel, BaseModel], *, surface: Surface = "all") -> Tool:
@@ -340,8 +349,14 @@ class ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
         `surface="beam"` leaves out the operations beyond upstream Beam's (`OperationSpec.extension`), so the
-        list is exactly upstream Beam's 24 tools, and calling another tool is an unknown tool.
+        list is exactly upstream Beam's 24 tools, and calling another tool is an unknown tool. `surface="lean-lsp-mcp"`
+        lists lean-lsp-mcp 0.32.0's tools only, each answered by a projection of the operations (`_compat`).
         """
+        if surface == "lean-lsp-mcp":
+            from ._compat import compat_tools
+
+            compat = compat_tools()
+            return cls(compat, {tool.name: tool for tool in compat})
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
         tools = (*process_tools(), feedback, *(operation_tool(spec, surface=surface) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})

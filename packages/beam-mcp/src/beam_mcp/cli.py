@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
@@ -25,10 +25,14 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 if TYPE_CHECKING:
     from ._http import HttpConfig
     from ._http.auth import BearerToken
+    from ._tools import Surface
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
 TOKEN_ENV = "LEAN_BEAM_MCP_TOKEN"
+TOOLS_ENV = "LEAN_BEAM_TOOLS"
+"""The tool surface when no `--tools` is given (`all`, `beam` or `lean-lsp-mcp`)."""
+TOOL_SURFACES = ("all", "beam", "lean-lsp-mcp")
 """The bearer token of `--http` when no `--http-token-file` is given (the same name as `_http.auth.TOKEN_ENV`)."""
 
 _EPILOG = f"""\
@@ -51,6 +55,8 @@ examples:
   lean-beam-mcp --http 127.0.0.1:8765 --http-token-file ~/.config/beam/token
                                                   ... requiring that bearer token
   lean-beam-mcp --tools beam                      list only Beam's 24 specified tools
+  lean-beam-mcp --tools lean-lsp-mcp              serve lean-lsp-mcp 0.32.0's tools (a drop-in; the project is
+                                                  $LEAN_PROJECT_PATH, else found from each file_path)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
   lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
 """
@@ -113,10 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tools",
-        choices=("all", "beam"),
-        default="all",
-        help="which tools to serve: all (default), or beam: exactly the 24 tools of Beam's specified surface "
-        "(upstream's tool list), without the later additions",
+        choices=TOOL_SURFACES,
+        default=None,
+        help="which tools to serve: all (default); beam: exactly the 24 tools of Beam's specified surface "
+        "(upstream's tool list), without the later additions; lean-lsp-mcp: lean-lsp-mcp 0.32.0's 22 tools, "
+        f"names, arguments and results (a drop-in replacement); default: ${TOOLS_ENV} when set, else all",
     )
     parser.add_argument(
         "--self-check",
@@ -294,7 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker["max_open_documents"] = args.max_open_documents
     if args.max_source_mib is not None:
         broker["max_source_bytes"] = args.max_source_mib * 1024 * 1024
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=args.tools)
+    tools = args.tools or os.environ.get(TOOLS_ENV) or "all"
+    if tools not in TOOL_SURFACES:
+        parser.error(f"${TOOLS_ENV} must be one of {', '.join(TOOL_SURFACES)}, not {tools!r}")
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=cast("Surface", tools))
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra

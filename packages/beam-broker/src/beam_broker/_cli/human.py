@@ -63,9 +63,13 @@ class View:
 
 # ---- exit status --------------------------------------------------------------------------------------
 def file_has_errors(result: Result) -> bool:
-    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted)."""
+    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted).
+
+    Only a sync's verdict counts: other answers that list diagnostics (`interactive_diagnostics`) answered the call.
+    """
     readiness = result.get("readiness")
-    counts = (result.get("diagnostics") or {}).get("counts") or {}
+    diagnostics = result.get("diagnostics")
+    counts = (diagnostics.get("counts") if isinstance(diagnostics, Mapping) else None) or {}
     if isinstance(readiness, Mapping) and readiness.get("save_ready") is False:
         return True
     return isinstance(counts.get("error"), int) and counts["error"] > 0
@@ -385,6 +389,83 @@ def _run_code(result: Result, view: View) -> list[str]:
     return out
 
 
+def _term_goal(result: Result, view: View) -> list[str]:
+    goal = result.get("goal")
+    return str(goal).splitlines() if goal else ["no term here"]
+
+
+def _widgets(result: Result, view: View) -> list[str]:
+    out = []
+    for widget in result.get("widgets") or []:
+        start = (widget.get("range") or {}).get("start")
+        where = f"{view.where(view.path, start)}: " if view.path is not None and start else ""
+        out.append(f"{where}{widget.get('id', '?')} (javascriptHash {widget.get('javascriptHash', '?')})")
+    return out or ["no widgets"]
+
+
+def _widget_source(result: Result, view: View) -> list[str]:
+    source = result.get("source") or {}
+    return str(source.get("sourcetext", "")).splitlines() or ["(empty module)"]
+
+
+def _tagged_text(value: Any) -> str:
+    """The text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`).
+
+    The same rule as beam-lsp's tagged-text models (`plain()`), kept here so that printing needs no model module
+    (a warm `lean-beam` builds its parser and prints without pydantic).
+    """
+    if isinstance(value, Mapping):
+        if "text" in value:
+            return str(value["text"])
+        if "append" in value:
+            return "".join(_tagged_text(part) for part in value["append"] or [])
+        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
+            return _tagged_text(value["tag"][1])
+    return ""
+
+
+def _message_text(value: Any) -> str:
+    """The plain text of an interactive message: `TaggedText` of Lean's `MsgEmbed`s.
+
+    Expressions, goals, widgets and traces are tags whose text is in the embed, not in the tagged part.
+    """
+    if not isinstance(value, Mapping):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    if "append" in value:
+        return "".join(_message_text(part) for part in value["append"] or [])
+    tag = value.get("tag")
+    if not (isinstance(tag, list) and len(tag) == 2):
+        return ""
+    embed, content = tag
+    if isinstance(embed, Mapping):
+        if "expr" in embed:
+            return _tagged_text(embed["expr"])
+        if isinstance(embed.get("goal"), Mapping):
+            return f"⊢ {_tagged_text(embed['goal'].get('type'))}"
+        if isinstance(embed.get("widget"), Mapping):
+            return _message_text(embed["widget"].get("alt"))
+        if isinstance(embed.get("trace"), Mapping):
+            trace = embed["trace"]
+            children = (trace.get("children") or {}).get("strict") or []
+            return "".join([_message_text(trace.get("msg")), *("\n" + _message_text(c) for c in children)])
+    return _message_text(content)
+
+
+_LSP_SEVERITIES: Final = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+
+
+def _interactive_diagnostics(result: Result, view: View) -> list[str]:
+    out = []
+    for item in result.get("diagnostics") or []:
+        start = (item.get("range") or {}).get("start")
+        where = view.where(view.path, start) if view.path is not None else "?"
+        severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
+        out.append(f"{where}: {severity}: {_message_text(item.get('message'))}")
+    return out or ["no diagnostics"]
+
+
 RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "DropResult": _drop,
     "RunResult": _run,
@@ -406,6 +487,10 @@ RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "AxiomsResult": _axioms,
     "ProfileResult": _profile,
     "RunCodeResult": _run_code,
+    "TermGoalResult": _term_goal,
+    "WidgetsResult": _widgets,
+    "WidgetSourceResult": _widget_source,
+    "InteractiveDiagnosticsResult": _interactive_diagnostics,
 }
 """Output model name -> renderer (`HoverResult` and `SignatureHelpResult` also cover `{"result": null}`)."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
-from beam_broker import _analysis as analysis
 from beam_broker import _handles as handles
 from beam_broker import _mirrors as mirrors
 from beam_broker import _probe_text as probe
@@ -219,10 +218,10 @@ async def run_probe(
         messages.append(pm.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
     if basis.mode == "proof" and ok:
         # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
-        unsolved = [d for d in diags if analysis.is_unsolved_goals(d) and d not in mine]
+        unsolved = [d for d in diags if verdict.is_unsolved_goals(d) and d not in mine]
         if unsolved:
             state = await goals_at(client, mirror.uri, built.span_end)
-            state = state or analysis.goals_from_unsolved(unsolved[-1])
+            state = state or verdict.goals_from_unsolved(unsolved[-1])
         state = state or m.ProofState(goals=[])
     if basis.mode == "proof" and not ok and basis.goal_position is not None:
         # The goals at the basis: the mirror holds the source's text up to there (the document is busy when
