@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -342,3 +343,17 @@ def test_a_position_the_model_makes_optional_may_be_left_out() -> None:
     assert args == {"name": "Foo.bar", "line": 2, "character": 4}
     with pytest.raises(BrokerError, match="needs FILE\\[:LINE:COL\\]"):
         locate(axioms, {"line": 1}, split_target(axioms, "A.lean"), None)  # half a position is still refused
+
+
+def test_an_edit_in_any_subfolder_of_the_package_derives_the_commands_again(tmp_path: Path) -> None:
+    package = tmp_path / "beam_broker"
+    shutil.copytree(cli_commands.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cli_commands.fingerprint(package)
+    assert cli_commands.fingerprint(package) == before
+    for edited in ("operations.py", "_ops/sync.py", "_probes/models.py", "_cli/args.py"):
+        source = package / edited
+        source.write_text(source.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+        after = cli_commands.fingerprint(package)
+        assert after != before, edited
+        before = after
+    assert cli_commands.fingerprint() == cli_commands.fingerprint(cli_commands.PACKAGE)

@@ -9,7 +9,15 @@ import pytest
 
 from beam_broker import RUNTIME_SETUP, BrokerError
 from beam_broker import errors as codes
-from beam_broker.config import REPORT_DELAY_ARG, SERVER_CMD_ENV, BrokerConfig, lake_command, server_command
+from beam_broker.config import (
+    REPORT_DELAY_ARG,
+    SERVER_CMD_ENV,
+    BrokerConfig,
+    command_words,
+    lake_command,
+    server_command,
+    split_command,
+)
 
 
 def executable(directory: Path, name: str) -> Path:
@@ -26,6 +34,22 @@ def test_the_server_command_is_the_config_then_the_environment_then_lake_serve(t
     assert server_command(BrokerConfig(lean_cmd=["my", "lean"]), env) == ["my", "lean"]
     assert server_command(BrokerConfig(), env) == ["lean", "--server", "-Dx=1"]
     assert server_command(BrokerConfig(), {"PATH": str(lake.parent)}) == [str(lake), "serve", "--", REPORT_DELAY_ARG]
+
+
+def test_a_lean_command_is_read_once_and_its_errors_never_echo_it(tmp_path: Path) -> None:
+    # The one reading of a Lean command line: `--lean-cmd` of both CLIs and the environment variable use it.
+    assert split_command("lake serve -- '-Dx=a b'") == ["lake", "serve", "--", "-Dx=a b"]
+    unclosed = "lean --token 's3cret"
+    for text, problem in (
+        (unclosed, "does not split like a shell command: No closing quotation"),
+        (" ", "must not be empty"),
+    ):
+        with pytest.raises(ValueError, match=f"^{problem}$"):
+            split_command(text)
+        with pytest.raises(BrokerError) as info:
+            server_command(BrokerConfig(), {"PATH": str(tmp_path), SERVER_CMD_ENV: text})
+        assert info.value.code == RUNTIME_SETUP and info.value.message == f"{SERVER_CMD_ENV} {problem}"
+    assert "s3cret" in command_words(BrokerConfig(), {SERVER_CMD_ENV: unclosed})  # still found, to redact it
 
 
 def test_no_server_command_is_a_runtime_setup_error(tmp_path: Path) -> None:

@@ -121,7 +121,12 @@ def test_version_and_help_as_a_process() -> None:
 
 
 def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
-    heavy = "('beam_broker', 'beam_lsp', 'beam_feedback', 'pydantic', 'lsprotocol')"
+    # The broker's and beam-feedback's errors are light (the one exception boundary imports them); models, the
+    # registry and the Lean client are not.
+    heavy = (
+        "('beam_broker.operations', 'beam_broker.models', 'beam_broker.broker', 'beam_lsp.client', "
+        "'beam_feedback.models', 'beam_feedback.report', 'pydantic', 'lsprotocol')"
+    )
     code = f"import sys, beam_mcp.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"

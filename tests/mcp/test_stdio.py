@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import Process
 
 from beam_mcp import ServerConfig
-from beam_mcp._stdio import read_lines, serve
+from beam_mcp._stdio import read_lines, serve_stdio
 from tests.support.fixtures import fake_cmd
 
 from .support import make_project, modern_meta
@@ -270,7 +270,7 @@ async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
     os.write(in_write, json.dumps(discover(1)).encode() + b"\n" + b"{bad\n" + json.dumps(discover(2)).encode())
     os.close(in_write)
     with anyio.fail_after(30):
-        await serve(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+        await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
     os.close(in_read)
     os.close(out_write)
     with os.fdopen(out_read, "rb") as out:
@@ -308,7 +308,7 @@ async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worke
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(anyio.to_thread.run_sync, drain)
-            await serve(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+            await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
             os.close(out_write)
     os.close(in_read)
     answers = [json.loads(line) for line in received[0].splitlines()]

@@ -27,7 +27,7 @@ from beam_lsp.project import module_name
 
 from ._verdict import ProgressTracker
 from .config import DEFAULT_MAX_SOURCE_BYTES
-from .errors import INTERNAL_ERROR, BrokerError, invalid_params
+from .errors import BrokerError, invalid_params
 
 
 def text_hash(text: str) -> str:
@@ -155,9 +155,11 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
     these reads never block on a pipe or device because nothing but a regular file is ever read.)
 
     Raises:
-        BrokerError: `invalidParams` with `data.reason`: `fileNotFound`, `notRegularFile` (`data.kind`),
-            `sourceTooLarge` (`data.limitBytes`), `notUtf8`, `badPath` (a name too long, a file used as a
-            directory, a symlink loop) or `permissionDenied`; `internalError` on other I/O errors.
+        BrokerError: `invalidParams` when the path given is at fault, with `data.reason` (see `errors`):
+            `fileNotFound`, `notRegularFile` (`data.kind`), `sourceTooLarge` (`data.limitBytes`), `notUtf8`,
+            `badPath` (a name too long, a file used as a directory, a symlink loop) or `permissionDenied`.
+        OSError: Any other I/O failure (a failing disk): not the caller's fault, so it is left to the broker's
+            error boundary (`internalError`, logged with its traceback).
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -167,9 +169,9 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, or a device without a driver
             raise _not_regular(path, _mode(path)) from None
         reason = _PATH_ERRORS.get(exc.errno or 0)
-        if reason is not None:  # the path the caller gave, not Beam or the disk, is at fault
-            raise invalid_params(f"cannot read {path}: {exc.strerror}", {"reason": reason, "path": str(path)}) from None
-        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
+        if reason is None:
+            raise  # Beam or the disk is at fault, not the path: the broker's error boundary says `internalError`
+        raise invalid_params(f"cannot read {path}: {exc.strerror}", {"reason": reason, "path": str(path)}) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -189,8 +191,6 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
                 raise _too_large(path, limit)
     except BlockingIOError:  # a "regular" file that would block (some /proc files): nothing to wait for here
         raise _not_regular(path, None) from None
-    except OSError as exc:
-        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
     try:
@@ -332,6 +332,8 @@ class Documents:
             except BrokerError as exc:  # gone, or no longer a readable regular source file
                 missing = exc.data is not None and exc.data.get("reason") == "fileNotFound"
                 status = "missing" if missing else "unknown"
+            except OSError:  # a report says what it could not learn instead of failing
+                status = "unknown"
             out.append(
                 {
                     "uri": doc.uri,

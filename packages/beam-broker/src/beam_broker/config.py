@@ -1,7 +1,9 @@
 """Broker settings and the commands they select: the Lean server command and the Lake executable for saves.
 
-Owns `BrokerConfig` and the precedence rules (`--lean-cmd`, then `$BEAM_LEAN_SERVER_CMD`, then `lake serve` on
-PATH). Pure: it reads the environment mapping it is given and PATH, never starts a process.
+Owns `BrokerConfig`, the precedence rules (`--lean-cmd`, then `$BEAM_LEAN_SERVER_CMD`, then `lake serve` on
+PATH) and `split_command`, the one reading of a Lean command written as a shell command line (`--lean-cmd` of
+`lean-beam` and `lean-beam-mcp`, the environment variable). Pure: it reads the environment mapping it is given and
+PATH, never starts a process.
 """
 
 from __future__ import annotations
@@ -32,6 +34,22 @@ def slow_reports(cmd: Sequence[str]) -> str | None:
         f"the Lean server command lacks {REPORT_DELAY_ARG}: Lean then holds every report for 200 ms and each probe "
         "and sync waits that long; add it (after `--` for `lake serve`)"
     )
+
+
+def split_command(text: str) -> list[str]:
+    """The words of a Lean command written as a shell command line (`lake serve -- -Dserver.reportDelayMs=0`).
+
+    Raises:
+        ValueError: It does not split like a shell command (an unclosed quote), or has no words. The message
+            names the problem, never the text (it may hold a secret flag).
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"does not split like a shell command: {exc}") from None
+    if not words:
+        raise ValueError("must not be empty")
+    return words
 
 
 SERVER_CMD_ENV = "BEAM_LEAN_SERVER_CMD"
@@ -97,9 +115,9 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
     from_env = env.get(SERVER_CMD_ENV)
     if from_env:
         try:
-            return shlex.split(from_env)
-        except ValueError as exc:  # the message names the problem, never the value (it may hold a secret)
-            raise BrokerError(RUNTIME_SETUP, f"{SERVER_CMD_ENV} does not split like a shell command: {exc}") from None
+            return split_command(from_env)
+        except ValueError as exc:
+            raise BrokerError(RUNTIME_SETUP, f"{SERVER_CMD_ENV} {exc}") from None
     lake = shutil.which("lake", path=env.get("PATH"))
     if lake is None:
         raise BrokerError(
@@ -113,14 +131,14 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
 def command_words(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
     """The words of the configured server command, whatever its source (for finding the secrets it carries).
 
-    Unlike `server_command` this never fails: a `$BEAM_LEAN_SERVER_CMD` that does not split like a shell command
-    is split at whitespace (quotes dropped), and without an explicit command there are no words.
+    Unlike `server_command` this never fails: a `$BEAM_LEAN_SERVER_CMD` that `split_command` refuses is split at
+    whitespace (quotes dropped), so its secrets are still found, and without an explicit command there are no words.
     """
     if config.lean_cmd:
         return list(config.lean_cmd)
     from_env = env.get(SERVER_CMD_ENV) or ""
     try:
-        return shlex.split(from_env)
+        return split_command(from_env)
     except ValueError:
         return [word.replace("'", "").replace('"', "") for word in from_env.split()]
 

@@ -38,6 +38,7 @@ from beam_lsp import (
     ServerRequestHandler,
     path_to_uri,
 )
+from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
@@ -47,7 +48,6 @@ from ._handles import HandleStore
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
-from ._util import single_errors
 from .config import BrokerConfig, server_command, slow_reports
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .workspace import cache_key, display_path, resolve_path
@@ -137,7 +137,7 @@ class WorkspaceRuntime:
             on_diagnostics: Called with the canonical path of each source file whose cached diagnostics change
                 (probe mirrors are never reported).
         """
-        with single_errors():
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
                 runtime = cls(root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg)
                 if on_diagnostics is not None:

@@ -2,7 +2,7 @@
 
 One permanent reader waits for stdin to become readable on the event loop (no thread) and hands each line
 to the server in order; the server's single writer task is the only code that touches stdout. Logs never go
-to stdout. EOF on stdin is shutdown, and so are SIGTERM and SIGINT when `serve` handles signals.
+to stdout. EOF on stdin is shutdown, and so are SIGTERM and SIGINT when `serve_stdio` handles signals.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _is_pipe(fd: int) -> bool:
         return False
 
 
-async def serve(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, signals: bool = False) -> None:
+async def serve_stdio(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, signals: bool = False) -> None:
     """Serve MCP on stdio until EOF on stdin, then shut down (in-flight calls cancelled, Lean stopped).
 
     With `signals`, SIGTERM and SIGINT are EOF too (only in the main thread): the process stops within the

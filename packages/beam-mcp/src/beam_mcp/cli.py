@@ -4,8 +4,8 @@ Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT 
 self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
 installed; 2 usage error; 130 interrupted.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
-stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the Lean stack is
-imported by the server in the background.
+stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
+broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import argparse
 import ipaddress
 import logging
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -255,12 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
+        from beam_broker.config import split_command
+
         try:
-            lean_cmd = shlex.split(args.lean_cmd)
+            lean_cmd = split_command(args.lean_cmd)
         except ValueError as exc:
-            parser.error(f"--lean-cmd: {exc}")
-        if not lean_cmd:
-            parser.error("--lean-cmd must not be empty")
+            parser.error(f"--lean-cmd {exc}")
     address: tuple[str, int] | None = None
     if args.http is not None:
         if args.self_check is not None:
@@ -329,9 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{SERVER_NAME}: cannot serve HTTP on {args.http}: {error}", file=sys.stderr)
                 return 1
         else:
-            from ._stdio import serve
+            from ._stdio import serve_stdio
 
-            anyio.run(lambda: serve(config, signals=True))
+            anyio.run(lambda: serve_stdio(config, signals=True))
     except KeyboardInterrupt:
         return 130
     return 0

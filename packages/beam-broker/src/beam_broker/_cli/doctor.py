@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from beam_broker.config import SERVER_CMD_ENV, BrokerConfig, lake_command, server_command, slow_reports
 from beam_broker.errors import RUNTIME_SETUP, BrokerError
-from beam_lsp.project import PROJECT_MARKERS
+from beam_lsp.project import PROJECT_MARKERS, TOOLCHAIN_FILE, read_toolchain
 
 from . import args as cli_args
 from . import daemon_client as client
@@ -118,10 +118,8 @@ def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str]) -> Ch
     name = "toolchain"
     wanted = ""
     if root is not None:
-        try:
-            wanted = (Path(root) / "lean-toolchain").read_text(encoding="utf-8").strip()
-        except OSError:
-            wanted = ""
+        with contextlib.suppress(OSError):
+            wanted = read_toolchain(Path(root)) or ""
     if lean.status != "ok":
         return Check(name, "skip", f"no `lean` to ask; the project asks for {wanted or 'no particular version'}")
     try:
@@ -145,10 +143,10 @@ def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str]) -> Ch
     if number is not None and number.group(1) not in version:
         return _fail(
             name,
-            f"{version}, but lean-toolchain asks for {wanted}",
-            "with elan, `lean` follows lean-toolchain: run `elan show` in the project; else install that version",
+            f"{version}, but {TOOLCHAIN_FILE} asks for {wanted}",
+            f"with elan, `lean` follows {TOOLCHAIN_FILE}: run `elan show` in the project; else install that version",
         )
-    return _ok(name, f"{version}" + (f" (lean-toolchain: {wanted})" if wanted else ""))
+    return _ok(name, f"{version}" + (f" ({TOOLCHAIN_FILE}: {wanted})" if wanted else ""))
 
 
 def check_daemon_dir(root: str | None, env: Mapping[str, str]) -> Check:

@@ -2,7 +2,7 @@
 
 Owns one renderer per output model of the registry (keyed by the model's class name, so a new output model
 without one fails a test, and falls back to JSON here), the exit status a result implies (Lean reported errors in
-the file), and errors as text. Diagnostics and positions print as Lean prints them (`_render`); goals as Lean
+the file), and errors as text. Diagnostics and positions print as Lean prints them (`render`); goals as Lean
 shows them (`hyps ⊢ target`); hover as its text; symbols as an indented outline; probe results as messages
 followed by the goals after (one block per batch attempt); axioms, profiler times and scratch messages as Lean
 prints them. It reads files only through `Sources` and never calls the broker.
@@ -16,10 +16,12 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from .position import lean_position
+from .position import Source, lean_position, where
 from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
 Result = Mapping[str, Any]
+SCRATCH: Final = "<scratch>"
+"""How a `run_code` text is named in its positions (it is no file)."""
 
 
 @dataclasses.dataclass
@@ -30,11 +32,13 @@ class View:
         sources: The project's files (for positions and source lines).
         path: The call's file argument (root-relative), when it has one.
         printed: Keys of the diagnostics already printed (streamed live while the call ran).
+        text: The call's Lean text argument, when it has one (`run_code`'s messages are placed in it).
     """
 
     sources: Sources
     path: str | None = None
     printed: set[str] = dataclasses.field(default_factory=set)
+    text: str | None = None
 
     def relative(self, uri: str) -> str:
         """A location's URI as a path: root-relative inside the project."""
@@ -58,7 +62,7 @@ class View:
 
 
 # ---- exit status --------------------------------------------------------------------------------------
-def lean_errors(result: Result) -> bool:
+def file_has_errors(result: Result) -> bool:
     """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted).
 
     Only a sync's verdict counts: other answers that list diagnostics (`interactive_diagnostics`) answered the call.
@@ -75,7 +79,7 @@ def refused_save(error: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The sync verdict of a save refused because the file has errors (`data.sync`), else None."""
     data = error.get("data")
     sync = data.get("sync") if isinstance(data, Mapping) else None
-    return sync if isinstance(sync, Mapping) and lean_errors(sync) else None
+    return sync if isinstance(sync, Mapping) and file_has_errors(sync) else None
 
 
 # ---- pieces -------------------------------------------------------------------------------------------
@@ -376,10 +380,10 @@ def _profile(result: Result, view: View) -> list[str]:
 
 def _run_code(result: Result, view: View) -> list[str]:
     out = []
+    scratch = Source.of(view.text) if view.text is not None else None
     for message in result.get("messages") or []:
-        start = (message.get("range") or {}).get("start") or {}
-        where = f"<scratch>:{_int(start.get('line')) + 1}:{_int(start.get('character'))}"
-        out.append(f"{where}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+        at = where(SCRATCH, scratch, (message.get("range") or {}).get("start"))
+        out.append(f"{at}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
     if not out:
         out.append("ok" if result.get("success") else "error: the text did not elaborate")
     return out
@@ -407,8 +411,8 @@ def _widget_source(result: Result, view: View) -> list[str]:
 def _tagged_text(value: Any) -> str:
     """The text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`).
 
-    The same rule as `_analysis.tagged_text`, kept here so that printing needs no model module (a warm `lean-beam`
-    builds its parser and prints without pydantic).
+    The same rule as beam-lsp's tagged-text models (`plain()`), kept here so that printing needs no model module
+    (a warm `lean-beam` builds its parser and prints without pydantic).
     """
     if isinstance(value, Mapping):
         if "text" in value:

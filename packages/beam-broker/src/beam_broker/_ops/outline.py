@@ -21,10 +21,10 @@ import anyio
 
 from beam_broker import models as m
 from beam_broker._call import Call, Watch
-from beam_broker._util import single_errors
 from beam_broker.workspace import resolve_path
 from beam_lsp import LeanImport, Position, Range, ResponseError, SemanticToken, path_to_uri
 from beam_lsp import errors as lsp
+from beam_lsp.errors import unwrap_group
 
 from .navigation import lsp_json
 
@@ -54,7 +54,7 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
     path = resolve_path(runtime.root, inp.path)
     client = await call.client()
     watch = Watch(path_to_uri(path), runtime.display(path))
-    with single_errors():
+    with unwrap_group():
         async with call.watch(client, watch, None):
             client, doc = await call.checked(inp.path, inp.version)
             version = doc.version

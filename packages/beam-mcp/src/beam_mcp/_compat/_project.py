@@ -13,16 +13,15 @@ import os
 from pathlib import Path
 from typing import Final
 
+from beam_lsp.project import TOOLCHAIN_FILE, is_project_root
+
 from ._errors import CompatError
 
 PROJECT_PATH_ENV: Final = "LEAN_PROJECT_PATH"
-TOOLCHAIN_FILE: Final = "lean-toolchain"
 
 
 def is_root(directory: Path) -> bool:
     """Whether a directory is a Lean project lean-lsp-mcp would serve (a `lean-toolchain` and Beam's markers)."""
-    from beam_lsp.project import is_project_root  # the broker loaded beam_lsp before any call runs
-
     return (directory / TOOLCHAIN_FILE).is_file() and is_project_root(directory)
 
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from beam_lsp.project import elan_toolchain_dir, read_toolchain
+
 _KEYWORDS: Final = (
     "theorem",
     "lemma",
@@ -51,13 +53,14 @@ def stdlib_sources(root: Path) -> Path | None:
     if lean is None:
         return None
     prefix = Path(os.path.realpath(lean)).parent.parent
-    toolchain = root / "lean-toolchain"
     if prefix.name == ".elan" or (prefix / "toolchains").is_dir():  # an elan shim: the project's toolchain
         try:
-            name = toolchain.read_text(encoding="utf-8").strip()
+            name = read_toolchain(root)
         except OSError:
             return None
-        prefix = prefix / "toolchains" / name.replace("/", "--").replace(":", "---")
+        if name is None:
+            return None
+        prefix = prefix / "toolchains" / elan_toolchain_dir(name)
     src = prefix / "src" / "lean"
     return src if src.is_dir() else None
 

@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
+from beam_broker.errors import BrokerError
+from beam_mcp._protocol import tool_result
 from beam_mcp._tools import Tool
-from beam_mcp.errors import broker_code, tool_result
 
 from ._args import ArgumentError, parse
 from ._errors import CompatError
@@ -94,7 +95,7 @@ def _answer(
         except CompatError as exc:
             return failure(name, exc.message)
         except Exception as exc:
-            if broker_code(exc) is None:
+            if not isinstance(exc, BrokerError):
                 raise
             return failure(name, str(getattr(exc, "message", exc)))
         return tool_result(out)

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from beam_lsp.lines import codepoint_column, split_lines, utf16_column
+
 MAX_OUTPUT_ENV: Final = "LEAN_MCP_MAX_OUTPUT_CHARS"
 """lean-lsp-mcp's per-field character budget for goals and messages (default 6000; 0 = unbounded)."""
 DEFAULT_MAX_OUTPUT: Final = 6000
@@ -56,34 +58,18 @@ def lines_of(text: str) -> list[str]:
 
 
 def lsp_lines(text: str) -> list[str]:
-    r"""The lines of a text as LSP counts them (split at `\\n`, a `\\r` before it dropped)."""
-    return [line.removesuffix("\r") for line in text.split("\n")]
-
-
-def _units(ch: str) -> int:
-    return 2 if ord(ch) > 0xFFFF else 1
+    """The lines of a text as LSP counts them (`beam_lsp.lines.split_lines`)."""
+    return split_lines(text)
 
 
 def to_utf16(line: str, column: int) -> int:
     """The UTF-16 offset of a 0-based code-point column of `line` (clamped to the line)."""
-    column = max(0, min(column, len(line)))
-    return column if line.isascii() else sum(_units(ch) for ch in line[:column])
+    return utf16_column(line, max(0, min(column, len(line))))
 
 
 def from_utf16(line: str, offset: int) -> int:
-    """The 0-based code-point column of a UTF-16 offset in `line` (clamped; inside a pair: that character)."""
-    if offset <= 0:
-        return 0
-    if line.isascii():
-        return min(offset, len(line))
-    units = 0
-    for index, ch in enumerate(line):
-        if units >= offset:
-            return index
-        units += _units(ch)
-        if units > offset:
-            return index
-    return len(line)
+    """The 0-based code-point column of a UTF-16 offset in `line` (clamped to the line)."""
+    return min(codepoint_column(line, max(0, offset)), len(line))
 
 
 def position(lines: Sequence[str], pos: Mapping[str, Any]) -> tuple[int, int]:

@@ -22,6 +22,8 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
+from beam_broker.errors import BrokerError
+
 from . import _search, _text, _web
 from ._errors import CompatError
 from ._project import PROJECT_PATH_ENV, Project, directory, display, files_under
@@ -131,9 +133,7 @@ class Doc:
 
 
 def _code(exc: BaseException) -> str | None:
-    from beam_mcp.errors import broker_code
-
-    return broker_code(exc)
+    return exc.code if isinstance(exc, BrokerError) else None
 
 
 class Projection:

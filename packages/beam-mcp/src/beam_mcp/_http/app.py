@@ -32,7 +32,7 @@ from beam_mcp import _jsonrpc
 from beam_mcp._jsonrpc import Invalid, Notification, Request
 from beam_mcp._protocol import LEGACY_VERSION, has_modern_meta
 from beam_mcp._tools import PROCESS_TOOLS, ParamHeader
-from beam_mcp.errors import PARSE_ERROR, JsonRpcError
+from beam_mcp.errors import JsonRpcError
 from beam_mcp.server import Channel, McpServer
 
 from .config import ENDPOINT, HEALTH, HttpConfig
@@ -178,9 +178,9 @@ class Endpoint:
         A modern request, a message of a session, a notification without one (202), a new session, or refused.
         """
         try:
-            decoded = _jsonrpc.loads(body)
-        except (ValueError, RecursionError) as exc:
-            raise Rejected(400, f"parse error: {exc}", code=PARSE_ERROR) from None
+            decoded = _jsonrpc.decode(body)
+        except JsonRpcError as exc:
+            raise Rejected.of(exc) from None
         if isinstance(decoded, list):
             raise Rejected(400, "a POST body carries one JSON-RPC message; batches are not supported")
         message = _jsonrpc.classify(decoded)
