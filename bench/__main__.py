@@ -19,6 +19,7 @@ from bench import (
     lsp_peers,
     mcp_overhead,
     peers,
+    peers_compat,
     speculation,
 )
 
@@ -30,6 +31,7 @@ BENCHES: dict[str, Callable[[], Awaitable[object]]] = {
     "speculation": speculation.main,
     "http_load": http_load.main,
     "peers": peers.main,
+    "peers_compat": peers_compat.main,
     "cpu": cpu.main,
     "cli": cli.main,
     "attempts": attempts.main,

@@ -7,7 +7,7 @@ between calls but Lean's unchanged prefix. Rows:
 
 - warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (the issue's target: at most 3x). The
   alternatives are theorems of their own names, which cannot see each other, so they share mirror versions
-  (`_probe.isolated`);
+  (`_probe_text.isolated`);
 - per alternative: the same batch divided by 8, against the same `lean_run_at`;
 - one name: 8 alternatives declaring the same theorem (one mirror version each, as alternatives that might see
   each other run) vs one `lean_run_at`;

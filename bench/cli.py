@@ -9,7 +9,7 @@ One daemon serves the built demo project on the lane's real Lean (`BEAM_TEST_TOO
 - `lean-beam hover Demo/Proofs.lean:4:31` (JSON into a pipe): the warm call as a person types it, which is the
   `update` step then the hover, through the daemon;
 - the same with `--version N`: the hover alone;
-- inside this process, the client's daemon round trips alone (`_daemon_client.request`): `update` + `hover`, and
+- inside this process, the client's daemon round trips alone (`_cli.daemon_client.request`): `update` + `hover`, and
   `hover` with a version.
 
 It prints each median (and p90) and the split: process start (the `--version` run) against the round trips.

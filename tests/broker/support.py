@@ -24,8 +24,10 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from beam_broker import Broker, BrokerConfig, BrokerError, CallContext
+from beam_broker.operations import REGISTRY, Registry, WorkspaceOperation
 from tests.support.fixtures import FAKE_LEAN, fake_cmd
 from tests.support.projects import fake_project
 
@@ -75,13 +77,24 @@ async def open_broker(
     cmd: list[str] | None = None,
     path: str = SYSTEM_PATH,
     env: Mapping[str, str] | None = None,
+    registry: Registry = REGISTRY,
     **config: Any,
 ) -> AsyncIterator[Broker]:
-    """A real broker whose workspaces run the fake Lean with `lean` (or `cmd`), `PATH=path` plus `env`."""
+    """A real broker whose workspaces run the fake Lean with `lean` (or `cmd`), `PATH=path` plus `env`.
+
+    `registry` is the operations it serves (a test injects a handler by replacing one).
+    """
     lean_cmd = cmd if cmd is not None else fake_cmd(dict(lean) if lean else None)
     broker_config = BrokerConfig(lean_cmd=lean_cmd, env={"PATH": path, **(env or {})}, **config)
-    async with Broker.open(broker_config) as broker:
+    async with Broker.open(broker_config, registry=registry) as broker:
         yield broker
+
+
+def workspace_operation(name: str) -> WorkspaceOperation[BaseModel, BaseModel]:
+    """The built-in workspace operation `name` (to replace its handler: `REGISTRY.replacing(...)`)."""
+    spec = REGISTRY.by_name[name]
+    assert isinstance(spec, WorkspaceOperation)
+    return spec
 
 
 async def call(broker: Broker, name: str, root: Path, *, ctx: CallContext | None = None, **args: Any) -> dict[str, Any]:

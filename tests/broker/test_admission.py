@@ -15,7 +15,7 @@ import pytest
 
 from beam_broker import Broker, BrokerError
 from beam_broker import errors as codes
-from beam_broker._admission import Admission
+from beam_broker._serve.admission import Admission
 from beam_broker.config import BrokerConfig
 from tests.support.fixtures import LeanGate, fake_broker
 

@@ -20,7 +20,8 @@ from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_broker._mirrors import Mirror
 from beam_broker._probe_text import Basis, build, isolated
-from beam_broker._probes import run as speculation
+from beam_broker._probes import attempts as attempts_module
+from beam_broker._probes import run as probe_run
 from beam_broker._probes.attempts import _groups, run_all
 from beam_broker._probes.run import Outcome
 
@@ -313,14 +314,14 @@ async def test_proof_attempts_report_lean_errors_and_the_goals_at_the_position(b
 def batches(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each `run_batch` call could answer its group from one version (True) or fell back (False)."""
     seen: list[bool] = []
-    real = speculation.run_batch
+    real = probe_run.run_batch
 
     async def spy(*args: Any) -> list[Outcome] | None:
         out = await real(*args)
         seen.append(out is not None)
         return out
 
-    monkeypatch.setattr(speculation, "run_batch", spy)
+    monkeypatch.setattr(attempts_module, "run_batch", spy)
     return seen
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from beam_broker import Broker, BrokerError
 from beam_broker import errors as codes
-from beam_broker import models as m
+from beam_broker._probes import models as pm
 from beam_broker._probes.axioms import listed_axioms, split_names
 
 from .support import TIMEOUT, call, fake_project, open_broker
@@ -121,8 +121,8 @@ def test_lean_s_lists_split_at_commas_outside_guillemets() -> None:
 
 
 def test_only_an_information_message_in_lean_s_words_is_a_list() -> None:
-    def msg(severity: Any, text: str) -> m.RunMessage:
-        return m.RunMessage(severity=severity, text=text)
+    def msg(severity: Any, text: str) -> pm.RunMessage:
+        return pm.RunMessage(severity=severity, text=text)
 
     assert listed_axioms([msg("error", "'t' depends on axioms: [sorryAx]")]) == (None, None)
     assert listed_axioms([msg("information", "t : True")]) == (None, None)

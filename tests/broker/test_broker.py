@@ -23,14 +23,14 @@ import pytest
 
 import beam_broker
 from beam_broker import BY_NAME, RUNTIME_SETUP, Broker, BrokerConfig, BrokerError, CallContext, PreparationEvent
-from beam_broker import broker as broker_module
 from beam_broker import errors as codes
 from beam_broker import models as m
+from beam_broker.operations import REGISTRY
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
 
-from .support import call, error_of, fake_project, open_broker
+from .support import call, error_of, fake_project, open_broker, workspace_operation
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +123,7 @@ async def test_a_parsed_input_model_is_accepted_and_its_root_canonicalized(tmp_p
 
 
 async def test_an_unexpected_failure_is_a_logged_internal_error_and_counted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     root = fake_project(tmp_path / "proj", {"A.lean": ""})
 
@@ -133,11 +133,11 @@ async def test_an_unexpected_failure_is_a_logged_internal_error_and_counted(
     async def wrong_type(call: Any, inp: Any) -> Any:
         return m.CloseResult(workspace=inp.workspace, closed=True)
 
-    specs = dict(BY_NAME)
-    specs["update"] = dataclasses.replace(BY_NAME["update"], handler=broken)
-    specs["sync"] = dataclasses.replace(BY_NAME["sync"], handler=wrong_type)
-    monkeypatch.setattr(broker_module, "BY_NAME", specs)
-    async with open_broker() as broker:
+    registry = REGISTRY.replacing(
+        dataclasses.replace(workspace_operation("update"), handler=broken),
+        dataclasses.replace(workspace_operation("sync"), handler=wrong_type),
+    )
+    async with open_broker(registry=registry) as broker:
         bug = await error_of(broker, "update", root, path="A.lean")
         typed = await error_of(broker, "sync", root, path="A.lean")
         ops = broker.stats()["workspaces"][f"local:{root}"]["byBackend"]["lean"]["ops"]

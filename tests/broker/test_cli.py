@@ -167,7 +167,10 @@ def test_invalid_input_exits_2_with_the_error_json_on_stderr(
     assert json.loads(capsys.readouterr().err)["code"] == codes.INVALID_INPUT
 
 
-@pytest.mark.parametrize(("lean_cmd", "needle"), [('"unclosed', "--lean-cmd: No closing quotation"), ("", "empty")])
+@pytest.mark.parametrize(
+    ("lean_cmd", "needle"),
+    [('"unclosed', "--lean-cmd does not split like a shell command: No closing quotation"), ("", "empty")],
+)
 def test_a_lean_command_that_does_not_split_is_invalid_input(
     in_project: Path, capsys: pytest.CaptureFixture[str], lean_cmd: str, needle: str
 ) -> None:

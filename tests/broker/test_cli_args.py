@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,9 @@ def test_each_input_field_becomes_an_argument_with_its_requiredness_and_choices(
                 continue
             spelled = arg.name[:-1] if arg.name == "texts" else arg.name  # one `--text` per item of a text list
             assert action.option_strings[0] == "--" + spelled.replace("_", "-")
-            implied = arg.name == "version" or arg.name.endswith(("line", "character"))
+            prefix = arg.name.removesuffix("character").removesuffix("line")
+            paired = {f"{prefix}line", f"{prefix}character"} <= set(fields)  # a position: FILE:LINE:COL fills it
+            implied = arg.name == "version" or (arg.name.endswith(("line", "character")) and paired)
             assert arg.implied == implied
             assert action.required == (fields[arg.name].is_required() and arg.kind != "bool" and not implied)
             if arg.kind == "choice":
@@ -340,3 +343,17 @@ def test_a_position_the_model_makes_optional_may_be_left_out() -> None:
     assert args == {"name": "Foo.bar", "line": 2, "character": 4}
     with pytest.raises(BrokerError, match="needs FILE\\[:LINE:COL\\]"):
         locate(axioms, {"line": 1}, split_target(axioms, "A.lean"), None)  # half a position is still refused
+
+
+def test_an_edit_in_any_subfolder_of_the_package_derives_the_commands_again(tmp_path: Path) -> None:
+    package = tmp_path / "beam_broker"
+    shutil.copytree(cli_commands.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cli_commands.fingerprint(package)
+    assert cli_commands.fingerprint(package) == before
+    for edited in ("operations.py", "_ops/sync.py", "_probes/models.py", "_cli/args.py"):
+        source = package / edited
+        source.write_text(source.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+        after = cli_commands.fingerprint(package)
+        assert after != before, edited
+        before = after
+    assert cli_commands.fingerprint() == cli_commands.fingerprint(cli_commands.PACKAGE)

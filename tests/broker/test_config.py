@@ -16,13 +16,15 @@ from beam_broker.config import (
     SERVER_CMD_ENV,
     BrokerConfig,
     Toolchain,
+    command_words,
     elan_home,
     lake_command,
     project_toolchain,
     server_command,
-    toolchain_directory,
+    split_command,
     workspace_command,
 )
+from beam_lsp.project import elan_toolchain_dir
 from tests.support.fixtures import FAKE_LEAN, fake_broker, fake_cmd
 from tests.support.projects import fake_project
 
@@ -41,6 +43,22 @@ def test_the_server_command_is_the_config_then_the_environment_then_lake_serve(t
     assert server_command(BrokerConfig(lean_cmd=["my", "lean"]), env) == ["my", "lean"]
     assert server_command(BrokerConfig(), env) == ["lean", "--server", "-Dx=1"]
     assert server_command(BrokerConfig(), {"PATH": str(lake.parent)}) == [str(lake), "serve", "--", REPORT_DELAY_ARG]
+
+
+def test_a_lean_command_is_read_once_and_its_errors_never_echo_it(tmp_path: Path) -> None:
+    # The one reading of a Lean command line: `--lean-cmd` of both CLIs and the environment variable use it.
+    assert split_command("lake serve -- '-Dx=a b'") == ["lake", "serve", "--", "-Dx=a b"]
+    unclosed = "lean --token 's3cret"
+    for text, problem in (
+        (unclosed, "does not split like a shell command: No closing quotation"),
+        (" ", "must not be empty"),
+    ):
+        with pytest.raises(ValueError, match=f"^{problem}$"):
+            split_command(text)
+        with pytest.raises(BrokerError) as info:
+            server_command(BrokerConfig(), {"PATH": str(tmp_path), SERVER_CMD_ENV: text})
+        assert info.value.code == RUNTIME_SETUP and info.value.message == f"{SERVER_CMD_ENV} {problem}"
+    assert "s3cret" in command_words(BrokerConfig(), {SERVER_CMD_ENV: unclosed})  # still found, to redact it
 
 
 def test_no_server_command_is_a_runtime_setup_error(tmp_path: Path) -> None:
@@ -70,7 +88,7 @@ def test_the_environment_is_the_configured_one_or_a_copy_of_this_process(monkeyp
 
 def install_toolchain(elan: Path, name: str, lake_text: str = "#!/bin/sh\nexit 0\n") -> Path:
     """A stand-in toolchain in elan's directory layout: `<elan>/toolchains/<dir>/bin/lake`."""
-    lake = elan / "toolchains" / toolchain_directory(name) / "bin" / "lake"
+    lake = elan / "toolchains" / elan_toolchain_dir(name) / "bin" / "lake"
     lake.parent.mkdir(parents=True)
     lake.write_text(lake_text, encoding="utf-8")
     lake.chmod(0o755)
@@ -78,8 +96,8 @@ def install_toolchain(elan: Path, name: str, lake_text: str = "#!/bin/sh\nexit 0
 
 
 def test_elan_names_a_toolchain_directory_by_escaping_slashes_and_colons() -> None:
-    assert toolchain_directory("leanprover/lean4:v4.9.0") == "leanprover--lean4---v4.9.0"
-    assert toolchain_directory("my-local-build") == "my-local-build"
+    assert elan_toolchain_dir("leanprover/lean4:v4.9.0") == "leanprover--lean4---v4.9.0"
+    assert elan_toolchain_dir("my-local-build") == "my-local-build"
 
 
 def test_a_project_toolchain_installed_in_elans_directory_replaces_only_lake_serve_on_path(tmp_path: Path) -> None:
@@ -139,7 +157,7 @@ async def test_two_projects_with_different_toolchains_run_different_lean_servers
     }
     roots = {}
     for name in lakes:
-        roots[name] = fake_project(tmp_path / toolchain_directory(name), {"A.lean": "theorem a : True := trivial\n"})
+        roots[name] = fake_project(tmp_path / elan_toolchain_dir(name), {"A.lean": "theorem a : True := trivial\n"})
         (roots[name] / "lean-toolchain").write_text(name + "\n", encoding="utf-8")
     plain = fake_project(tmp_path / "plain", {"A.lean": "theorem a : True := trivial\n"})
     (plain / "lean-toolchain").write_text("leanprover/lean4:v4.0.0\n", encoding="utf-8")  # not installed

@@ -27,6 +27,8 @@ if sys.version_info < (3, 11):
         (anyio.BrokenResourceError(), errors.WORKER_EXITED),
         (anyio.ClosedResourceError(), errors.WORKER_EXITED),
         (BrokenPipeError(), errors.WORKER_EXITED),
+        (ConnectionResetError(), errors.WORKER_EXITED),
+        (OSError(5, "Input/output error"), errors.INTERNAL_ERROR),  # a disk, not the Lean server's pipe
         (lsp.ContentModified(lsp.CONTENT_MODIFIED, "File changed."), errors.CONTENT_MODIFIED),
         (lsp.RequestCancelled(lsp.REQUEST_CANCELLED, ""), errors.REQUEST_CANCELLED),
         (lsp.RpcNeedsReconnect(lsp.RPC_NEEDS_RECONNECT, "outdated"), errors.RPC_NEEDS_RECONNECT),

@@ -43,6 +43,18 @@ async def test_goals_fall_back_to_the_plain_goal_when_rpc_fails(tmp_path: Path) 
     assert state["goals"] == [{"goalPrefix": "⊢ ", "target": "True", "hyps": [{"names": ["h"], "type": "Nat"}]}]
 
 
+async def test_a_document_that_changed_under_the_goals_request_is_content_modified_not_a_fallback(
+    tmp_path: Path,
+) -> None:
+    # Only a missing or expired RPC session falls back to the plain goal: Lean's "content modified" is an answer.
+    root = fake_project(tmp_path / "p", {"A.lean": PROOF})
+    lean = {"goal_trigger": "exact", "rpc": True, "content_modified": ["$/lean/rpc/call"], "goal": "h : Nat\n⊢ True"}
+    async with open_broker(lean) as broker:
+        await call(broker, "update", root, path="A.lean")
+        err = await error_of(broker, "goals", root, path="A.lean", version=1, line=1, character=2, mode="before")
+    assert err.code == codes.CONTENT_MODIFIED
+
+
 TODO = (
     "-- sorry in a comment\n"
     "theorem a : True := by\n"

@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from beam_broker import Broker
-from beam_broker._governor import Candidate, plan
-from beam_broker._memory import TreeUsage
+from beam_broker._serve.governor import Candidate, plan
+from beam_broker._serve.memory import TreeUsage
 from tests.support.fixtures import LeanGate, fake_broker
 
 from .support import TIMEOUT, call, fake_project

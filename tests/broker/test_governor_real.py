@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from beam_broker import Broker, BrokerConfig, BrokerError
-from beam_broker import _memory as memory
 from beam_broker import errors as codes
+from beam_broker._serve import memory
 from beam_broker.runtime import WorkspaceRuntime
 from tests.support.toolchain import Toolchain
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from beam_broker import OPERATIONS
-from beam_broker._cli.human import RENDERERS, View, goal_lines, lean_errors, refused_save, render, render_error
+from beam_broker._cli.human import RENDERERS, View, file_has_errors, goal_lines, refused_save, render, render_error
 from beam_broker._cli.render import Sources, diagnostic_key
 from tests.support.projects import fake_project
 
@@ -56,7 +57,7 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
         "Demo/Proofs.lean:6:4: error: unused",
         "Demo/Proofs.lean (version 2): 2 errors, 1 warning, 1 info message, not save-ready",
     ]
-    assert lean_errors(result) is True
+    assert file_has_errors(result) is True
     clean = {
         "path": "A.lean",
         "version": 1,
@@ -64,10 +65,10 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
         "readiness": {"save_ready": True, "reason": "ok"},
     }
     assert render("SyncReply", clean, view) == ["A.lean (version 1): no errors or warnings, save-ready"]
-    assert lean_errors(clean) is False
+    assert file_has_errors(clean) is False
     failed = {**clean, "readiness": {"save_ready": False, "reason": "documentDidNotElaborateSuccessfully"}}
     assert render("SyncReply", failed, view)[-1].endswith("did not elaborate successfully")
-    assert lean_errors({"diagnostics": {"counts": {"error": 1}}}) is True and lean_errors({}) is False
+    assert file_has_errors({"diagnostics": {"counts": {"error": 1}}}) is True and file_has_errors({}) is False
 
 
 def test_save_and_close_save_say_what_was_written(view: View) -> None:
@@ -313,3 +314,30 @@ def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View
         "<scratch>:3:7: error: Unknown identifier `x`"
     ]
     assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]
+
+
+def test_a_scratch_message_after_a_character_outside_the_bmp_is_at_its_code_point_column(view: View) -> None:
+    # Lean prints `<file>:1:20` for `nope` here; LSP (the broker's range) says UTF-16 character 21: 𝔸 is two units.
+    text = "def x : Nat := /-𝔸-/ nope\n"
+    message = {"severity": "error", "text": "Unknown identifier `nope`", "range": rng(0, 21)}
+    scratch = dataclasses.replace(view, text=text)
+    assert render("RunCodeResult", {"success": False, "messages": [message]}, scratch) == [
+        "<scratch>:1:20: error: Unknown identifier `nope`"
+    ]
+
+
+def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View) -> None:
+    assert render("TermGoalResult", {"goal": "p : Prop\n⊢ p", "range": rng(3, 4)}, view) == ["p : Prop", "⊢ p"]
+    assert render("TermGoalResult", {"goal": None, "range": None}, view) == ["no term here"]
+    widget = {"id": "w", "javascriptHash": "42", "range": rng(3, 4)}
+    assert render("WidgetsResult", {"widgets": [widget]}, view) == ["Demo/Proofs.lean:4:4: w (javascriptHash 42)"]
+    assert render("WidgetsResult", {"widgets": []}, view) == ["no widgets"]
+    assert render("WidgetSourceResult", {"source": {"sourcetext": "export {}\n"}}, view) == ["export {}"]
+    expr = {"tag": [{"info": {"p": "0"}, "subexprPos": "/"}, {"text": "MyNat.zero"}]}
+    tagged = {"append": [{"text": "Type mismatch "}, {"tag": [{"expr": expr}, {"text": ""}]}]}
+    found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
+    assert render("InteractiveDiagnosticsResult", found, view) == [
+        "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
+    ]
+    assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]
+    assert file_has_errors(found) is False, "the call answered: only a sync's verdict is the file's exit status"

@@ -1,4 +1,4 @@
-"""Mirrors are invisible (`_invisible`): what Lean says about probe mirrors never names one in an answer.
+"""Mirrors are invisible (`_outbound`): what Lean says about probe mirrors never names one in an answer.
 
 The rule on its own (location-like entries in a mirror dropped, a mirror's name in other text mapped to its
 source's), then at the broker's boundary on the fake lane: probe messages, events, errors, hover text, the
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from beam_broker import OPERATIONS, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
-from beam_broker import _outbound as invisible
+from beam_broker import _outbound as outbound
 from beam_broker._outbound import RedactingFormatter, log_failure
 from beam_lsp import Redactor
 from tests.support.every_operation import CALLS
@@ -42,7 +42,7 @@ def test_a_mirror_name_in_text_becomes_its_sources_name_of_the_same_kind() -> No
         f"_private.«external:{MIRROR}».0.pv : MyTrue; in Demo.Proofs_beamProbe2.x, {MIRROR}, "
         "Demo/Proofs_beamProbe12.lean:4:2 and _private._beamScratch_beamProbe1.0.q"
     )
-    assert invisible.text(said, ROOT) == (
+    assert outbound.text(said, ROOT) == (
         f"_private.Demo.Proofs.0.pv : MyTrue; in Demo.Proofs.x, {SOURCE}, "
         "Demo/Proofs.lean:4:2 and _private._beamScratch.0.q"
     )
@@ -50,13 +50,13 @@ def test_a_mirror_name_in_text_becomes_its_sources_name_of_the_same_kind() -> No
 
 def test_without_a_root_or_outside_it_leans_external_name_keeps_its_form_with_the_sources_uri() -> None:
     external = f"_private.«external:{MIRROR}».0.pv"
-    assert invisible.text(external) == f"_private.«external:{SOURCE}».0.pv"
-    assert invisible.text(external, "/elsewhere") == f"_private.«external:{SOURCE}».0.pv"
+    assert outbound.text(external) == f"_private.«external:{SOURCE}».0.pv"
+    assert outbound.text(external, "/elsewhere") == f"_private.«external:{SOURCE}».0.pv"
 
 
 def test_text_without_a_mirror_is_returned_as_it_is() -> None:
     said = "x_beamProbe is a user's name; so is _beamProbe1 alone"
-    assert invisible.text(said, ROOT) == said
+    assert outbound.text(said, ROOT) == said
 
 
 def test_location_like_entries_in_a_mirror_are_dropped_and_the_rest_kept() -> None:
@@ -70,7 +70,7 @@ def test_location_like_entries_in_a_mirror_are_dropped_and_the_rest_kept() -> No
         {"textDocument": {"uri": MIRROR, "version": 2}, "edits": []},
         {"path": "Demo/Proofs_beamProbe1.lean", "needsSave": False},
     ]
-    assert invisible.scrub({"result": result}, ROOT) == {
+    assert outbound.scrub({"result": result}, ROOT) == {
         "result": [located(SOURCE), {"name": "byTerm", "kind": 14, "location": located(SOURCE)}]
     }
 
@@ -81,7 +81,7 @@ def test_related_information_and_edits_keyed_by_a_mirror_are_dropped() -> None:
         "relatedInformation": [{"location": located(MIRROR), "message": "here"}],
     }
     edit = {"changes": {MIRROR: [{"range": RANGE, "newText": "x"}], SOURCE: []}}
-    assert invisible.scrub([diagnostic, edit], ROOT) == [
+    assert outbound.scrub([diagnostic, edit], ROOT) == [
         {"message": "see Demo.Proofs", "relatedInformation": []},
         {"changes": {SOURCE: []}},
     ]
@@ -89,12 +89,12 @@ def test_related_information_and_edits_keyed_by_a_mirror_are_dropped() -> None:
 
 def test_an_answer_without_a_mirror_is_the_same_object() -> None:
     answer = {"result": [located(SOURCE)], "messages": [{"text": "fine"}], "n": 3, "ok": True, "none": None}
-    assert invisible.scrub(answer, ROOT) is answer
+    assert outbound.scrub(answer, ROOT) is answer
 
 
 def test_events_are_mapped_dropped_or_passed_as_they_are() -> None:
     seen: list[Any] = []
-    ctx = invisible.context(CallContext(emit=seen.append, request_id=7), ROOT)
+    ctx = outbound.context(CallContext(emit=seen.append, request_id=7), ROOT)
     progress = FileProgressEvent("Demo/Proofs.lean", {"done": True})
     ctx.emit(progress)
     ctx.emit(SetupEvent("✔ [1/2] Built Demo.Proofs_beamProbe1", "Demo/Proofs_beamProbe1.lean"))

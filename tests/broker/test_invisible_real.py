@@ -16,9 +16,19 @@ from typing import Any
 import anyio
 import pytest
 
-from beam_broker import Broker, BrokerConfig, CallContext
+from beam_broker import Broker, BrokerConfig, BrokerError, CallContext
 from beam_lsp import path_to_uri
-from tests.support.every_operation import CALLS, END, PRIVATE, PROBE_ONLY, PROBES, PROOFS, Demo, write_files
+from tests.support.every_operation import (
+    CALLS,
+    END,
+    PRIVATE,
+    PROBE_ONLY,
+    PROBES,
+    PROOFS,
+    REFUSED,
+    Demo,
+    write_files,
+)
 from tests.support.toolchain import Toolchain
 
 from .support import TIMEOUT, Cli
@@ -68,7 +78,12 @@ async def test_after_probes_no_answer_or_event_of_any_operation_names_a_mirror(b
     async def call(name: str, arguments: dict[str, Any]) -> None:
         events: list[Any] = []
         with anyio.fail_after(TIMEOUT):
-            answer = await broker.call(name, {"workspace": ws, **arguments}, CallContext(emit=events.append))
+            try:
+                answer = await broker.call(name, {"workspace": ws, **arguments}, CallContext(emit=events.append))
+            except BrokerError as exc:
+                if name not in REFUSED:
+                    raise
+                answer = {"code": exc.code, "message": exc.message, "data": exc.data}
         demo.note(name, arguments, answer)
         answers.setdefault(name, []).append(answer)
         leaks.extend(f"{name}: {what}" for what in (dump(answer), dump(events)) if MARK in what)

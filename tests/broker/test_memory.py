@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from beam_broker import _memory as memory
+from beam_broker._serve import memory
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="no /proc on this system: trees measure 0")
 

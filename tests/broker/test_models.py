@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from beam_broker import OPERATIONS
 from beam_broker import models as m
+from beam_broker._probes import models as pm
 from beam_broker.workspace import WorkspaceDescriptor
 
 WS = {"root": "/r"}
@@ -55,7 +56,7 @@ def test_optional_none_fields_are_omitted_but_required_nullable_ones_stay() -> N
         path="A.lean", uri="file:///A.lean", severity="error", range={}, message="x", completion_blocking=False
     )
     assert "save_blocking" not in item.dump() and "version" not in item.dump()
-    run = m.RunResult(workspace=WorkspaceDescriptor(root="/r"), success=True, proof_state=None, next_handle=None)
+    run = pm.RunResult(workspace=WorkspaceDescriptor(root="/r"), success=True, proof_state=None, next_handle=None)
     assert run.dump() == {
         "workspace": WS,
         "success": True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import subprocess
@@ -19,7 +20,8 @@ from beam_broker import BY_NAME, BY_TOOL, OPERATIONS, BrokerError
 from beam_broker import errors as codes
 from beam_broker import models as m
 from beam_broker._probes import models as pm
-from beam_broker.operations import OperationSpec, Progress, Scope, implemented
+from beam_broker.events import Progress
+from beam_broker.operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation
 from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.projects import fake_project
 
@@ -68,14 +70,15 @@ def test_the_registry_lists_upstream_tool_order_and_flags() -> None:
         required = [name for name, f in spec.input_model.model_fields.items() if f.is_required()]
         assert required[-1] == "workspace", spec.name
     assert BY_NAME["sync"].key == "sync_file" and BY_NAME["hover"].key == "hover"
-    assert BY_TOOL["lean_sync"] is BY_NAME["sync"] and implemented() == OPERATIONS
+    assert BY_TOOL["lean_sync"] is BY_NAME["sync"] and REGISTRY.operations == OPERATIONS
 
 
 def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() -> None:
     assert OPERATIONS[: len(SEED)] == tuple(SEED), "the seed's operations come first, in the seed's order"
     added = OPERATIONS[len(SEED) :]
     assert [spec.tool for spec in added] == [
-        "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code"
+        "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code",
+        "lean_term_goal", "lean_widgets", "lean_widget_source", "lean_interactive_diagnostics",
     ]  # fmt: skip
     for spec in added[:2]:
         assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
@@ -89,6 +92,23 @@ def test_the_operations_beyond_the_seed_follow_it_read_only_and_version_bound() 
     )
     assert (BY_NAME["outline"].input_model, BY_NAME["outline"].output_model) == (m.OutlineInput, m.OutlineResult)
     assert BY_TOOL["lean_outline"].preparation("A.lean") == "lean_outline on A.lean: preparing the Lean workspace"
+
+
+def test_the_term_goal_and_widget_operations_read_one_document_version() -> None:
+    lean = [BY_NAME[name] for name in ("term_goal", "widgets", "widget_source", "interactive_diagnostics")]
+    for spec in lean:
+        assert spec.extension and spec.read_only and spec.version_bound and spec.cancellable, spec.name
+        assert spec.destructive is None and not spec.idempotent and not spec.fence and spec.scope is Scope.WORKSPACE
+        assert spec.key == spec.name and not spec.document_progress, spec.name
+    assert [spec.input_model for spec in lean] == [
+        m.PositionInput,
+        m.PositionInput,
+        m.WidgetSourceInput,
+        m.InteractiveDiagnosticsInput,
+    ]
+    assert BY_NAME["term_goal"].progress == BY_NAME["widgets"].progress == Progress.PREPARATION | Progress.FILE
+    full = Progress.PREPARATION | Progress.SETUP | Progress.FILE
+    assert BY_NAME["interactive_diagnostics"].progress == full, "it waits for the whole file"
 
 
 def test_the_probe_operations_beyond_the_seed_tell_the_truth_about_what_they_keep() -> None:
@@ -148,14 +168,62 @@ def test_every_entry_carries_its_handler_and_models() -> None:
     assert len(set(handlers)) == len(handlers), "each operation has a handler of its own"
 
 
-def test_importing_the_registry_loads_no_lean_client_stack() -> None:
+def test_importing_the_registry_loads_no_handler_module_and_no_lean_client_stack() -> None:
     code = (
         "import json, sys, beam_broker.operations, beam_broker;"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('lsprotocol', 'cattrs', 'beam_lsp.client',"
-        " 'beam_broker.runtime', 'beam_broker.broker')))))"
+        " 'beam_broker.runtime', 'beam_broker.broker', 'beam_broker._call', 'beam_broker._ops.',"
+        " 'beam_broker._probes.run', 'beam_broker._probes.attempts')))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+class Table:
+    """A broker's table of runtimes, as a broker-scoped handler sees it."""
+
+    def __init__(self) -> None:
+        self.dropped: list[WorkspaceDescriptor] = []
+
+    async def drop(self, descriptor: WorkspaceDescriptor) -> bool:
+        self.dropped.append(descriptor)
+        return False
+
+
+@pytest.mark.anyio
+async def test_a_handler_loads_its_module_when_it_first_runs_and_checks_both_types(tmp_path: Path) -> None:
+    spec = BY_NAME["drop_workspace"]
+    assert isinstance(spec, BrokerOperation) and spec.scope is Scope.BROKER
+    table = Table()
+    inp = spec.parse({"workspace": {"root": str(tmp_path)}})
+    assert isinstance(inp, m.WorkspaceInput)
+    assert await spec.run(table, inp) == m.DropResult(
+        workspace=inp.workspace, dropped=False, invalidated_handles=False, reason="notFound"
+    )
+    assert table.dropped == [inp.workspace]
+    with pytest.raises(TypeError, match="drop_workspace takes WorkspaceInput, not FileInput"):
+        await spec.run(table, m.FileInput(path="A.lean", workspace=inp.workspace))
+
+    async def wrong(runtimes: Any, inp: Any) -> Any:
+        return m.CloseResult(workspace=inp.workspace, closed=True)
+
+    broken = dataclasses.replace(spec, handler=wrong)
+    with pytest.raises(TypeError, match="drop_workspace returned CloseResult, not DropResult"):
+        await broken.run(table, inp)
+
+
+def test_a_registry_replaces_operations_by_name_and_refuses_two_of_one_name() -> None:
+    sync = BY_NAME["sync"]
+    assert isinstance(sync, WorkspaceOperation)
+    quiet = dataclasses.replace(sync, description="quiet")
+    replaced = REGISTRY.replacing(quiet)
+    assert replaced.by_name["sync"] is quiet and replaced.by_tool["lean_sync"] is quiet
+    assert [spec.name for spec in replaced] == [spec.name for spec in REGISTRY] and len(replaced) == len(REGISTRY)
+    assert REGISTRY.by_name["sync"] is sync, "the built-in registry is unchanged"
+    with pytest.raises(ValueError, match="no operation named nope"):
+        REGISTRY.replacing(dataclasses.replace(sync, name="nope"))
+    with pytest.raises(ValueError, match="two operations have one name"):
+        Registry((sync, quiet))
 
 
 def test_preparation_messages_name_the_tool_and_the_path() -> None:
@@ -235,7 +303,7 @@ def _valid(annotation: Any, root: str) -> Any:
     return {str: "A.lean", int: 0, bool: True}[annotation]
 
 
-def _arguments(spec: OperationSpec, root: str) -> dict[str, Any]:
+def _arguments(spec: Operation, root: str) -> dict[str, Any]:
     """Valid arguments: each field's default when it has one (a bounded `limit`), else a value of its type."""
     return {
         name: field.default if field.default not in (None, PydanticUndefined) else _valid(field.annotation, root)
@@ -243,7 +311,7 @@ def _arguments(spec: OperationSpec, root: str) -> dict[str, Any]:
     }
 
 
-def _text_slots(spec: OperationSpec, bad: str) -> list[tuple[str, str, Any]]:
+def _text_slots(spec: Operation, bad: str) -> list[tuple[str, str, Any]]:
     """(field, path of the bad string, the field's value holding it) for every place a string can go."""
     slots: list[tuple[str, str, Any]] = []
     for name, field in spec.input_model.model_fields.items():
@@ -273,7 +341,7 @@ TEXT_CASES = [
 
 @pytest.mark.parametrize(("spec", "field", "where", "value", "reason"), TEXT_CASES)
 def test_nul_or_a_lone_surrogate_in_any_string_argument_is_invalid_input_naming_the_field(
-    tmp_path: Path, spec: OperationSpec, field: str, where: str, value: Any, reason: str
+    tmp_path: Path, spec: Operation, field: str, where: str, value: Any, reason: str
 ) -> None:
     # Finding 3: such text gave -32603 and a traceback for most tools. The check comes before any filesystem
     # work: the workspace root here does not exist, and it is not what the error is about.
@@ -293,7 +361,7 @@ def test_an_object_key_that_cannot_go_on_is_named_before_undeclared_fields_are(t
     info.value.message.encode("utf-8")
 
 
-def _typed_fields(kind: type) -> list[tuple[OperationSpec, str]]:
+def _typed_fields(kind: type) -> list[tuple[Operation, str]]:
     return [
         (spec, name)
         for spec in OPERATIONS
@@ -323,7 +391,7 @@ def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
 
 @pytest.mark.parametrize(("spec", "field", "value"), STRICT_CASES)
 def test_integer_and_boolean_fields_refuse_strings_and_other_types(
-    tmp_path: Path, spec: OperationSpec, field: str, value: Any
+    tmp_path: Path, spec: Operation, field: str, value: Any
 ) -> None:
     # Finding 10: "line": "3" and "diagnostics_in_result": "true" were accepted although the schema says
     # integer/boolean. Every such field of every operation refuses them (and floats, bools as ints, 0/1 as bools).

@@ -1,4 +1,4 @@
-"""Secrets never leave the broker: redacted log output (`_logging`) and one table of every path that could leak.
+"""Secrets never leave the broker: redacted log output (`_outbound`) and one table of every path that could leak.
 
 Finding 5 of the hardening issue: `--lean-cmd "/x/lean-server --auth-token=..."` (or the same in
 `BEAM_LEAN_SERVER_CMD`) came back verbatim in the runtime-setup error. Each row of `PATHS` drives one error, log
@@ -22,15 +22,16 @@ from typing import Any
 
 import pytest
 
-from beam_broker import BY_NAME, BrokerConfig, CallContext
+from beam_broker import BrokerConfig, CallContext
 from beam_broker import broker as broker_module
 from beam_broker import errors as codes
 from beam_broker._outbound import RedactingFormatter, log_failure
 from beam_broker.config import SERVER_CMD_ENV, command_words, server_command
+from beam_broker.operations import REGISTRY
 from beam_lsp import Redactor
 from tests.support.fixtures import fake_cmd
 
-from .support import SYSTEM_PATH, Cli, cli_env, error_of, fake_lake, fake_project, open_broker
+from .support import SYSTEM_PATH, Cli, cli_env, error_of, fake_lake, fake_project, open_broker, workspace_operation
 
 pytestmark = pytest.mark.anyio
 
@@ -149,11 +150,9 @@ async def _internal_error_and_its_log(tmp_path: Path, caplog: pytest.LogCaptureF
     async def broken(call: Any, inp: Any) -> Any:
         raise RuntimeError(ECHO)
 
-    specs = dict(BY_NAME)
-    specs["update"] = dataclasses.replace(BY_NAME["update"], handler=broken)
-    with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.ERROR, logger="beam_broker"):
-        patch.setattr(broker_module, "BY_NAME", specs)
-        async with open_broker(cmd=flagged(fake_cmd()), env=SECRET_ENV) as broker:
+    registry = REGISTRY.replacing(dataclasses.replace(workspace_operation("update"), handler=broken))
+    with caplog.at_level(logging.ERROR, logger="beam_broker"):
+        async with open_broker(cmd=flagged(fake_cmd()), env=SECRET_ENV, registry=registry) as broker:
             err = await error_of(broker, "update", project(tmp_path), path="A.lean")
     assert err.code == codes.INTERNAL_ERROR and "Traceback" in caplog.text
     return [json.dumps(err.wire()), caplog.text]

@@ -28,7 +28,7 @@ from beam_broker.events import FileProgressEvent, PreparationEvent
 from beam_lsp import LeanImport, LeanModule, ResponseError, SemanticToken, TextDocument
 from beam_lsp import errors as lsp
 
-from .support import call, error_of, fake_project, open_broker
+from .support import call, error_of, fake_project, open_broker, spy
 
 pytestmark = pytest.mark.anyio
 SOURCE = "theorem two : True := trivial\n\ndef helper := two\n"
@@ -357,3 +357,21 @@ async def test_real_outline_gives_imports_kinds_signatures_docstrings_and_contai
     idproof = found["declarations"][0]
     assert idproof["range"]["start"] == {"line": 3, "character": 0}, "the range includes the docstring"
     assert idproof["selection_range"] == _rng(4, 16, 23)
+
+
+async def test_an_unchanged_version_s_outline_is_answered_again_without_asking_lean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": SOURCE})
+    asked = spy(monkeypatch, "document_symbols", "hover")
+    async with open_broker({"hover": HOVERS}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        first = await call(broker, "outline", root, path="A.lean", version=1)
+        again = await call(broker, "outline", root, path="A.lean", version=1)
+        once = list(asked)
+        (root / "A.lean").write_text(SOURCE + "\ndef three := two\n", encoding="utf-8")
+        await call(broker, "update", root, path="A.lean")
+        changed = await call(broker, "outline", root, path="A.lean", version=2)
+    assert again == first and once == [("document_symbols", "A.lean"), ("hover", "A.lean"), ("hover", "A.lean")]
+    assert [d["name"] for d in changed["declarations"]] == ["two", "helper", "three"]
+    assert len(asked) == 2 * len(once) + 1, "a new version asks Lean again"

@@ -57,7 +57,10 @@ def test_diagnostics_print_as_lean_does_line_from_1_column_from_0_in_code_points
         "message": "Type mismatch\n  MyNat.zero\nhas type",
     }
     assert diagnostic_line(item, sources) == "A.lean:2:29: error: Type mismatch\n  MyNat.zero\nhas type"
-    assert diagnostic_line(item, None) == "A.lean:2:31: error: Type mismatch\n  MyNat.zero\nhas type"
+    # Without the project's files the diagnostic's own file gives the line (the column was printed unconverted).
+    with_uri = {**item, "uri": (root / "A.lean").as_uri()}
+    assert diagnostic_line(with_uri, None) == "A.lean:2:29: error: Type mismatch\n  MyNat.zero\nhas type"
+    assert diagnostic_line(item, None) == "A.lean:2:31: error: Type mismatch\n  MyNat.zero\nhas type"  # no text
     info = {**item, "severity": "information", "message": "two : MyNat"}
     assert diagnostic_line(info, sources) == "A.lean:2:29: info: two : MyNat"
     assert diagnostic_line({}, None) == "?:1:0: unknown: "

@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_broker import BrokerError
-from beam_broker import _documents as sources
+from beam_broker import _documents as documents
 from beam_broker import errors as codes
 from beam_broker._documents import header_imports, header_text, read_source, text_hash
+from beam_broker.errors import lean_errors
 
 pytestmark = pytest.mark.anyio
 
@@ -139,16 +140,18 @@ async def test_a_file_that_would_block_is_refused_not_waited_for(
     assert info.value.data is not None and info.value.data["kind"] == "other"
 
 
-async def test_a_failing_read_is_an_internal_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failing_read_is_left_to_the_error_boundary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "A.lean").write_text("x")
 
     def broken(fd: int, n: int) -> bytes:
         raise OSError(errno.EIO, "I/O error")
 
     monkeypatch.setattr(os, "read", broken)
-    with pytest.raises(BrokerError) as info:
+    with pytest.raises(OSError, match="I/O error") as info:  # the disk, not the caller's path
         await read_source(tmp_path / "A.lean")
-    assert info.value.code == codes.INTERNAL_ERROR and "I/O error" in info.value.message
+    with pytest.raises(BrokerError) as mapped, lean_errors():
+        raise info.value
+    assert mapped.value.code == codes.INTERNAL_ERROR and "I/O error" in mapped.value.message
 
 
 def os_can_lock_out(path: Path) -> bool:
@@ -160,7 +163,7 @@ def os_can_lock_out(path: Path) -> bool:
     return False
 
 
-async def test_an_open_that_fails_is_an_internal_error_or_names_what_cannot_be_opened(
+async def test_an_open_that_fails_is_left_to_the_boundary_or_names_what_cannot_be_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failures = iter([OSError(errno.EIO, "Input/output error"), OSError(errno.ENXIO, "No such device")])
@@ -169,9 +172,8 @@ async def test_an_open_that_fails_is_an_internal_error_or_names_what_cannot_be_o
         raise next(failures)
 
     monkeypatch.setattr(os, "open", failing_open)
-    with pytest.raises(BrokerError) as broken:  # the disk, not the caller's path: internal
+    with pytest.raises(OSError, match="Input/output error"):  # the disk, not the caller's path
         await read_source(tmp_path / "A.lean")
-    assert broken.value.code == codes.INTERNAL_ERROR and "Input/output error" in broken.value.message
     with pytest.raises(BrokerError) as gone:  # no such device, and nothing left to stat: kind unknown
         await read_source(tmp_path / "Gone.lean")
     assert gone.value.data is not None and (gone.value.data["reason"], gone.value.data["kind"]) == (
@@ -216,5 +218,5 @@ PIECES = [
 @given(st.lists(st.sampled_from(PIECES), max_size=14), st.integers(min_value=1, max_value=12))
 def test_the_header_is_found_reading_only_the_beginning_of_a_text(pieces: list[str], chunk: int) -> None:
     text = "".join(pieces)
-    with patch.object(sources, "_HEAD_CHUNK", chunk):  # the text in chunks that cut lines anywhere
-        assert sources._header(text) == _header_of_whole_text(text)
+    with patch.object(documents, "_HEAD_CHUNK", chunk):  # the text in chunks that cut lines anywhere
+        assert documents._header(text) == _header_of_whole_text(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from beam_broker import _verdict as verdict
-from beam_lsp import LeanDiagnostic, LeanFileProgressParams
+from beam_lsp import LeanDiagnostic, LeanFileProgressParams, TextDocument
 
 
 def diag(message: str, severity: int | None = 1, **kw: object) -> LeanDiagnostic:
@@ -45,9 +45,18 @@ def test_readiness_blocks_on_errors_and_never_on_warnings() -> None:
 
 def test_the_save_blocked_message_previews_three_errors_one_based() -> None:
     ready = verdict.readiness([diag(f"e{i}") for i in range(5)], elaborated=True)
-    message = verdict.save_blocked_message(ready)
+    message = verdict.save_blocked_message(ready, TextDocument("file:///A.lean", "x\n", 1))
     assert message.startswith("cannot save artifacts for a document with errors; diagnostics: 1:1: e0 | 1:1: e1")
     assert message.endswith("(and 2 more)")
+
+
+def test_the_save_blocked_message_counts_columns_in_code_points_as_lean_does() -> None:
+    # `nope` is at UTF-16 character 21 (LSP) and code point 20 (Lean): 𝔸 is two UTF-16 units; 1-based: 1:21.
+    text = TextDocument("file:///A.lean", "def x : Nat := /-𝔸-/ nope\n", 1)
+    rng = {"start": {"line": 0, "character": 21}, "end": {"line": 0, "character": 25}}
+    ready = verdict.readiness([diag("Unknown identifier `nope`", range=rng)], elaborated=True)
+    message = verdict.save_blocked_message(ready, text)
+    assert message.endswith("diagnostics: 1:21: Unknown identifier `nope`")
 
 
 def test_lake_setup_lines_are_recognized_only_in_their_exact_shape() -> None:

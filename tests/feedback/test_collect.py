@@ -198,7 +198,7 @@ def test_an_uninstalled_toolchain_is_never_installed_through_the_proxy(
     assert isinstance(context.data["tools"], dict)
     assert context.data["tools"]["lake"] is None
     assert context.warnings == (
-        "lake version not probed: toolchain 'leanprover/lean4:v4.9.0' is not installed (Beam never installs one)",
+        "lake version not asked: toolchain 'leanprover/lean4:v4.9.0' is not installed (Beam never installs one)",
     )
     assert not proxy_ran.exists()
 

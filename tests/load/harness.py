@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 import httpx
 
-from beam_broker import _memory as memory
+from beam_broker._serve import memory
 from tests.deploy.cluster import META, MODERN, Cluster
 
 LOAD_FILE = "Demo/Load.lean"

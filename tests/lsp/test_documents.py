@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_lsp import InvalidPosition, Position, Range, TextDocument
-from beam_lsp.documents import common_prefix, path_to_uri, uri_to_path, utf16_len
+from beam_lsp.documents import common_prefix, path_to_uri, uri_to_path
+from beam_lsp.lines import codepoint_column, split_lines, utf16_column, utf16_len
 
 
 def test_utf16_positions_count_surrogate_pairs_as_two_units() -> None:
@@ -140,3 +141,17 @@ def test_a_change_keeps_the_prefix_and_suffix_and_counts_columns_in_utf16() -> N
 @pytest.mark.parametrize(("old", "new"), [("a\r\nb", "a\r\nc"), ("a\nb", "a\r\nb"), ("same", "same")])
 def test_the_whole_text_is_sent_for_carriage_returns_or_an_unchanged_text(old: str, new: str) -> None:
     assert TextDocument("file:///x.lean", old, 1).change_to(new) == {"text": new}
+
+
+def test_lines_and_columns_are_counted_as_lean_and_lsp_count_them() -> None:
+    # `lines` is the one copy: Lean's columns are code points, LSP's UTF-16 units; a CR before LF is no character.
+    line = "/- 𝔸𝔹 é -/ def u : MyTrue := MyNat.zero"
+    assert utf16_column(line, 29) == 31 and codepoint_column(line, 31) == 29
+    assert codepoint_column(line, 4) == 4  # inside the surrogate pair of 𝔸: the whole character
+    assert utf16_column("ab", 5) == 5 and codepoint_column("ab", 5) == 5  # past the end: one per column
+    assert split_lines("a\r\nb\n") == ["a", "b", ""]
+    doc = TextDocument("file:///a.lean", "a\r\nb\n", 1)
+    assert [doc.line_text(i) for i in range(doc.line_count)] == split_lines(doc.text)
+    assert doc.offset_at(Position(line=0, character=1)) == 1 and doc.position_at(2) == Position(line=0, character=1)
+    with pytest.raises(InvalidPosition):
+        doc.offset_at(Position(line=0, character=2))  # the CR is not a column Lean knows

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, path_to_uri
+from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, kill_tree, path_to_uri
 from beam_lsp._process import (
     ServerProcess,
     StderrBuffer,
@@ -103,6 +103,29 @@ async def test_reaping_kills_the_server_and_every_descendant(tmp_path: Path) -> 
         for handle in handles:
             os.close(handle)
     assert process.returncode is not None and process.returncode < 0
+
+
+async def test_killing_a_tree_reaches_what_it_started_in_sessions_of_its_own(tmp_path: Path) -> None:
+    # Lean's file workers (and an MCP server's Lean servers) are not in their parent's process group.
+    code = (
+        "import signal, subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'],"
+        " start_new_session=True); print('ready', flush=True); signal.pause()"
+    )
+    process = await spawn(_python(code), tmp_path, None)
+    assert process.stdout is not None
+    with anyio.fail_after(30):
+        assert (await process.stdout.receive()).startswith(b"ready")
+    [worker] = descendants(process.pid)
+    handle = os.pidfd_open(worker)
+    try:
+        kill_tree(process.pid)  # the descendants are collected before anything is signalled
+        with anyio.fail_after(30):
+            await anyio.wait_readable(handle)
+            await process.wait()
+    finally:
+        os.close(handle)
+        await process.aclose()
+    assert process.returncode == -9
 
 
 async def test_reaping_a_process_that_already_exited_signals_nothing(tmp_path: Path) -> None:

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from beam_lsp import project
-from beam_lsp.project import PROJECT_MARKERS, find_project_root, is_module_name, is_project_root, module_name
+from beam_lsp.project import (
+    LAKEFILES,
+    PROJECT_MARKERS,
+    TOOLCHAIN_FILE,
+    find_project_root,
+    is_module_name,
+    is_project_root,
+    module_name,
+    read_toolchain,
+)
 from tests.lsp.helpers import stdlib_only
 
 
@@ -83,3 +92,13 @@ def test_options_paths_and_malformed_names_are_not_module_names(name: str) -> No
 
 def test_the_module_imports_only_the_standard_library() -> None:
     assert stdlib_only(project)
+
+
+def test_the_toolchain_is_the_first_line_of_lean_toolchain(tmp_path: Path) -> None:
+    (tmp_path / TOOLCHAIN_FILE).write_text("  leanprover/lean4:v4.35.0 \nignored\n", encoding="utf-8")
+    assert read_toolchain(tmp_path) == "leanprover/lean4:v4.35.0"
+    (tmp_path / TOOLCHAIN_FILE).write_text("\n  \n", encoding="utf-8")
+    assert read_toolchain(tmp_path) is None
+    with pytest.raises(FileNotFoundError):
+        read_toolchain(tmp_path / "nowhere")
+    assert PROJECT_MARKERS == (TOOLCHAIN_FILE, *LAKEFILES)

@@ -16,7 +16,8 @@ import pytest
 
 from beam_broker import BY_NAME
 from beam_mcp import McpServer, ServerConfig
-from beam_mcp._jsonrpc import classify, loads
+from beam_mcp._dispatch import Channel, Dispatcher, Outlet
+from beam_mcp._jsonrpc import Request, classify, loads
 from beam_mcp.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.support.fixtures import fake_cmd, gated_cmd
 
@@ -273,18 +274,23 @@ async def test_a_message_with_an_active_id_sends_nothing_to_its_outlet(root: Pat
         assert second.messages == [] and not second.done.is_set()
 
 
-async def test_a_request_the_transport_gives_up_on_before_admission_frees_its_id(root: Path) -> None:
-    async with McpServer.open(ServerConfig(lean_cmd=fake_cmd())) as server:
-        channel, sink = server.channel(family="modern"), Sink()
-        request = message(call_message(1, "lean_sync", ws(root, path="A.lean")))
+async def test_a_request_the_transport_gives_up_on_before_admission_frees_its_id() -> None:
+    async def waits(channel: Channel, req: Request, outlet: Outlet) -> dict[str, Any] | None:
+        await anyio.sleep_forever()  # routing that waits (an HTTP client disconnects meanwhile)
+        return None
+
+    async def answers(channel: Channel, req: Request, outlet: Outlet) -> dict[str, Any] | None:
+        return {"answered": req.method}
+
+    async with anyio.create_task_group() as tg:
+        dispatcher, channel, sink = Dispatcher(tg, fence_grace=1.0), Channel(None, "modern"), Sink()
+        request = message(discover(1))
         with anyio.CancelScope() as scope:
-            scope.cancel()  # an HTTP client that disconnected while its request waited for the registry
-            await server.handle(channel, request, sink)
+            scope.cancel()
+            await dispatcher.handle(channel, request, sink, route=waits, notification=lambda c, n: None)
         assert not channel.owns(request.id) and not sink.done.is_set()
-        await server.handle(channel, request, sink)  # the id can be used again
-        with anyio.fail_after(10):
-            await sink.done.wait()
-        assert sink.response is not None and sink.response["result"]["structuredContent"]["version"] == 1
+        await dispatcher.handle(channel, request, sink, route=answers, notification=lambda c, n: None)  # free again
+        assert sink.response is not None and sink.response["result"] == {"answered": "server/discover"}
 
 
 # ---- output -------------------------------------------------------------------------------------------------------

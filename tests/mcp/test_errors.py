@@ -1,4 +1,4 @@
-"""The one exception boundary (`errors.to_wire`): which failures are JSON-RPC errors and which are tool results.
+"""The one exception boundary (`errors.to_wire`, `errors.tool_failure`): JSON-RPC errors and tool errors.
 
 The server-level consequences (a broker error is a tool result, a runtime setup failure is `-32600`) are checked
 end to end in `test_calls`; here each kind of exception is mapped directly, including the ones the real broker
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 import pytest
 
 from beam_broker import BrokerError
 from beam_feedback import FeedbackError
+from beam_mcp._protocol import tool_result
 from beam_mcp.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -23,15 +23,8 @@ from beam_mcp.errors import (
     JsonRpcError,
     ToolFailure,
     to_wire,
-    tool_error,
-    tool_result,
+    tool_failure,
 )
-
-
-def is_tool_error(wire: Any, error: dict[str, Any]) -> None:
-    assert isinstance(wire, dict) and wire["isError"] is True
-    assert wire["structuredContent"] == error
-    assert json.loads(wire["content"][0]["text"]) == error
 
 
 def test_a_json_rpc_error_is_itself() -> None:
@@ -41,11 +34,9 @@ def test_a_json_rpc_error_is_itself() -> None:
 
 
 def test_broker_errors_are_tool_errors_with_their_code_message_and_data() -> None:
-    wire = to_wire(BrokerError("contentModified", "stale", {"reason": "documentVersionMismatch"}), tool=True)
-    is_tool_error(wire, {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}})
-    is_tool_error(
-        to_wire(BrokerError("internalError", "kaput"), tool=True), {"code": "internalError", "message": "kaput"}
-    )
+    failure = tool_failure(BrokerError("contentModified", "stale", {"reason": "documentVersionMismatch"}))
+    assert failure == {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}}
+    assert tool_failure(BrokerError("internalError", "kaput")) == {"code": "internalError", "message": "kaput"}
 
 
 @pytest.mark.parametrize("message", ["no Lean server command", RUNTIME_SETUP_PREFIX + "no Lean server command"])
@@ -56,21 +47,28 @@ def test_a_runtime_setup_failure_is_the_seeds_invalid_request(message: str) -> N
 
 
 def test_feedback_and_process_tool_failures_are_tool_errors() -> None:
-    is_tool_error(
-        to_wire(FeedbackError("title must not be blank"), tool=True),
-        {"code": "invalidInput", "message": "title must not be blank"},
+    feedback = tool_failure(FeedbackError("title must not be blank"))
+    assert feedback == {"code": "invalidInput", "message": "title must not be blank"}
+    failure = tool_failure(
+        ToolFailure("invalidInput", "beam_version accepts no undeclared input fields: x", {"fields": ["x"]})
     )
-    wire = to_wire(
-        ToolFailure("invalidInput", "beam_version accepts no undeclared input fields: x", {"fields": ["x"]}), tool=True
-    )
-    is_tool_error(
-        wire,
-        {
-            "code": "invalidInput",
-            "message": "beam_version accepts no undeclared input fields: x",
-            "data": {"fields": ["x"]},
-        },
-    )
+    assert failure == {
+        "code": "invalidInput",
+        "message": "beam_version accepts no undeclared input fields: x",
+        "data": {"fields": ["x"]},
+    }
+
+
+def test_inside_a_tool_call_a_json_rpc_error_or_a_bug_is_raised_as_the_json_rpc_error_it_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    given = JsonRpcError(INVALID_PARAMS, "bad")
+    with pytest.raises(JsonRpcError) as raised:
+        tool_failure(given)
+    assert raised.value is given
+    with caplog.at_level(logging.ERROR, logger="beam_mcp"), pytest.raises(JsonRpcError) as raised:
+        tool_failure(RuntimeError("kaput"))
+    assert raised.value.code == INTERNAL_ERROR
 
 
 def test_anything_else_is_a_logged_internal_error(caplog: pytest.LogCaptureFixture) -> None:
@@ -89,7 +87,8 @@ def test_tool_results_carry_the_same_json_twice() -> None:
         "isError": False,
     }
     assert tool_result([1, 2])["structuredContent"] == {"result": [1, 2]}  # structured content is an object
-    assert tool_error("x", "y")["structuredContent"] == {"code": "x", "message": "y"}
+    failed = tool_result({"code": "x", "message": "y"}, is_error=True)
+    assert failed["isError"] is True and json.loads(failed["content"][0]["text"]) == {"code": "x", "message": "y"}
 
 
 def test_outside_a_tool_call_a_starting_server_is_32051_and_other_broker_errors_are_internal() -> None:
@@ -97,5 +96,9 @@ def test_outside_a_tool_call_a_starting_server_is_32051_and_other_broker_errors_
     assert isinstance(starting, JsonRpcError) and starting.code == -32051
     other = to_wire(BrokerError("contentModified", "stale"))
     assert isinstance(other, JsonRpcError) and other.code == -32603
-    setup = to_wire(BrokerError("runtimeSetup", "no lake"), tool=True)
-    assert isinstance(setup, JsonRpcError) and setup.message.startswith("could not set up Lean Beam MCP runtime: ")
+    with pytest.raises(JsonRpcError) as raised:
+        tool_failure(BrokerError("runtimeSetup", "no lake"))  # a JSON-RPC error even inside a tool call
+    assert raised.value.message.startswith("could not set up Lean Beam MCP runtime: ")
+    with pytest.raises(JsonRpcError) as raised:
+        tool_failure(BrokerError("serverStarting", "Lean is starting"))
+    assert raised.value.code == -32051

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from beam_broker import DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_broker import DiagnosticEvent, FileProgressEvent, PreparationEvent, Progress, SetupEvent
 from beam_mcp._jsonrpc import RequestId
-from beam_mcp._notify import CallNotifier, Kinds, file_progress_message, setup_message
+from beam_mcp._notify import CallNotifier, file_progress_message, setup_message
 
-EVERYTHING = Kinds(preparation=True, setup=True, file=True)
+EVERYTHING = Progress.PREPARATION | Progress.SETUP | Progress.FILE
 
 
 def notifier(
     sent: list[dict[str, Any]],
     *,
     token: Any = None,
-    kinds: Kinds = EVERYTHING,
+    kinds: Progress = EVERYTHING,
     level: str | None = "debug",
     status: bool = True,
     path: str | None = "A.lean",
@@ -78,7 +78,7 @@ def test_setup_lines_give_the_first_and_every_tenth_progress_update() -> None:
 
 def test_tools_without_setup_or_file_progress_ignore_those_events() -> None:
     sent: list[dict[str, Any]] = []
-    n = notifier(sent, token=1.5, kinds=Kinds())
+    n = notifier(sent, token=1.5, kinds=Progress.PREPARATION)
     n.on_event(PreparationEvent("lean_update on A.lean: preparing the Lean workspace"))
     n.on_event(SetupEvent("building", "A.lean"))
     n.on_event(FileProgressEvent("A.lean", {"updates": 1, "done": True}))
@@ -90,7 +90,7 @@ def test_tools_without_setup_or_file_progress_ignore_those_events() -> None:
 
 def test_a_tool_without_a_preparation_kind_sends_no_preparation() -> None:
     sent: list[dict[str, Any]] = []
-    notifier(sent, token=1, kinds=Kinds(preparation=False)).preparation("nothing")
+    notifier(sent, token=1, kinds=Progress.NONE).preparation("nothing")
     assert sent == []
 
 

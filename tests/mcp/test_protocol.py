@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
 
 from beam_mcp import _protocol
+from beam_mcp._params import SetLevelParams
 from beam_mcp.errors import INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError
 
 META = {
@@ -37,6 +39,7 @@ def test_an_event_passes_when_it_is_at_least_as_severe_as_the_minimum(
 @pytest.mark.parametrize("value", ["loud", "DEBUG", 3, None])
 def test_only_the_eight_rfc_5424_levels_are_levels(value: Any) -> None:
     assert [_protocol.check_level(level) for level in _protocol.LOG_LEVELS] == list(_protocol.LOG_LEVELS)
+    assert _protocol.LOG_LEVELS == typing.get_args(SetLevelParams.model_fields["level"].annotation)  # one list
     with pytest.raises(JsonRpcError) as caught:
         _protocol.check_level(value)
     assert caught.value.code == INVALID_PARAMS

@@ -6,12 +6,15 @@ Lean server; the last tests run the whole command as a process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from beam_mcp import _selfcheck
@@ -80,6 +83,41 @@ async def test_a_sync_that_never_answers_times_out_with_the_phase_named(target: 
     lean = fake_cmd({"stall": ["textDocument/waitForDiagnostics"]})
     with pytest.raises(SelfCheckError, match=r"^lean_sync: no answer within 5 s"):
         await _selfcheck.check(target, target.parent, lean, 5.0)
+
+
+WORKER = """
+import os, subprocess, sys
+# Like Lean's watchdog, start a file worker in a session of its own (outside the server's process group), then
+# become the (fake) Lean server. The worker is busy (it waits for a signal): only a kill ends it.
+worker = subprocess.Popen(
+    [sys.executable, "-c", "import signal; signal.pause()"], start_new_session=True, stdin=subprocess.DEVNULL
+)
+with open(sys.argv[1], "w") as f:
+    f.write(str(worker.pid))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+async def test_a_failed_check_leaves_no_lean_process_running(tmp_path: Path) -> None:
+    # The child server starts Lean in a session of its own, and Lean its workers in sessions of their own: killing
+    # the child's process group reached neither, and a worker kept running after the check had failed.
+    root = fake_project(tmp_path / "proj")
+    (root / "Bad.lean").write_bytes(b"\xff\xfe not utf-8\n")  # Lean starts, then the read fails: a tool error
+    pid_file = tmp_path / "worker.pid"
+    lean = [sys.executable, "-c", WORKER, str(pid_file), *fake_cmd()]
+    try:
+        with pytest.raises(SelfCheckError, match="lean_sync: tool error invalidParams"):
+            await _selfcheck.check(root / "Bad.lean", root, lean, 60.0)
+        handle = os.pidfd_open(int(pid_file.read_text(encoding="utf-8")))  # readable once the worker has exited
+        try:
+            with anyio.fail_after(10):
+                await anyio.wait_readable(handle)
+        finally:
+            os.close(handle)
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text(encoding="utf-8")), signal.SIGKILL)
 
 
 def test_the_check_is_bounded_by_its_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 from anyio.abc import Process
 
 from beam_mcp import ServerConfig
-from beam_mcp._stdio import read_lines, serve
+from beam_mcp._stdio import read_lines, serve_stdio
 from tests.support.fixtures import fake_cmd
 
 from .support import make_project, modern_meta
@@ -269,10 +270,48 @@ async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
     os.write(in_write, json.dumps(discover(1)).encode() + b"\n" + b"{bad\n" + json.dumps(discover(2)).encode())
     os.close(in_write)
     with anyio.fail_after(30):
-        await serve(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+        await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
     os.close(in_read)
     os.close(out_write)
     with os.fdopen(out_read, "rb") as out:
         answers = [json.loads(line) for line in out.read().splitlines()]
     assert [a["id"] for a in answers] == [1, None, 2]
     assert "result" in answers[0] and answers[1]["error"]["code"] == -32700
+
+
+async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from beam_mcp import _stdio
+
+    writers: list[tuple[int, bool]] = []
+    original = _stdio._write_all
+
+    def recorded(fd: int, data: bytes) -> None:
+        writers.append((len(data), threading.current_thread() is threading.main_thread()))
+        original(fd, data)
+
+    monkeypatch.setattr(_stdio, "_write_all", recorded)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}
+    os.write(in_write, b"{bad\n" + json.dumps(listing).encode() + b"\n")  # a parse error, a long answer
+    os.close(in_write)
+    received: list[bytes] = []
+
+    def drain() -> None:  # the client reads while the server writes (a long answer fills the pipe)
+        with os.fdopen(out_read, "rb") as out:
+            received.append(out.read())
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, drain)
+            await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write)
+            os.close(out_write)
+    os.close(in_read)
+    answers = [json.loads(line) for line in received[0].splitlines()]
+    assert [a["id"] for a in answers] == [None, 2] and "result" in answers[1]
+    assert [on_loop for size, on_loop in writers] == [size <= select.PIPE_BUF for size, _ in writers]
+    assert {on_loop for _, on_loop in writers} == {True, False}, "one of each"

@@ -49,10 +49,17 @@ UPSTREAM_ORDER = [
     "lean_close_save",
     "lean_close",
 ]
-ADDED = ["lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code"]
+ADDED = [
+    "lean_completions", "lean_outline", "lean_attempts", "lean_axioms", "lean_profile", "lean_run_code",
+    "lean_term_goal", "lean_widgets", "lean_widget_source", "lean_interactive_diagnostics",
+]  # fmt: skip
 """The tools beyond the seed's surface, after it in this order (`--tools beam` leaves them out)."""
 ALL_TOOLS = [*UPSTREAM_ORDER, *ADDED]
 READ_ONLY = {
+    "lean_term_goal",
+    "lean_widgets",
+    "lean_widget_source",
+    "lean_interactive_diagnostics",
     "lean_completions",
     "lean_outline",
     "lean_axioms",
@@ -126,7 +133,8 @@ def test_tools_list_has_upstreams_24_tools_in_order_then_the_added_ones(full: di
 
 def test_a_server_serves_one_of_the_known_tool_surfaces() -> None:
     assert ServerConfig().tools == "all" and ServerConfig(tools="beam").tools == "beam"
-    with pytest.raises(ValueError, match=r"ServerConfig\.tools must be one of all, beam, not 'seed'"):
+    assert ServerConfig(tools="lean-lsp-mcp").tools == "lean-lsp-mcp"
+    with pytest.raises(ValueError, match=r"ServerConfig\.tools must be one of all, beam, lean-lsp-mcp, not 'seed'"):
         ServerConfig(tools="seed")  # type: ignore[arg-type]
 
 
@@ -408,6 +416,10 @@ async def _every_tool(h: Harness, root: Path) -> dict[str, dict[str, Any]]:
     await call("lean_axioms", **at, line=3, character=0)
     await call("lean_profile", **at, line=0, character=0)
     await call("lean_run_code", text="def e : Nat := 2\n")
+    await call("lean_term_goal", **at, line=0, character=9)
+    await call("lean_widgets", **at, line=0, character=9)
+    await call("lean_widget_source", **at, javascript_hash="1")
+    await call("lean_interactive_diagnostics", **at, start_line=0, end_line=2)
     await call("lean_workspace_symbols", query="t")
     await call("lean_goals", **at, line=0, character=21, mode="before")
     await call("lean_todo", **at, start_line=0, start_character=0, end_line=3, end_character=0)
@@ -430,7 +442,9 @@ async def test_every_tool_answers_with_results_its_output_schema_describes(
     fake_project: Callable[..., Path], tmp_path: Path
 ) -> None:
     root = fake_project("proj", {"Main.lean": SOURCE})
-    async with harness(env=fake_lake(tmp_path / "bin")) as h:
+    widget = {"id": "w", "javascriptHash": "1"}
+    lean = {"rpc": True, "term_goal": "⊢ Nat", "widgets": [widget], "widget_sources": {"1": "export {}"}}
+    async with harness(lean, env=fake_lake(tmp_path / "bin")) as h:
         schemas = await h.schemas()
         assert set(schemas) == set(ALL_TOOLS)
         results = await _every_tool(h, root)

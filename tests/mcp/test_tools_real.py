@@ -63,6 +63,12 @@ async def test_every_tool_result_on_real_lean_validates_against_its_output_schem
         await call("lean_references", **proofs, line=3, character=29, include_declaration=True)
         await call("lean_document_symbols", **proofs)
         await call("lean_outline", **proofs)
+        await call("lean_term_goal", **proofs, line=3, character=29)
+        await call("lean_widgets", **proofs, line=3, character=29)
+        await call("lean_interactive_diagnostics", **proofs)
+        # The prelude fixtures define no widget: Lean knows no hash, and says so (a tool error, in the schema).
+        refused, _ = await h.call("lean_widget_source", {**ws, **proofs, "javascript_hash": "0"})
+        assert refused["result"]["isError"] is True and structured(refused)["code"] == "invalidParams"
         await call("lean_workspace_symbols", query="myTrue")
         (demo_root / "Demo" / "Dotted.lean").write_text(DOTTED, encoding="utf-8")
         dotted = (await call("lean_update", path="Demo/Dotted.lean"))["version"]
@@ -94,7 +100,7 @@ async def test_every_tool_result_on_real_lean_validates_against_its_output_schem
         await call("lean_close", path="Demo/Goals.lean")
         await call("lean_drop_workspace")
         schemas = await h.schemas()
-    assert set(results) == set(ALL_TOOLS) == set(schemas)
+    assert set(results) | {"lean_widget_source"} == set(ALL_TOOLS) == set(schemas)
     for tool, out in results.items():
         jsonschema.validate(out, schemas[tool])
 

@@ -36,12 +36,17 @@ Default behaviour (a faithful mini Lean server)
 * ``textDocument/hover`` -> ``{"contents": {"kind": "markdown", "value": "```lean\\n<word>\\n```"},
   "range": <word range>}`` for the identifier at the position, else ``null``.
 * ``$/lean/plainGoal`` -> ``{"goals": [goal], "rendered": "```lean\\n<goal>\\n```"}`` on lines containing
-  the word ``goal_trigger`` (default ``by``), else ``null``. ``$/lean/plainTermGoal`` -> ``null``.
+  the word ``goal_trigger`` (default ``by``), else ``null``. ``$/lean/plainTermGoal`` -> ``null``, or with
+  ``term_goal`` set ``{"goal": term_goal, "range": <word range>}`` for the identifier at the position.
 * Lean RPC only with ``"rpc": true`` (otherwise these are unknown methods): ``$/lean/rpc/connect {uri}`` ->
   ``{"sessionId": "<n>"}`` (a new numeric string per connect; the sessions of a file die with its worker:
   crash or ``didClose``). ``$/lean/rpc/call`` with an unknown session -> -32900 ``Outdated RPC session``;
   with method ``Lean.Widget.getInteractiveGoals`` -> ``{"goals": [{"goalPrefix": "⊢ ", "hyps": [], "type":
   {"text": target}}]}`` (the goal text after its last ``⊢ ``) on ``goal_trigger`` lines, else ``null``;
+  ``Lean.Widget.getWidgets`` -> ``{"widgets": widgets}``; ``Lean.Widget.getWidgetSource {pos, hash}`` ->
+  ``{"sourcetext": <the hash's source in widget_sources>}``, or -32602 ``No widget module with hash <hash>
+  registered``; ``Lean.Widget.getInteractiveDiagnostics {lineRange?}`` -> the file's current diagnostics
+  (within the range: start inclusive, end exclusive) with each message as ``{"text": message}``;
   other RPC methods -> -32601 ``No RPC method '<method>' found``.
 * Other known document requests get neutral answers (definition/references/... ``[]``, documentSymbol
   from ``theorem``/``def``/``lemma`` lines with kind 6, completion ``{"items": [], "isIncomplete": true}``).
@@ -75,6 +80,10 @@ Config keys (a JSON object; every key is optional)
     Word that makes ``$/lean/plainGoal`` (and interactive goals) answer on a line, and the goal text.
 ``rpc`` (bool, false)
     Answer Lean RPC (``$/lean/rpc/connect`` and ``$/lean/rpc/call``) as described above.
+``term_goal`` (str, unset)
+    What ``$/lean/plainTermGoal`` answers as the goal at an identifier (unset: ``null`` everywhere).
+``widgets`` (list, []) / ``widget_sources`` (object, {})
+    The widget instances ``Lean.Widget.getWidgets`` lists, and the source text of each widget hash.
 ``rpc_outdated`` (int, 0)
     The first N ``$/lean/rpc/call`` requests fail with -32900 ``Outdated RPC session`` and end their session.
 ``crash_on`` ({"method": M, "exit_code": N = 1, "after_ms": T = 0, "stderr": S?})
@@ -239,6 +248,7 @@ KNOWN_REQUESTS: dict[str, bool] = {
 
 ERR_INVALID_REQUEST = -32600
 ERR_METHOD_NOT_FOUND = -32601
+ERR_INVALID_PARAMS = -32602
 ERR_REQUEST_CANCELLED = -32800
 ERR_CONTENT_MODIFIED = -32801
 ERR_WORKER_CRASHED = -32902
@@ -807,6 +817,13 @@ class FakeLean:
             return {}
         if method in ("codeAction/resolve", "completionItem/resolve"):
             return params
+        if method == "$/lean/plainTermGoal" and "term_goal" in self.cfg and line is not None:
+            idx = utf16_to_index(line, int(position.get("character", 0)))
+            for m in WORD.finditer(line):
+                if m.start() <= idx < m.end():
+                    r = rng(ln, utf16_len(line[: m.start()]), ln, utf16_len(line[: m.end()]))
+                    return {"goal": str(self.cfg["term_goal"]), "range": r}
+            return None
         if method in ("$/lean/plainTermGoal", "textDocument/signatureHelp", "textDocument/prepareRename"):
             return None
         return []
@@ -818,6 +835,22 @@ class FakeLean:
             doc.sessions.discard(session)
             raise LspError(ERR_RPC_NEEDS_RECONNECT, "Outdated RPC session")
         method = str(params.get("method"))
+        raw = params.get("params")
+        args: JSON = raw if isinstance(raw, dict) else {}
+        if method == "Lean.Widget.getWidgets":
+            return {"widgets": list(self.cfg.get("widgets", []))}
+        if method == "Lean.Widget.getWidgetSource":
+            sources = self.cfg.get("widget_sources", {})
+            if args.get("hash") not in sources:
+                raise LspError(ERR_INVALID_PARAMS, f"No widget module with hash {args.get('hash')} registered")
+            return {"sourcetext": sources[args["hash"]]}
+        if method == "Lean.Widget.getInteractiveDiagnostics":
+            span = args.get("lineRange") or {"start": 0, "end": 2**30}
+            return [
+                {**d, "message": {"text": d["message"]}}
+                for d in self.diagnostics_for(doc)
+                if span["start"] <= d["range"]["start"]["line"] < span["end"]
+            ]
         if method != "Lean.Widget.getInteractiveGoals":
             raise LspError(ERR_METHOD_NOT_FOUND, f"No RPC method '{method}' found")
         trigger = str(self.cfg.get("goal_trigger", "by"))

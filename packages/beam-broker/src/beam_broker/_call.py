@@ -2,9 +2,10 @@
 
 Owns: forwarding Lean's progress, Lake setup lines and scoped diagnostics of the watched document as events
 (subscribed before the document is opened or changed, so nothing is missed; a small, flat cost per Lean
-notification), the interpreted barrier that `sync`, `refresh`, `save` and `close_save` share (spec §3.7:
-incomplete, stale dependencies, or the verdict), and which document a position request asks while Lean
-elaborates the document again (the document itself, or a probe mirror: DESIGN §4).
+notification), the interpreted barrier that `sync`, `refresh`, `save` and `close_save` share (upstream's
+order: incomplete, stale dependencies, or the verdict), and which document a position request asks while Lean
+elaborates the document again (the document itself, or a probe mirror, so a
+position-scoped answer never waits behind the rest of the file).
 Handler modules build on it; it never maps beam-lsp errors (the broker's boundary does) and never speaks MCP.
 The Lean client stack is imported lazily, so the registry stays cheap to import.
 """
@@ -21,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from beam_lsp import Elaboration, path_to_uri
+from beam_lsp.errors import unwrap_group
 
 from . import _mirrors as mirrors
 from . import _probe_text as probe
 from . import _verdict as verdict
 from . import models as m
-from ._util import single_errors
 from .errors import SYNC_BARRIER_INCOMPLETE, BrokerError
 from .events import BrokerEvent, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
 from .workspace import WorkspaceDescriptor, resolve_path
@@ -171,7 +172,7 @@ class Call:
     async def position(
         self, client: LeanClient, doc: DocState, pos: Position, mirror: mirrors.Mirror | None = None
     ) -> AsyncIterator[str]:
-        """The URI to ask Lean about `pos` of the document's current version, soonest (DESIGN §4).
+        """The URI to ask Lean about `pos` of the document's current version, soonest.
 
         The document itself when Lean finished its version or elaborates it for the first time; while Lean
         elaborates it again after a change, a probe mirror holding the text up to the end of the declaration
@@ -246,7 +247,7 @@ class Call:
         path = resolve_path(rt.root, rel)
         client = await self.client()
         watch = Watch(path_to_uri(path), rt.display(path))
-        with single_errors():
+        with unwrap_group():
             async with self.watch(client, watch, scope):
                 client, doc, changed = await self.update(path)
                 watch.bind(doc, changed)

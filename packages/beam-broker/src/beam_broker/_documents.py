@@ -28,7 +28,7 @@ from beam_lsp.project import module_name
 
 from ._verdict import ProgressTracker
 from .config import DEFAULT_MAX_SOURCE_BYTES
-from .errors import INTERNAL_ERROR, BrokerError, invalid_params
+from .errors import BrokerError, invalid_params
 
 
 def text_hash(text: str) -> str:
@@ -156,9 +156,11 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
     these reads never block on a pipe or device because nothing but a regular file is ever read.)
 
     Raises:
-        BrokerError: `invalidParams` with `data.reason`: `fileNotFound`, `notRegularFile` (`data.kind`),
-            `sourceTooLarge` (`data.limitBytes`), `notUtf8`, `badPath` (a name too long, a file used as a
-            directory, a symlink loop) or `permissionDenied`; `internalError` on other I/O errors.
+        BrokerError: `invalidParams` when the path given is at fault, with `data.reason` (see `errors`):
+            `fileNotFound`, `notRegularFile` (`data.kind`), `sourceTooLarge` (`data.limitBytes`), `notUtf8`,
+            `badPath` (a name too long, a file used as a directory, a symlink loop) or `permissionDenied`.
+        OSError: Any other I/O failure (a failing disk): not the caller's fault, so it is left to the broker's
+            error boundary (`internalError`, logged with its traceback).
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -168,9 +170,9 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, or a device without a driver
             raise _not_regular(path, _mode(path)) from None
         reason = _PATH_ERRORS.get(exc.errno or 0)
-        if reason is not None:  # the path the caller gave, not Beam or the disk, is at fault
-            raise invalid_params(f"cannot read {path}: {exc.strerror}", {"reason": reason, "path": str(path)}) from None
-        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
+        if reason is None:
+            raise  # Beam or the disk is at fault, not the path: the broker's error boundary says `internalError`
+        raise invalid_params(f"cannot read {path}: {exc.strerror}", {"reason": reason, "path": str(path)}) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -190,8 +192,6 @@ async def read_source(path: Path, *, limit: int = DEFAULT_MAX_SOURCE_BYTES) -> s
                 raise _too_large(path, limit)
     except BlockingIOError:  # a "regular" file that would block (some /proc files): nothing to wait for here
         raise _not_regular(path, None) from None
-    except OSError as exc:
-        raise BrokerError(INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
     try:
@@ -247,6 +247,8 @@ class DocState:
     """`time.monotonic()` of the last call that read it: the memory budget closes the least recent first."""
     goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
+    outline: Any = None
+    """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
 
     def opened(self, version: int, text: str) -> None:
         """The text was sent with didOpen at `version`."""
@@ -254,6 +256,7 @@ class DocState:
         self.text_hash = text_hash(text)
         self.imports = header_imports(text)
         self.goal_modes = {}
+        self.outline = None
 
     def changed(self, version: int, text: str) -> None:
         """The text was sent with didChange at `version`: checkpoint and progress start over."""
@@ -333,6 +336,8 @@ class Documents:
             except BrokerError as exc:  # gone, or no longer a readable regular source file
                 missing = exc.data is not None and exc.data.get("reason") == "fileNotFound"
                 status = "missing" if missing else "unknown"
+            except OSError:  # a report says what it could not learn instead of failing
+                status = "unknown"
             out.append(
                 {
                     "uri": doc.uri,

@@ -180,7 +180,7 @@ class Freshness:
         now = time.time_ns()
         try:
             text = await read_source(Path(path), limit=self._max_source_bytes)
-        except BrokerError:  # not readable as Lean source: Lean cannot build it either
+        except (BrokerError, OSError):  # not readable as Lean source: Lean cannot build it either
             source = Source(key, None, (), racy=True)
         else:
             source = Source(key, text_hash(text), header_imports(text), racy=now - key[0] < RACY_NS)

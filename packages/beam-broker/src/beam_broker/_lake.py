@@ -10,15 +10,13 @@ writes sources.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
 
+from beam_lsp import kill_tree
 from beam_lsp.project import is_module_name
 from beam_lsp.redaction import Redactor
 
@@ -128,8 +126,7 @@ async def run(
         code = await proc.wait()
     finally:
         if proc.returncode is None:  # cancelled or failed while Lake runs; not yet reaped, so the group is ours
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
         with anyio.CancelScope(shield=True):
             await proc.aclose()
     return code, lines[-OUTPUT_TAIL_LINES:]

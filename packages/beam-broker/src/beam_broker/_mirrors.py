@@ -7,7 +7,7 @@ mirrors are closed by the runtime's reaper. A mirror remembers the text it holds
 needs the same text again sends nothing but the request, and an edit of the source is applied to the mirror
 probed last (`follow`; unless a probe writes that mirror within `FOLLOW_DELAY`), so the first probe after an edit
 finds Lean done with it. A batch of probes (`lean_attempts`) holds one mirror checked out and whatever `spares`
-finds free at once. This module never decides what a probe's text is (`_probe`).
+finds free at once. This module never decides what a probe's text is (`_probe_text`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import anyio
 
 from beam_lsp import common_prefix
 
-from . import _outbound as invisible
+from . import _outbound as outbound
 from ._documents import header_imports, header_text
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ settled probe at once without following, 2.0x with). An agent that takes longer 
 
 def is_mirror_path(path: str) -> bool:
     """Whether a path or URI names a private probe mirror (never a user document; `_outbound` owns the test)."""
-    return invisible.names_mirror(path)
+    return outbound.names_mirror(path)
 
 
 @dataclasses.dataclass

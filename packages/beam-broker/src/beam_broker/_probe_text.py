@@ -15,8 +15,8 @@ import re
 
 from beam_lsp import LeanDiagnostic, Position, TextDocument, severity_label, utf16_len
 
-from ._analysis import indent, inline_tactic_column
 from ._documents import header_text
+from ._verdict import indent, inline_tactic_column
 
 _TRACE = re.compile(r"^\[[A-Za-z_][\w.]*\]")
 _DOC_COMMENT = re.compile(r"\A/--.*?-/\s*", re.DOTALL)
@@ -125,7 +125,8 @@ def declaration_text(doc: TextDocument, pos: Position) -> str:
     """The document's text up to the end of the command (declaration) containing `pos`, then a newline.
 
     A mirror holding it answers position requests at `pos` as the document would: the text before the cut is
-    the same, so are positions, and Lean elaborates nothing after the declaration (DESIGN §4). The cut is never
+    the same, so are positions, and Lean elaborates nothing after the declaration (a position-scoped answer never
+    waits behind the rest of the file). The cut is never
     inside the header (a mirror whose imports change restarts its Lean worker).
     """
     end = max(command_basis(doc, pos).prefix_end, len(header_text(doc.text)))

@@ -7,10 +7,10 @@ invisible (`_outbound`): every result, error and event of a call, and `stats`, `
 each runtime in a task of its own task group (the runtime owns its inner task group); it never reaches into a
 runtime's session, and it never dispatches by operation name. It never writes `.lean` sources and never speaks MCP.
 
-Sharing one broker among many agents and projects: every workspace-scoped call is admitted first (`_admission`:
+Sharing one broker among many agents and projects: every workspace-scoped call is admitted first (`_serve.admission`:
 bounded slots per workspace and in all, cheap and heavy calls in separate lanes, `busy` past a short wait, and
-`busy` at once while draining). A task measures each runtime's Lean tree (`_memory`) on a timer and after every
-open; over the memory budget it evicts what `_governor.plan` picks (idle documents, then idle runtimes, least
+`busy` at once while draining). A task measures each runtime's Lean tree (`_serve.memory`) on a timer and after every
+open; over the memory budget it evicts what `_serve.governor.plan` picks (idle documents, then idle runtimes, least
 recently used first), and it shuts down runtimes idle past the idle timeout. A runtime with a call in flight, and
 a document a call holds, are never evicted; an evicted runtime starts again on its next call; every eviction is
 logged, counted and kept for `status()`, and the files it held read `evicted` until they are opened again.
@@ -36,19 +36,19 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
+from beam_lsp.errors import unwrap_group
 from beam_lsp.strict_json import find_invalid_text
 
-from . import _outbound as invisible
-from ._admission import LANES, Admission
+from . import _outbound as outbound
 from ._call import Call
-from ._governor import Governor
 from ._metrics import SUCCESS
-from ._util import single_errors
+from ._serve.admission import LANES, Admission
+from ._serve.governor import Governor
 from .config import BrokerConfig
-from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, lean_errors
+from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, BrokerError, invalid_input, invalid_text, lean_errors
 from .events import CallContext, PreparationEvent
 from .models import HasWorkspace, PathInput
-from .operations import BY_NAME, OperationSpec, Scope, implemented, invalid_text
+from .operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation
 from .runtime import WorkspaceRuntime
 from .workspace import WorkspaceDescriptor, cache_key, resolve
 
@@ -72,9 +72,10 @@ class _Hosted:
 class Broker:
     """Process-wide registry of workspace runtimes and the entry point for operations."""
 
-    def __init__(self, config: BrokerConfig, task_group: TaskGroup) -> None:
+    def __init__(self, config: BrokerConfig, task_group: TaskGroup, registry: Registry = REGISTRY) -> None:
         """Internal: use `Broker.open`."""
         self.config = config
+        self.registry = registry
         self.env: Mapping[str, str] = config.environment()
         self.redactor = config.redactor(self.env)
         self._tg = task_group
@@ -93,11 +94,11 @@ class Broker:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
-        """Create a broker; leaving the block shuts every Lean server down."""
-        with single_errors():
+    async def open(cls, config: BrokerConfig | None = None, *, registry: Registry = REGISTRY) -> AsyncIterator[Broker]:
+        """Create a broker serving `registry`'s operations; leaving the block shuts every Lean server down."""
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
-                broker = cls(config or BrokerConfig(), tg)
+                broker = cls(config or BrokerConfig(), tg, registry)
                 tg.start_soon(broker.governor.run)
                 try:
                     yield broker
@@ -108,9 +109,9 @@ class Broker:
                     tg.cancel_scope.cancel()
 
     # ---- registry -----------------------------------------------------------------------------------
-    def operations(self) -> tuple[OperationSpec, ...]:
-        """The implemented operations, in public tool order."""
-        return implemented()
+    def operations(self) -> tuple[Operation, ...]:
+        """The operations this broker serves, in public tool order."""
+        return self.registry.operations
 
     # ---- runtimes -----------------------------------------------------------------------------------
     @property
@@ -212,7 +213,7 @@ class Broker:
                 of the caller's scope propagates as such.
         """
         root: str | None = None
-        spec = BY_NAME.get(name)
+        spec = self.registry.by_name.get(name)
         started = time.perf_counter()
         outcome = SUCCESS
         try:
@@ -251,22 +252,31 @@ class Broker:
 
         return remove
 
-    async def _call(self, spec: OperationSpec, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
+    async def _call(self, spec: Operation, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
         """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
         workspace = cast(HasWorkspace, inp).workspace
-        ctx = invisible.context(ctx, workspace.root)
+        ctx = outbound.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
         ctx.emit(PreparationEvent(spec.preparation(path), path))
-        runtime = await self._claim(workspace) if spec.scope is Scope.WORKSPACE else None
-        target: Any = Call(runtime, ctx, workspace, path) if runtime is not None else self
-        before = set(runtime.documents.docs) if runtime is not None else set()
+        if isinstance(spec, BrokerOperation):
+            with lean_errors(self.redactor):
+                result: BaseModel = await spec.run(self, inp)
+        else:
+            result = await self._on_runtime(spec, Call(await self._claim(workspace), ctx, workspace, path), inp)
+        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), workspace.root)
+        return out
+
+    async def _on_runtime(
+        self, spec: WorkspaceOperation[BaseModel, BaseModel], call: Call, inp: BaseModel
+    ) -> BaseModel:
+        """Run a workspace operation's handler on its claimed runtime; count it, and tell the governor what opened."""
+        runtime = call.runtime
+        before = set(runtime.documents.docs)
         started = time.perf_counter()
         outcome = SUCCESS
         try:
             with lean_errors(self.redactor):
-                result = await spec.handler(target, inp)
-                if not isinstance(result, spec.output_model):
-                    raise TypeError(f"{spec.name} returned {type(result).__name__}, not {spec.output_model.__name__}")
+                return await spec.run(call, inp)
         except BrokerError as exc:
             outcome = exc.code
             raise
@@ -274,16 +284,13 @@ class Broker:
             outcome = REQUEST_CANCELLED
             raise
         finally:
-            if runtime is not None:
-                target.release()
-                runtime.occupancy.in_flight -= 1
-                runtime.occupancy.last_active = time.monotonic()
-                opened = runtime.documents.docs.keys() - before
-                if opened:
-                    self.governor.opened(opened)
-                runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
-        out: dict[str, Any] = invisible.scrub(result.model_dump(mode="json"), workspace.root)
-        return out
+            call.release()
+            runtime.occupancy.in_flight -= 1
+            runtime.occupancy.last_active = time.monotonic()
+            opened = runtime.documents.docs.keys() - before
+            if opened:
+                self.governor.opened(opened)
+            runtime.metrics.record(spec.key, outcome, (time.perf_counter() - started) * 1000)
 
     async def _claim(self, workspace: WorkspaceDescriptor) -> WorkspaceRuntime:
         """The workspace's runtime with this call counted in it (a runtime being evicted is replaced by a new one).
@@ -302,14 +309,14 @@ class Broker:
                     await hosted.done.wait()
 
     @staticmethod
-    def _input(spec: OperationSpec, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
+    def _input(spec: Operation, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
         if not isinstance(arguments, BaseModel):
             return spec.parse(arguments)
         if not isinstance(arguments, spec.input_model):
             raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
         bad = find_invalid_text(arguments.model_dump(mode="python"))
         if bad is not None:  # a model built by hand skipped `parse`
-            raise invalid_text(spec, bad)
+            raise invalid_text(spec.tool, bad)
         # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
         raw = cast(HasWorkspace, arguments).workspace
         descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)
@@ -326,7 +333,7 @@ class Broker:
             return {"uptimeMs": 0, "workspaces": {}}
         stats = {
             "uptimeMs": int((time.monotonic() - self._started) * 1000),
-            "workspaces": {rt.key: invisible.scrub(rt.stats(), rt.root) for rt in runtimes},
+            "workspaces": {rt.key: outbound.scrub(rt.stats(), rt.root) for rt in runtimes},
         }
         redacted: dict[str, Any] = self.redactor.redact_json(stats)
         return redacted
@@ -340,7 +347,7 @@ class Broker:
         if rt is None:
             return None
         snapshot = {"stats": rt.stats(), "open_files": await rt.open_files()}
-        clean: dict[str, Any] = invisible.scrub(snapshot, rt.root)
+        clean: dict[str, Any] = outbound.scrub(snapshot, rt.root)
         return clean
 
     def drain(self) -> None:
@@ -417,7 +424,7 @@ class Broker:
                 its last start when that failed (until a start succeeds).
         """
         canonical = os.path.realpath(path)
-        if invisible.names_mirror(canonical):  # a probe mirror is no file: nobody tracks it
+        if outbound.names_mirror(canonical):  # a probe mirror is no file: nobody tracks it
             return _untracked(canonical)
         runtimes = self._open()
         owner = next((rt for rt in runtimes if rt.knows(canonical)), None)
@@ -430,7 +437,7 @@ class Broker:
             if snap is not None and self.governor.evicted(canonical) and canonical not in owner.documents.docs:
                 return evicted(canonical)  # closed to free memory: unknown, not clean
             if snap is not None:
-                clean: dict[str, Any] = invisible.scrub(snap, owner.root)
+                clean: dict[str, Any] = outbound.scrub(snap, owner.root)
                 return clean
         if self.governor.evicted(canonical):  # its workspace was shut down to free memory: unknown, not clean
             return evicted(canonical)
@@ -467,7 +474,7 @@ def _untracked(canonical: str) -> dict[str, Any]:
 
 def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
     """The error with mirrors mapped in its message and data (`_outbound`); itself when neither names one."""
-    message, data = invisible.text(exc.message, root), invisible.scrub(exc.data, root)
+    message, data = outbound.text(exc.message, root), outbound.scrub(exc.data, root)
     if message == exc.message and data is exc.data:
         return exc
     return BrokerError(exc.code, message, data)

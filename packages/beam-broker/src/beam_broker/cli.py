@@ -2,12 +2,12 @@
 
 Owns: the top-level parser, running one operation (through the root's daemon when it answers, else in-process;
 with the `update` step first when no `--version` is given), and the exit status of an operation. Subcommands and
-their options are generated from `OPERATIONS` (`_cli_args`; `_cli_commands` caches what they need as plain data,
-so a call through the daemon never loads the registry's models); positions are `_position`'s; what is printed is
-`_render`'s, `_human`'s and `_progress`'s; the shared options, exit codes and event loop are `_cli_base`'s; the
-daemon commands `_cli_daemon`'s. Nothing here decides what an operation does.
+their options are generated from `OPERATIONS` (`_cli.args`; `_cli.commands` caches what they need as plain data,
+so a call through the daemon never loads the registry's models); positions are `_cli.position`'s; what is printed
+is `_cli.render`'s, `_cli.human`'s and `_cli.progress`'s; the shared options, exit codes and event loop are
+`_cli.common`'s; the daemon commands `_cli.daemon_commands`'. Nothing here decides what an operation does.
 
-Exit codes (`_cli_base`): 0 success; 1 Lean reported errors in the file (sync/refresh not save-ready, save
+Exit codes (`_cli.common`): 0 success; 1 Lean reported errors in the file (sync/refresh not save-ready, save
 refused for errors); 2 usage error or invalid input; 3 Lean or setup failure; 4 the broker refused the call
 (stale version or handle, bad position); 130 interrupted. The Lean stack is imported only when Lean runs in this
 process, and `doctor` and `completion` load only when used.
@@ -30,9 +30,7 @@ from beam_lsp.redaction import Redactor
 
 from .__about__ import __version__
 from ._cli import args as cli_args
-from ._cli import commands as _cli_commands
-from ._cli import daemon_client as client
-from ._cli import daemon_commands as _cli_daemon
+from ._cli import commands, daemon_client, daemon_commands
 from ._cli.commands import VERSION, Command
 from ._cli.common import (
     EXIT_INTERRUPTED,
@@ -49,7 +47,7 @@ from ._cli.common import (
     run,
     workspace_root,
 )
-from ._cli.human import View, lean_errors, refused_save, render, render_error
+from ._cli.human import View, file_has_errors, refused_save, render, render_error
 from ._cli.progress import Reporter, Terminal, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
@@ -156,7 +154,7 @@ def _common_options() -> argparse.ArgumentParser:
 def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentParser:
     """The `lean-beam` parser: the operations' commands, `stats`, `daemon`, `doctor` and `completion`.
 
-    `found` is the operations' commands (default `_cli_commands.commands()`).
+    `found` is the operations' commands (default `commands.commands()`).
     """
     common = _common_options()
     parser = argparse.ArgumentParser(
@@ -167,10 +165,10 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
         parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    cli_args.add_operations(commands, [common], _cli_commands.commands() if found is None else found)
-    _cli_daemon.add_commands(commands, common)
-    doctor = commands.add_parser(
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    cli_args.add_operations(subparsers, [common], commands.commands() if found is None else found)
+    daemon_commands.add_commands(subparsers, common)
+    doctor = subparsers.add_parser(
         "doctor",
         parents=[common],
         help="check the setup: Lean and Lake, the project, a Lean server answering, the daemon directory",
@@ -182,7 +180,7 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
     doctor.add_argument("file", nargs="?", metavar="FILE", help="a Lean file of the project to sync (optional)")
     doctor.add_argument("--timeout", type=float, default=120.0, metavar="S", help="bound for the Lean check")
     doctor.set_defaults(handler=_doctor)
-    completion = commands.add_parser(
+    completion = subparsers.add_parser(
         "completion",
         help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL, generated from the commands above. Install it with: "
@@ -196,15 +194,15 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
 
 
 def _doctor(args: argparse.Namespace, options: Options) -> int:
-    from ._cli import doctor as _doctor
+    from ._cli import doctor
 
-    return _doctor.main(args, options)
+    return doctor.main(args, options)
 
 
 def _completion(args: argparse.Namespace, options: Options) -> int:
-    from ._cli import completion as _complete
+    from ._cli import completion
 
-    sys.stdout.write(_complete.script(build_parser(), args.shell))
+    sys.stdout.write(completion.script(build_parser(), args.shell))
     sys.stdout.flush()  # a closed pipe fails here, inside `main`, not at exit
     return EXIT_OK
 
@@ -236,19 +234,21 @@ async def call(
         return await send(op, args)
 
     if not options.no_daemon:
-        paths = client.paths_for(root)
+        paths = daemon_client.paths_for(root)
         try:
             if options.lean_cmd is not None:
-                current = await client.status(paths)
-                if current is not None and current.get("leanCmdDigest") != client.command_digest(options.lean_cmd):
+                current = await daemon_client.status(paths)
+                if current is not None and current.get("leanCmdDigest") != daemon_client.command_digest(
+                    options.lean_cmd
+                ):
                     options.say(
                         f"the daemon for {paths.root} runs another Lean command; running --lean-cmd in this process "
                         "(stop the daemon to change its command)"
                     )
-                    raise client.DaemonUnavailable("the daemon runs another Lean command")
+                    raise daemon_client.DaemonUnavailable("the daemon runs another Lean command")
             started = time.perf_counter()
-            answer = await steps(lambda name, args: client.request(paths, name, args, emit))
-        except client.DaemonUnavailable as exc:
+            answer = await steps(lambda name, args: daemon_client.request(paths, name, args, emit))
+        except daemon_client.DaemonUnavailable as exc:
             options.note(f"{exc}")
         else:
             elapsed = (time.perf_counter() - started) * 1000
@@ -294,11 +294,12 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     finally:
         reporter.close()
     out = Output(options, terminal)
-    view = View(sources, path, reporter.printed)
+    text = arguments.get("text")
+    view = View(sources, path, reporter.printed, text if isinstance(text, str) else None)
     result = answer.get("result")
     if isinstance(result, Mapping):
         out.value(result, lambda value: render(spec.output, value, view))
-        return EXIT_LEAN_ERRORS if lean_errors(result) else EXIT_OK
+        return EXIT_LEAN_ERRORS if file_has_errors(result) else EXIT_OK
     error = answer.get("error")
     if isinstance(error, Mapping) and refused_save(error) is not None:
         if options.human:
@@ -332,7 +333,7 @@ def _exit_status(code: object) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lean-beam`; returns the exit status (see the module docstring)."""
-    found = _cli_commands.commands()
+    found = commands.commands()
     parser = build_parser(found)
     try:
         args = parser.parse_args(argv)

@@ -1,10 +1,11 @@
 """Broker settings and the commands they select: the Lean server command and the Lake executable for saves.
 
-Owns `BrokerConfig` and the precedence rules of a workspace's Lean command: an explicitly configured command wins
-(`--lean-cmd` / `BrokerConfig.lean_cmd`, then `$BEAM_LEAN_SERVER_CMD`); without one, the project's own toolchain
-(its `lean-toolchain`, when elan's toolchain directory holds it) replaces the default, `lake serve` found on PATH.
-Pure: it reads the environment mapping and the files it is given (`lean-toolchain`, elan's directory) and PATH,
-never starts a process.
+Owns `BrokerConfig`, the precedence rules of a workspace's Lean command and `split_command`, the one reading of a
+Lean command written as a shell command line (`--lean-cmd` of `lean-beam` and `lean-beam-mcp`, the environment
+variable). An explicitly configured command wins (`--lean-cmd` / `BrokerConfig.lean_cmd`, then
+`$BEAM_LEAN_SERVER_CMD`); without one, the project's own toolchain (its `lean-toolchain`, when elan's toolchain
+directory holds it) replaces the default, `lake serve` found on PATH. Pure: it reads the environment mapping and
+the files it is given (`lean-toolchain`, elan's directory) and PATH, never starts a process.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import os
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from beam_lsp.project import elan_toolchain_dir, read_toolchain
 from beam_lsp.redaction import Redactor
 
 from .errors import RUNTIME_SETUP, BrokerError
@@ -35,6 +38,22 @@ def slow_reports(cmd: Sequence[str]) -> str | None:
         f"the Lean server command lacks {REPORT_DELAY_ARG}: Lean then holds every report for 200 ms and each probe "
         "and sync waits that long; add it (after `--` for `lake serve`)"
     )
+
+
+def split_command(text: str) -> list[str]:
+    """The words of a Lean command written as a shell command line (`lake serve -- -Dserver.reportDelayMs=0`).
+
+    Raises:
+        ValueError: It does not split like a shell command (an unclosed quote), or has no words. The message
+            names the problem, never the text (it may hold a secret flag).
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"does not split like a shell command: {exc}") from None
+    if not words:
+        raise ValueError("must not be empty")
+    return words
 
 
 SERVER_CMD_ENV = "BEAM_LEAN_SERVER_CMD"
@@ -63,7 +82,6 @@ DEFAULT_MEASURE_INTERVAL = 2.0
 """Seconds between two measurements of the Lean process trees' resident memory (also taken after each open)."""
 ELAN_HOME_ENV = "ELAN_HOME"
 """Where elan keeps its toolchains (`$ELAN_HOME/toolchains/<name>`; default `~/.elan`)."""
-TOOLCHAIN_FILE = "lean-toolchain"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +166,9 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
     from_env = env.get(SERVER_CMD_ENV)
     if from_env:
         try:
-            return shlex.split(from_env)
-        except ValueError as exc:  # the message names the problem, never the value (it may hold a secret)
-            raise BrokerError(RUNTIME_SETUP, f"{SERVER_CMD_ENV} does not split like a shell command: {exc}") from None
+            return split_command(from_env)
+        except ValueError as exc:
+            raise BrokerError(RUNTIME_SETUP, f"{SERVER_CMD_ENV} {exc}") from None
     lake = shutil.which("lake", path=env.get("PATH"))
     if lake is None:
         raise BrokerError(
@@ -164,14 +182,14 @@ def server_command(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
 def command_words(config: BrokerConfig, env: Mapping[str, str]) -> list[str]:
     """The words of the configured server command, whatever its source (for finding the secrets it carries).
 
-    Unlike `server_command` this never fails: a `$BEAM_LEAN_SERVER_CMD` that does not split like a shell command
-    is split at whitespace (quotes dropped), and without an explicit command there are no words.
+    Unlike `server_command` this never fails: a `$BEAM_LEAN_SERVER_CMD` that `split_command` refuses is split at
+    whitespace (quotes dropped), so its secrets are still found, and without an explicit command there are no words.
     """
     if config.lean_cmd:
         return list(config.lean_cmd)
     from_env = env.get(SERVER_CMD_ENV) or ""
     try:
-        return shlex.split(from_env)
+        return split_command(from_env)
     except ValueError:
         return [word.replace("'", "").replace('"', "") for word in from_env.split()]
 
@@ -190,13 +208,11 @@ class Toolchain:
 
 
 def toolchain_name(root: str) -> str | None:
-    """What the project's `lean-toolchain` file names (its first non-empty line), or None without one."""
+    """What the project's `lean-toolchain` file names (`beam_lsp.project.read_toolchain`), or None without one."""
     try:
-        with open(os.path.join(root, TOOLCHAIN_FILE), encoding="utf-8", errors="replace") as f:
-            text = f.read(4096)
+        return read_toolchain(Path(root))
     except OSError:
         return None
-    return next((line.strip() for line in text.splitlines() if line.strip()), None)
 
 
 def elan_home(env: Mapping[str, str]) -> str:
@@ -205,11 +221,6 @@ def elan_home(env: Mapping[str, str]) -> str:
     if found:
         return found
     return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".elan")
-
-
-def toolchain_directory(name: str) -> str:
-    """The directory name elan gives a toolchain (`leanprover/lean4:v4.9.0` -> `leanprover--lean4---v4.9.0`)."""
-    return name.replace("/", "--").replace(":", "---")
 
 
 def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -> Toolchain | None:
@@ -225,7 +236,7 @@ def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -
     name = toolchain_name(root)
     if name is None:
         return None
-    directory = os.path.join(elan_home(env), "toolchains", toolchain_directory(name))
+    directory = os.path.join(elan_home(env), "toolchains", elan_toolchain_dir(name))
     lake = os.path.join(directory, "bin", "lake")
     if not (os.path.isfile(lake) and os.access(lake, os.X_OK)):
         return None

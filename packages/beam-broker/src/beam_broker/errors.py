@@ -4,7 +4,9 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
 
     BrokerError(code, message, data)
       invalidInput            bad descriptor, undeclared fields, wrong types, unknown operation (before Lean work)
-      invalidParams           bad position/range, unknown/consumed handle, save with document errors, ...
+      invalidParams           bad position/range, unknown/consumed handle, save with document errors, a source
+                              file the path given cannot be read as (`data.reason`: fileNotFound, notRegularFile,
+                              sourceTooLarge, notUtf8, badPath, permissionDenied; `_documents.read_source`), ...
       contentModified         stale version (data.reason = "documentVersionMismatch"), stale handle, closed document
       requestCancelled        the caller cancelled (metrics only: cancellation itself propagates)
       workerExited            Lean died while the request was in flight (the next call restarts it)
@@ -21,7 +23,9 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
 Where a `BrokerError` comes from: handlers raise them for the rules they check; every failure of the Lean stack
 is translated in one place, `lean_errors()`, which `Broker.call` wraps around the handler (in the spirit of
 httpx's `map_httpcore_exceptions`). The one translation elsewhere is deliberate: a server that cannot *start* is
-reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`).
+reported by the runtime as `runtimeSetup` (nothing was in flight, so it is not `workerExited`). Reading a source
+raises `invalidParams` for what the caller's path is at fault for and lets any other I/O error reach the
+boundary.
 
 Lean semantic failures (a probe that does not type-check, a file with errors) are *results*, not errors.
 
@@ -37,10 +41,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
-
 from beam_lsp import errors as lsp
 from beam_lsp.redaction import Redactor
+from beam_lsp.strict_json import InvalidText
 
 from ._outbound import log_failure
 
@@ -82,10 +85,6 @@ _LSP_NAMES = {
     lsp.WORKER_CRASHED: WORKER_CRASHED,
 }
 
-# The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for a
-# broken pipe; these are listed too so a dead server is `workerExited` even if a stream error slips through.
-_BROKEN_STREAM = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
-
 
 class BrokerError(Exception):
     """A typed broker failure: `code` (stable string), `message`, and optional JSON `data`."""
@@ -122,6 +121,11 @@ def invalid_params(message: str, data: dict[str, Any] | None = None) -> BrokerEr
     return BrokerError(INVALID_PARAMS, message, data)
 
 
+def invalid_text(tool: str, bad: InvalidText) -> BrokerError:
+    """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
+    return invalid_input(f"{tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason})
+
+
 def from_response_error(exc: lsp.ResponseError) -> BrokerError:
     """Map a Lean JSON-RPC error reply to a broker error with the LSP code's name."""
     name = _LSP_NAMES.get(exc.code, "unknownErrorCode")
@@ -151,7 +155,9 @@ def translate(exc: Exception, redactor: Redactor | None = None) -> BrokerError:
     if isinstance(exc, lsp.TransportError):
         # beam-lsp kills a server whose output it cannot decode: the request will never be answered.
         return BrokerError(WORKER_EXITED, f"the Lean server's output could not be read: {exc}")
-    if isinstance(exc, _BROKEN_STREAM):
+    if isinstance(exc, lsp.STREAM_ERRORS):
+        # The pipe to the Lean server is the only stream a handler writes to. beam-lsp promises `ServerExited` for
+        # it; a dead server is `workerExited` even if a stream error slips through.
         return BrokerError(WORKER_EXITED, f"the connection to the Lean server broke ({type(exc).__name__})")
     if isinstance(exc, lsp.ResponseError):
         return from_response_error(exc)

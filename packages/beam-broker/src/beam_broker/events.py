@@ -6,8 +6,21 @@ Events are delivered through `CallContext.emit`, a synchronous callback that mus
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable
 from typing import Any
+
+
+class Progress(enum.Flag):
+    """Which progress an operation reports (the MCP display matrix; its registry entry says)."""
+
+    NONE = 0
+    PREPARATION = enum.auto()
+    """The one `PreparationEvent`."""
+    SETUP = enum.auto()
+    """`SetupEvent`s: Lake's setup lines."""
+    FILE = enum.auto()
+    """`FileProgressEvent`s: Lean's progress on the call's document."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,15 +7,28 @@ Outputs are frozen values and each operation's output model *is* its reply: `wor
 schema (serialization mode) describes exactly what `Broker.call` returns. Serialized, an optional field that is
 None is omitted; a required field that may be null (`proof_state`, `next_handle`, `result`) is always present.
 LSP passthrough answers keep Lean's JSON (hover's `{contents, range}`), and a null answer is `{"result": null}`.
+`parse_input` turns an operation's JSON arguments into its input model (every refusal is `invalidInput`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
-from .workspace import WorkspaceDescriptor
+from beam_lsp.strict_json import find_invalid_text
+
+from .errors import invalid_input, invalid_text
+from .workspace import WorkspaceDescriptor, resolve
 
 PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
 VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
@@ -34,12 +47,15 @@ class HasWorkspace(Protocol):
     workspace: WorkspaceDescriptor
 
 
+# Every model defers building its validator and serializer to its first use: the MCP server imports the registry
+# (and so every model) before it answers discovery, and building them all at import costs about as much as
+# creating the classes.
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     # No return annotation on purpose: pydantic then derives the serialization schema from the fields.
     @model_serializer(mode="wrap")
@@ -61,6 +77,39 @@ class _Reply(_Out):
     """The part every reply shares: the canonical descriptor of the workspace that answered."""
 
     workspace: WorkspaceDescriptor
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+def parse_input(
+    model: type[InputT], arguments: Mapping[str, Any], tool: str, *, allow_vanished: bool = False
+) -> InputT:
+    """An operation's JSON arguments as its input model (`tool` names it in errors).
+
+    Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
+    character or a lone UTF-16 surrogate cannot be a path, a Lean text or a JSON answer. Then the workspace
+    descriptor is resolved to its canonical root (`allow_vanished`: a root that no longer exists is normalized
+    lexically); types are strict (`"3"` is not an int).
+
+    Raises:
+        BrokerError: `invalidInput`: not an object, text that cannot go on (`data.field`, `data.reason`),
+            undeclared fields (`data.fields`), a bad descriptor, or values the model rejects (`data.errors`).
+    """
+    if not isinstance(arguments, Mapping):
+        raise invalid_input(f"{tool} arguments must be an object")
+    bad = find_invalid_text(dict(arguments))
+    if bad is not None:
+        raise invalid_text(tool, bad)
+    extra = sorted(k for k in arguments if k not in model.model_fields)
+    if extra:
+        raise invalid_input(f"{tool} accepts no undeclared input fields: {', '.join(extra)}", {"fields": extra})
+    descriptor = resolve(arguments.get("workspace"), allow_vanished=allow_vanished)
+    try:
+        return model.model_validate({**arguments, "workspace": descriptor})
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
+        raise invalid_input(f"{tool}: " + "; ".join(problems), {"errors": problems}) from None
 
 
 # ---- inputs -------------------------------------------------------------------------------------------
@@ -158,31 +207,6 @@ class CodeActionResolveInput(PathInput):
 
     version: int = Field(description=VERSION_DESC, ge=0)
     code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class RunAtInput(PathInput):
-    """`lean_run_at`, `lean_run_at_handle`."""
-
-    version: int = Field(description=VERSION_DESC, ge=0)
-    line: int = Field(description=LINE_DESC, ge=0)
-    character: int = Field(description=CHAR_DESC, ge=0)
-    text: str = Field(description="Lean text to run speculatively at the position (tactics or a command).")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class RunWithInput(PathInput):
-    """`lean_run_with`, `lean_run_with_linear`."""
-
-    handle: dict[str, Any] = Field(description="Opaque handle from a previous next_handle, passed back unchanged.")
-    text: str = Field(description="Lean text to run from the handle's state.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class ReleaseInput(PathInput):
-    """`lean_release`."""
-
-    handle: dict[str, Any] = Field(description="Opaque handle to release.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
@@ -312,13 +336,6 @@ class ProofState(_Out):
     goals: list[Goal]
 
 
-class RunMessage(_Out):
-    """A message produced by a speculative run."""
-
-    severity: Literal["information", "warning", "error"]
-    text: str
-
-
 class TodoItem(_Out):
     """An actionable item in a range."""
 
@@ -358,7 +375,7 @@ class Hover(_Reply):
 class HoverResult(RootModel[Hover | NullResult]):
     """`lean_hover`: Lean's hover, or `{"result": null}`."""
 
-    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"}, defer_build=True)
 
 
 class SignatureHelp(_Reply):
@@ -372,7 +389,7 @@ class SignatureHelp(_Reply):
 class SignatureHelpResult(RootModel[SignatureHelp | NullResult]):
     """`lean_signature_help`: Lean's signature help, or `{"result": null}`."""
 
-    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"})
+    model_config = ConfigDict(frozen=True, json_schema_extra={"type": "object"}, defer_build=True)
 
 
 class LspList(_Reply):
@@ -398,16 +415,6 @@ class CodeActionResolveResult(_Reply):
 
     version: int
     code_action: dict[str, Any]
-
-
-class RunResult(_Reply):
-    """`lean_run_at` family: `proof_state` and `next_handle` are always present (null when absent)."""
-
-    success: bool
-    messages: list[RunMessage] = Field(default_factory=list)
-    traces: list[str] = Field(default_factory=list)
-    proof_state: ProofState | None
-    next_handle: dict[str, Any] | None
 
 
 class UpdateResult(_Reply):
@@ -446,7 +453,7 @@ class CloseResult(_Reply):
     closed: bool
 
 
-# ---- operations beyond the seed's surface (issue 12) ----------------------------------------------------
+# ---- operations beyond upstream Beam's 24 tools ---------------------------------------------------------
 COMPLETIONS_LIMIT = 50
 """Default `limit` of `lean_completions`."""
 COMPLETIONS_MAX = 500
@@ -535,3 +542,57 @@ class OutlineResult(_Reply):
     version: int
     imports: list[OutlineImport] | None
     declarations: list[OutlineEntry]
+
+
+# ---- Lean's term goal and widget RPC (beyond upstream Beam's 24 tools) ---------------------------------
+class TermGoalResult(_Reply):
+    """`lean_term_goal`: the expected type of the term at the position (Lean's `$/lean/plainTermGoal`).
+
+    `goal` and `range` are null when Lean has no term there.
+    """
+
+    version: int
+    goal: str | None
+    range: dict[str, Any] | None
+
+
+class WidgetsResult(_Reply):
+    """`lean_widgets`: the panel widgets at a position (Lean's `Lean.Widget.getWidgets`), as Lean sends them."""
+
+    version: int
+    widgets: list[dict[str, Any]]
+
+
+class WidgetSourceInput(PathInput):
+    """`lean_widget_source`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    javascript_hash: str = Field(
+        description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class WidgetSourceResult(_Reply):
+    """`lean_widget_source`: Lean's `Lean.Widget.getWidgetSource` answer (the JavaScript module as `sourcetext`)."""
+
+    version: int
+    source: dict[str, Any]
+
+
+class InteractiveDiagnosticsInput(PathInput):
+    """`lean_interactive_diagnostics`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
+    end_line: int | None = Field(
+        None, description="Zero-based line the range stops before (default: the end of the file).", ge=0
+    )
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class InteractiveDiagnosticsResult(_Reply):
+    """`lean_interactive_diagnostics`: Lean's `Lean.Widget.getInteractiveDiagnostics` for a complete version."""
+
+    version: int
+    diagnostics: list[dict[str, Any]]

@@ -1,40 +1,51 @@
 """The operation registry: every broker operation declared once, in the public tool order.
 
-Each entry names its handler (the coroutine function that implements it), its input and output models, and its
+Each entry names its input and output models, its handler (the coroutine function that implements it) and its
 flags. The MCP tool list (names, input and output schemas, annotations, descriptions) and the `lean-beam` CLI
-subcommands are derived from `OPERATIONS`; nothing else lists operations, and nothing dispatches by name.
+subcommands are derived from the registry; nothing else lists operations, and nothing dispatches by name.
 
-Importing this module is cheap: the handler modules load the Lean client stack (lsprotocol, `beam_lsp.client`,
-the runtime) only when a handler runs, so the MCP server answers `tools/list` from here before any Lean work.
+A spec (`_spec`, re-exported here) is generic in its input and output models (`WorkspaceOperation[SyncInput,
+SyncReply]`), so the type checker holds every handler to the models its entry names. A `Registry` is what a broker
+(and the MCP server) serves: `REGISTRY`, built from `OPERATIONS`, unless a caller passes another (tests inject
+handlers that way).
+
+Importing this module is cheap: it loads the models, and the handler modules (which build on the runtime and the
+Lean client stack) only when a handler first runs, so the MCP server answers `tools/list` from here at once.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ValidationError
-
-from beam_lsp.strict_json import InvalidText, find_invalid_text
+from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
-from ._ops import completions as _completions
-from ._ops import goals as _goals
-from ._ops import navigation as _navigation
-from ._ops import outline as _outline
-from ._ops import save as _save
-from ._ops import sync as _sync
-from ._ops import workspaces as _workspaces
-from ._probes import attempts as _attempts
-from ._probes import axioms as _axioms
 from ._probes import models as pm
-from ._probes import profile as _profile
-from ._probes import run as _speculation
-from ._probes import scratch as _scratch
-from .errors import BrokerError, invalid_input
-from .workspace import resolve
+from ._spec import PREPARING, BrokerOperation, Operation, OperationSpec, Registry, Scope, WorkspaceOperation
+from .events import Progress
+
+__all__ = [
+    "BY_NAME",
+    "BY_TOOL",
+    "NO_SOURCE_EDITS",
+    "OPERATIONS",
+    "PREPARING",
+    "PROGRESS_SENTENCE",
+    "REGISTRY",
+    "SPECULATIVE",
+    "BrokerOperation",
+    "Operation",
+    "OperationSpec",
+    "Progress",
+    "Registry",
+    "Scope",
+    "WorkspaceOperation",
+]
+
+if TYPE_CHECKING:
+    from ._ops import completions, goals, navigation, outline, save, sync, widgets, workspaces
+    from ._probes import attempts, axioms, profile, run, scratch
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
 SPECULATIVE = (
@@ -43,171 +54,53 @@ SPECULATIVE = (
     "call lean_sync (or lean_update) so Beam reads it from disk. Lean elaboration is not an OS sandbox: "
     "project code and tactics may perform IO."
 )
-PROGRESS = (
+PROGRESS_SENTENCE = (
     "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
     "one status log."
 )
-PREPARING = "preparing the Lean workspace"
-
-Handler = Callable[[Any, Any], Awaitable[BaseModel]]
-"""`handler(target, inp) -> output`: target is a `_call.Call` (workspace scope) or the broker's `Runtimes`."""
-
-
-class Progress(enum.Flag):
-    """Which progress a call reports (the MCP display matrix)."""
-
-    NONE = 0
-    PREPARATION = enum.auto()
-    SETUP = enum.auto()
-    FILE = enum.auto()
-
-
-class Scope(enum.Enum):
-    """What an operation acts on.
-
-    `WORKSPACE`: one workspace's runtime (created on demand); the root must be an existing Lean/Lake project,
-    and the call is counted in that workspace's metrics. `BROKER`: the broker's table of runtimes; no runtime is
-    created, and the descriptor may name a root that has since vanished (it is normalized lexically).
-    """
-
-    WORKSPACE = "workspace"
-    BROKER = "broker"
-
-
-@dataclasses.dataclass(frozen=True)
-class OperationSpec:
-    """One broker operation and everything derived from it.
-
-    Attributes:
-        name: Operation key; the MCP tool is `lean_<name>` (`drop_workspace` -> `lean_drop_workspace`).
-        handler: The coroutine function implementing it (see `Handler` and `scope`).
-        input_model: Closed, strict pydantic model of its arguments.
-        output_model: Pydantic model of the exact JSON `Broker.call` returns (`workspace` included).
-        description: Tool description (contract sentences included).
-        scope: What the handler acts on (`Scope`).
-        read_only: Advertises `readOnlyHint: true`.
-        destructive: `False` advertises `destructiveHint: false`; None keeps the protocol default.
-        idempotent: Advertises `idempotentHint: true`.
-        version_bound: Answers only for the caller's document version.
-        cancellable: A cancel request aborts it (drop is not: partial eviction cannot be rolled back).
-        fence: A stream-order fence: calls sent before it finish first, calls sent after it wait for it.
-        progress: Progress kinds it reports.
-        document_progress: Its final result carries `document_progress`.
-        metrics_key: Key in per-workspace op metrics (upstream's broker op names; default: `name`).
-        preparing: What its preparation event says it is doing.
-        extension: Beyond the seed's tool surface (listed after it); `lean-beam-mcp --tools beam` leaves it out.
-        extension_fields: Input and output fields beyond the seed's surface; `--tools beam` leaves them out of
-            the tool's schemas (so a call naming one is refused like any undeclared field).
-        heavy: Expensive (a whole-file barrier, a Lake build, a batch of probes): admitted in a lane of its own,
-            so queued heavy calls never take the slots of cheap ones (hover, goals, a probe).
-    """
-
-    name: str
-    handler: Handler
-    input_model: type[BaseModel]
-    output_model: type[BaseModel]
-    description: str
-    scope: Scope = Scope.WORKSPACE
-    read_only: bool = False
-    destructive: bool | None = None
-    idempotent: bool = False
-    version_bound: bool = False
-    cancellable: bool = True
-    fence: bool = False
-    progress: Progress = Progress.PREPARATION | Progress.FILE
-    document_progress: bool = False
-    metrics_key: str = ""
-    preparing: str = PREPARING
-    extension: bool = False
-    extension_fields: frozenset[str] = frozenset()
-    heavy: bool = False
-
-    @property
-    def tool(self) -> str:
-        """The MCP tool name."""
-        return f"lean_{self.name}"
-
-    @property
-    def key(self) -> str:
-        """The metrics key."""
-        return self.metrics_key or self.name
-
-    def preparation(self, path: str | None) -> str:
-        """The one preparation message (`lean_sync on A.lean: preparing the Lean workspace`)."""
-        where = f" on {path}" if path else ""
-        return f"{self.tool}{where}: {self.preparing}"
-
-    def parse(self, arguments: Mapping[str, Any]) -> BaseModel:
-        """Validate arguments exactly as `Broker.call` does, without Lean.
-
-        Text is checked first, before any filesystem work: a string (value or key, at any depth) holding a NUL
-        character or a lone UTF-16 surrogate cannot be a path, a Lean text or a JSON answer. Then the workspace
-        descriptor is resolved to its canonical root; types are strict (`"3"` is not an int).
-
-        Raises:
-            BrokerError: `invalidInput`: not an object, text that cannot go on (`data.field`, `data.reason`),
-                undeclared fields (`data.fields`), a bad descriptor, or values the input model rejects
-                (`data.errors`).
-        """
-        if not isinstance(arguments, Mapping):
-            raise invalid_input(f"{self.tool} arguments must be an object")
-        bad = find_invalid_text(dict(arguments))
-        if bad is not None:
-            raise invalid_text(self, bad)
-        fields = self.input_model.model_fields
-        extra = sorted(k for k in arguments if k not in fields)
-        if extra:
-            raise invalid_input(
-                f"{self.tool} accepts no undeclared input fields: {', '.join(extra)}", {"fields": extra}
-            )
-        descriptor = resolve(arguments.get("workspace"), allow_vanished=self.scope is Scope.BROKER)
-        try:
-            return self.input_model.model_validate({**arguments, "workspace": descriptor})
-        except ValidationError as exc:
-            problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
-            raise invalid_input(f"{self.tool}: " + "; ".join(problems), {"errors": problems}) from None
-
-
-def invalid_text(spec: OperationSpec, bad: InvalidText) -> BrokerError:
-    """The `invalidInput` error for an argument holding a NUL character or a lone surrogate (naming the field)."""
-    return invalid_input(
-        f"{spec.tool}: {bad.path or 'arguments'} {bad.reason}", {"field": bad.path, "reason": bad.reason}
+"""The progress sentence every tool description ends with (the MCP server's own tools use it too)."""
+if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check every handler against its models
+    completions, goals, navigation, outline, save, sync, widgets, workspaces = (
+        lazy_coroutines(f"{__package__}._ops.{name}")
+        for name in ("completions", "goals", "navigation", "outline", "save", "sync", "widgets", "workspaces")
+    )
+    attempts, axioms, profile, run, scratch = (
+        lazy_coroutines(f"{__package__}._probes.{name}") for name in ("attempts", "axioms", "profile", "run", "scratch")
     )
 
 
 _REBUILD = frozenset({"rebuild_imports", "rebuilt_imports"})
-"""`sync`/`refresh` saving stale imports first: beyond the seed's surface."""
+"""`sync`/`refresh` saving stale imports first: beyond upstream Beam's tool surface."""
 
 
 def _d(*parts: str) -> str:
-    return " ".join([*parts, PROGRESS, NO_SOURCE_EDITS])
+    return " ".join([*parts, PROGRESS_SENTENCE, NO_SOURCE_EDITS])
 
 
 _FULL_PROGRESS = Progress.PREPARATION | Progress.SETUP | Progress.FILE
 
-OPERATIONS: tuple[OperationSpec, ...] = (
-    OperationSpec(
+_DECLARED = (  # not annotated: each entry is typed by its own models, so each handler is checked against them
+    BrokerOperation(
         "drop_workspace",
-        _workspaces.drop_workspace,
         m.WorkspaceInput,
         m.DropResult,
-        "Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget its "
-        "document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
+        workspaces.drop_workspace,
+        description="Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget "
+        "its document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
         "'notFound' when nothing is cached. Cache management only; it selects no context for later calls. "
-        f"{PROGRESS}",
-        scope=Scope.BROKER,
+        f"{PROGRESS_SENTENCE}",
         idempotent=True,
         cancellable=False,
         fence=True,
         progress=Progress.PREPARATION,
         preparing="preparing workspace eviction",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_at",
-        _speculation.run_at,
-        m.RunAtInput,
-        m.RunResult,
-        _d(
+        pm.RunAtInput,
+        pm.RunResult,
+        run.run_at,
+        description=_d(
             "Run Lean text at a position of a document version: inside a tactic proof the text runs as tactics "
             "on the goals there, elsewhere as a command after the enclosing command.",
             SPECULATIVE,
@@ -217,12 +110,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         progress=_FULL_PROGRESS,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_at_handle",
-        _speculation.run_at_handle,
-        m.RunAtInput,
-        m.RunResult,
-        _d(
+        pm.RunAtInput,
+        pm.RunResult,
+        run.run_at_handle,
+        description=_d(
             "Like lean_run_at, but a successful result may include next_handle: an opaque handle for "
             "lean_run_with / lean_run_with_linear / lean_release.",
             SPECULATIVE,
@@ -232,90 +125,90 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         metrics_key="run_at",
         progress=_FULL_PROGRESS,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "hover",
-        _navigation.hover,
         m.PositionInput,
         m.HoverResult,
-        _d("Hover information (type and docs) at a position of a document version."),
+        navigation.hover,
+        description=_d("Hover information (type and docs) at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "signature_help",
-        _navigation.signature_help,
         m.PositionInput,
         m.SignatureHelpResult,
-        _d("Signature help at a position of a document version."),
+        navigation.signature_help,
+        description=_d("Signature help at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "definition",
-        _navigation.definition,
         m.PositionInput,
         m.LspList,
-        _d("Definition locations of the symbol at a position of a document version."),
+        navigation.definition,
+        description=_d("Definition locations of the symbol at a position of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "references",
-        _navigation.references,
         m.ReferencesInput,
         m.LspList,
-        _d("References to the symbol at a position of a document version, across the project."),
+        navigation.references,
+        description=_d("References to the symbol at a position of a document version, across the project."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "document_symbols",
-        _navigation.document_symbols,
         m.DocumentInput,
         m.LspList,
-        _d("Declarations and sections of a document version."),
+        navigation.document_symbols,
+        description=_d("Declarations and sections of a document version."),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "workspace_symbols",
-        _navigation.workspace_symbols,
         m.WorkspaceSymbolsInput,
         m.LspList,
-        _d("Fuzzy search for declarations across the workspace (no document version)."),
+        navigation.workspace_symbols,
+        description=_d("Fuzzy search for declarations across the workspace (no document version)."),
         read_only=True,
         progress=Progress.PREPARATION,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "goals",
-        _goals.goals,
         m.GoalsInput,
         m.GoalsResult,
-        _d(
+        goals.goals,
+        description=_d(
             "Structured proof goals before or after the tactic at a position of a document version "
             "(mode 'before' or 'after'); no speculative text."
         ),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "todo",
-        _goals.todo,
         m.TodoInput,
         m.TodoResult,
-        _d(
+        goals.todo,
+        description=_d(
             "Actionable items in a range of a document version: sorry, holes, diagnostics, code "
             "actions and incomplete proofs, with positions where lean_run_at can try a fix."
         ),
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "code_action_resolve",
-        _goals.code_action_resolve,
         m.CodeActionResolveInput,
         m.CodeActionResolveResult,
-        _d(
+        goals.code_action_resolve,
+        description=_d(
             "Resolve a code_action returned by lean_todo for the same document version. The result "
             "may contain an LSP WorkspaceEdit; the client must apply it, then call lean_update or "
             "lean_sync."
@@ -323,54 +216,54 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         read_only=True,
         version_bound=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_with",
-        _speculation.run_with,
-        m.RunWithInput,
-        m.RunResult,
-        _d(
+        pm.RunWithInput,
+        pm.RunResult,
+        run.run_with,
+        description=_d(
             "Continue from a handle without consuming it; a successful result may include a fresh next_handle.",
             SPECULATIVE,
         ),
         destructive=False,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_with_linear",
-        _speculation.run_with_linear,
-        m.RunWithInput,
-        m.RunResult,
-        _d(
+        pm.RunWithInput,
+        pm.RunResult,
+        run.run_with_linear,
+        description=_d(
             "Continue from a handle and consume it (on success or failure); a successful result may include a "
             "fresh next_handle.",
             SPECULATIVE,
         ),
         metrics_key="run_with",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "release",
-        _speculation.release,
-        m.ReleaseInput,
+        pm.ReleaseInput,
         m.NullResult,
-        _d("Release a proof handle."),
+        run.release,
+        description=_d("Release a proof handle."),
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "update",
-        _sync.update,
         m.FileInput,
         m.UpdateResult,
-        _d(
+        sync.update,
+        description=_d(
             "Read the current on-disk Lean source into Beam's mirror and return its document version and "
             "whether it changed; no diagnostics barrier."
         ),
         progress=Progress.PREPARATION,
         metrics_key="update_file",
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "sync",
-        _sync.sync,
         m.SyncInput,
         m.SyncReply,
-        _d(
+        sync.sync,
+        description=_d(
             "Read the current on-disk Lean source, wait until Lean has elaborated that version, and return "
             "diagnostic counts and save readiness. Beam never applies or recovers speculative text: edit and "
             "save the file first."
@@ -381,12 +274,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension_fields=_REBUILD,
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "refresh",
-        _sync.refresh,
         m.SyncInput,
         m.SyncReply,
-        _d(
+        sync.refresh,
+        description=_d(
             "Close and reopen the document from the current on-disk Lean source (version 1), then sync it; use "
             "after upstream modules changed."
         ),
@@ -396,12 +289,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension_fields=_REBUILD,
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "save",
-        _save.save,
         m.SaveInput,
         m.SaveReply,
-        _d(
+        save.save,
+        description=_d(
             "Sync the current on-disk source, then write its Lean/Lake build artifacts (a development "
             "checkpoint, not a CI build) when the document is save-ready."
         ),
@@ -410,33 +303,33 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         metrics_key="save_olean",
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "close_save",
-        _save.close_save,
         m.SaveInput,
         m.CloseSaveResult,
-        _d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
+        save.close_save,
+        description=_d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="close",
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "close",
-        _sync.close,
         m.FileInput,
         m.CloseResult,
-        _d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
+        sync.close,
+        description=_d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
         idempotent=True,
         progress=Progress.PREPARATION,
     ),
-    # ---- beyond the seed's surface (issue 12): `--tools beam` leaves these out -----------------------------
-    OperationSpec(
+    # ---- beyond upstream Beam's 24 tools: `--tools beam` leaves these out ----------------------------------
+    WorkspaceOperation(
         "completions",
-        _completions.completions,
         m.CompletionsInput,
         m.CompletionsResult,
-        _d(
+        completions.completions,
+        description=_d(
             "Lean's completions at a position of a document version (identifiers, fields after a dot, module "
             "names in imports), in Lean's order, each with its kind and the detail (type) and documentation Lean "
             "resolves for it. At most limit items are returned; dropped counts the rest."
@@ -445,12 +338,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         version_bound=True,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "outline",
-        _outline.outline,
         m.OutlineInput,
         m.OutlineResult,
-        _d(
+        outline.outline,
+        description=_d(
             "Outline of a document version, from Lean: its imports (Lean's module hierarchy) and every "
             "declaration, namespace and section in document order, with its kind (the declaration keyword), "
             "modifiers, name, signature and docstring (Lean's hover on the name), enclosing namespaces and "
@@ -462,12 +355,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension=True,
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "attempts",
-        _attempts.attempts,
         pm.AttemptsInput,
         pm.AttemptsResult,
-        _d(
+        attempts.attempts,
+        description=_d(
             "Run several alternative Lean texts at one position of a document version, each on its own as "
             "lean_run_at would (tactics on the goals there inside a proof, else a command after the enclosing "
             "command), concurrently on the document's probe mirrors. Each attempt answers success, messages, traces "
@@ -481,12 +374,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension=True,
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "axioms",
-        _axioms.axioms,
         pm.AxiomsInput,
         pm.AxiomsResult,
-        _d(
+        axioms.axioms,
+        description=_d(
             "The axioms a declaration depends on, from Lean's #print axioms run as a command probe on a private "
             "mirror of a document version: the declaration Lean lists at line and character, or name (as it "
             "resolves right after that declaration, or after the document's last line without a position). "
@@ -500,12 +393,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         progress=_FULL_PROGRESS,
         extension=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "profile",
-        _profile.profile,
         pm.ProfileInput,
         pm.ProfileResult,
-        _d(
+        profile.profile,
+        description=_d(
             "Elaborate the declaration Lean lists at a position of a document version with Lean's profiler on "
             "(set_option profiler and trace.profiler), on a private mirror holding the source up to it, and return "
             "Lean's times: per category (elaboration, type checking, ...), per source line, and the trace steps with "
@@ -518,12 +411,12 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension=True,
         heavy=True,
     ),
-    OperationSpec(
+    WorkspaceOperation(
         "run_code",
-        _scratch.run_code,
         pm.RunCodeInput,
         pm.RunCodeResult,
-        _d(
+        scratch.run_code,
+        description=_d(
             "Check a standalone Lean text in the context of a workspace (its header may import the workspace's "
             "modules and dependencies) in a private in-memory document: no file is written to the project. Returns "
             "every message Lean reports (#eval and #check output included) with its range in the text, and success "
@@ -535,12 +428,68 @@ OPERATIONS: tuple[OperationSpec, ...] = (
         extension=True,
         heavy=True,
     ),
+    WorkspaceOperation(
+        "term_goal",
+        m.PositionInput,
+        m.TermGoalResult,
+        widgets.term_goal,
+        description=_d(
+            "The expected type of the term at a position of a document version (Lean's $/lean/plainTermGoal): "
+            "goal is Lean's text of it (hypotheses, then the expected type after ⊢) and range the term's range; "
+            "both are null where Lean has no term."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "widgets",
+        m.PositionInput,
+        m.WidgetsResult,
+        widgets.widgets,
+        description=_d(
+            "The panel widgets Lean shows at a position of a document version (Lean.Widget.getWidgets over Lean's "
+            "RPC): each instance as Lean sends it (id, javascriptHash, props, range). Pass a javascriptHash to "
+            "lean_widget_source for the widget's JavaScript."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "widget_source",
+        m.WidgetSourceInput,
+        m.WidgetSourceResult,
+        widgets.widget_source,
+        description=_d(
+            "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
+            "a document version, from Lean.Widget.getWidgetSource. The module's text is source.sourcetext."
+        ),
+        read_only=True,
+        version_bound=True,
+        extension=True,
+    ),
+    WorkspaceOperation(
+        "interactive_diagnostics",
+        m.InteractiveDiagnosticsInput,
+        m.InteractiveDiagnosticsResult,
+        widgets.interactive_diagnostics,
+        description=_d(
+            "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
+            "RPC), optionally only those of lines start_line up to end_line. Messages are Lean's tagged text, with "
+            "embedded expressions and traces. Waits until Lean finished elaborating the version, as lean_sync does."
+        ),
+        read_only=True,
+        version_bound=True,
+        progress=_FULL_PROGRESS,
+        extension=True,
+        heavy=True,
+    ),
 )
 
-BY_TOOL: dict[str, OperationSpec] = {spec.tool: spec for spec in OPERATIONS}
-BY_NAME: dict[str, OperationSpec] = {spec.name: spec for spec in OPERATIONS}
-
-
-def implemented() -> tuple[OperationSpec, ...]:
-    """The operations this version serves, in public tool order (cheap: no Lean stack is imported)."""
-    return OPERATIONS
+OPERATIONS: tuple[Operation, ...] = _DECLARED
+"""Every operation, in public tool order."""
+REGISTRY = Registry(OPERATIONS)
+"""The registry every broker and MCP server serves unless given another."""
+BY_TOOL: Mapping[str, Operation] = REGISTRY.by_tool
+BY_NAME: Mapping[str, Operation] = REGISTRY.by_name

@@ -40,9 +40,9 @@ from beam_lsp import (
     ServerRequestHandler,
     path_to_uri,
 )
+from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
-from . import _memory as memory
 from . import _mirrors as mirrors
 from ._documents import DocState, Documents, header_imports, read_source, text_hash
 from ._freshness import Freshness
@@ -50,7 +50,7 @@ from ._handles import HandleStore
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
-from ._util import single_errors
+from ._serve import memory
 from .config import BrokerConfig, Toolchain, slow_reports, workspace_command
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .workspace import cache_key, display_path, resolve_path
@@ -142,7 +142,7 @@ class WorkspaceRuntime:
             on_diagnostics: Called with the canonical path of each source file whose cached diagnostics change
                 (probe mirrors are never reported).
         """
-        with single_errors():
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
                 runtime = cls(root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg)
                 if on_diagnostics is not None:

@@ -20,7 +20,7 @@ from .errors import invalid_input
 class WorkspaceDescriptor(BaseModel):
     """The public local workspace descriptor."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     root: str = Field(min_length=1, description="Absolute Lean/Lake project root path.")
 

@@ -2,7 +2,7 @@
 
 This module owns what a report says about its environment: Beam and Python versions, the OS, the
 project's ``lean-toolchain``, lakefile kind and manifest packages, git state, ``elan`` and
-``lake`` versions, and runtime stats and open files handed in by the caller. Every probe that
+``lake`` versions, and runtime stats and open files handed in by the caller. Every command that
 fails becomes a collection warning; nothing here raises for a broken or unusual workspace.
 
 It must never start a Lean server, build anything, install a toolchain or write to the workspace:
@@ -27,18 +27,18 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import JsonValue
 
 from beam_feedback.__about__ import __version__
-from beam_feedback._probe import ProbeError, run_probe
+from beam_feedback._command import CommandError, run_command
 from beam_lsp import strict_json
+from beam_lsp.project import LAKEFILES, TOOLCHAIN_FILE, elan_toolchain_dir, read_toolchain
 
-__all__ = ["DEFAULT_PROBE_TIMEOUT", "CollectedContext", "collect_context"]
+__all__ = ["DEFAULT_COMMAND_TIMEOUT", "CollectedContext", "collect_context"]
 
-DEFAULT_PROBE_TIMEOUT: Final = 5.0
-"""Seconds each external probe (``git``, ``elan``, ``lake``) may take before it is killed."""
+DEFAULT_COMMAND_TIMEOUT: Final = 5.0
+"""Seconds each external command (``git``, ``elan``, ``lake``) may take before it is killed."""
 
 _BEAM_DISTRIBUTIONS: Final = ("beam-feedback", "beam-lsp", "beam-broker", "beam-mcp")
 # Variables that would point git at some other repository than the workspace's.
 _GIT_REDIRECTS: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
-_MAX_SMALL_FILE: Final = 4096
 _MAX_MANIFEST: Final = 8 * 1024 * 1024
 
 
@@ -48,7 +48,7 @@ class CollectedContext:
 
     Attributes:
         data: The collected context as a JSON-ready dict (not yet redacted).
-        warnings: One line per failed probe, in collection order.
+        warnings: One line per failed command or unreadable file, in collection order.
     """
 
     data: dict[str, JsonValue]
@@ -69,8 +69,8 @@ class _Collector:
     def which(self, command: str) -> str | None:
         return shutil.which(command, path=self.env.get("PATH", os.defpath))
 
-    def probe(self, argv: list[str], cwd: Path | None = None) -> str:
-        return run_probe(argv, cwd=cwd, env=self.env, timeout=self.timeout)
+    def run(self, argv: list[str], cwd: Path | None = None) -> str:
+        return run_command(argv, cwd=cwd, env=self.env, timeout=self.timeout)
 
 
 def _identity(identity: Mapping[str, JsonValue] | None, runtime_active: bool) -> dict[str, JsonValue]:
@@ -122,31 +122,26 @@ def _read_small(path: Path, limit: int) -> str:
 
 
 def _toolchain(root: Path, collector: _Collector) -> str | None:
-    path = root / "lean-toolchain"
-    if not path.is_file():
-        collector.warn("no lean-toolchain file in the workspace root")
-        return None
     try:
-        text = _read_small(path, _MAX_SMALL_FILE).strip()
+        toolchain = read_toolchain(root)
+    except FileNotFoundError:
+        collector.warn(f"no {TOOLCHAIN_FILE} file in the workspace root")
+        return None
     except OSError as exc:
-        collector.warn(f"could not read lean-toolchain: {exc.strerror or exc}")
+        collector.warn(f"could not read {TOOLCHAIN_FILE}: {exc.strerror or exc}")
         return None
-    if not text:
-        collector.warn("lean-toolchain is empty")
-        return None
-    return text.splitlines()[0].strip()
+    if toolchain is None:
+        collector.warn(f"{TOOLCHAIN_FILE} is empty")
+    return toolchain
 
 
 def _lakefile(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
-    lean = (root / "lakefile.lean").is_file()
-    toml = (root / "lakefile.toml").is_file()
-    if lean and toml:
-        collector.warn("both lakefile.lean and lakefile.toml exist in the workspace root")
-    if lean:
-        return {"file": "lakefile.lean", "kind": "lean"}
-    if toml:
-        return {"file": "lakefile.toml", "kind": "toml"}
-    collector.warn("no lakefile.lean or lakefile.toml in the workspace root")
+    found = [name for name in sorted(LAKEFILES) if (root / name).is_file()]  # Lake prefers lakefile.lean
+    if len(found) > 1:
+        collector.warn(f"both {' and '.join(found)} exist in the workspace root")
+    if found:
+        return {"file": found[0], "kind": found[0].rsplit(".", 1)[1]}
+    collector.warn(f"no {' or '.join(sorted(LAKEFILES))} in the workspace root")
     return None
 
 
@@ -214,7 +209,7 @@ def _manifest(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
 
 def _git_env(env: Mapping[str, str]) -> dict[str, str]:
     child = {key: value for key, value in env.items() if key not in _GIT_REDIRECTS}
-    # A status probe must not take index.lock (a concurrent git command in the workspace would
+    # `git status` must not take index.lock (a concurrent git command in the workspace would
     # fail), and its messages must be in English for the "not a git repository" check below.
     child["GIT_OPTIONAL_LOCKS"] = "0"
     child["LC_ALL"] = "C"
@@ -226,13 +221,13 @@ def _git(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     if git is None:
         return None
     try:
-        output = run_probe(
+        output = run_command(
             [git, "-C", str(root), "status", "--porcelain=v2", "--branch"],
             cwd=root,
             env=_git_env(collector.env),
             timeout=collector.timeout,
         )
-    except ProbeError as exc:
+    except CommandError as exc:
         if "not a git repository" in exc.stderr:
             return None
         collector.warn(f"git status failed: {exc}")
@@ -252,11 +247,6 @@ def _git(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     return {"branch": branch, "commit": commit, "dirty": dirty}
 
 
-def _elan_toolchain_dir(toolchain: str) -> str:
-    """The directory name elan installs a toolchain under (``owner/repo:ver`` -> ``owner--repo---ver``)."""
-    return toolchain.replace("/", "--").replace(":", "---")
-
-
 def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str | None:
     """The real ``lake`` to ask for its version, or None when asking could install a toolchain.
 
@@ -271,11 +261,11 @@ def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str
         # about this workspace (and a missing lean-toolchain was already reported).
         return None
     elan_home = Path(collector.env["ELAN_HOME"]) if collector.env.get("ELAN_HOME") else proxy_dir.parent
-    installed = elan_home / "toolchains" / _elan_toolchain_dir(toolchain) / "bin"
+    installed = elan_home / "toolchains" / elan_toolchain_dir(toolchain) / "bin"
     for candidate in (installed / "lake", installed / "lake.exe"):
         if candidate.is_file():
             return str(candidate)
-    collector.warn(f"lake version not probed: toolchain {toolchain!r} is not installed (Beam never installs one)")
+    collector.warn(f"lake version not asked: toolchain {toolchain!r} is not installed (Beam never installs one)")
     return None
 
 
@@ -284,8 +274,8 @@ def _tools(toolchain: str | None, collector: _Collector) -> dict[str, JsonValue]
     elan = collector.which("elan")
     if elan is not None:
         try:
-            tools["elan"] = collector.probe([elan, "--version"]).splitlines()[0] or None
-        except ProbeError as exc:
+            tools["elan"] = collector.run([elan, "--version"]).splitlines()[0] or None
+        except CommandError as exc:
             collector.warn(f"elan --version failed: {exc}")
         except IndexError:
             collector.warn("elan --version printed nothing")
@@ -294,8 +284,8 @@ def _tools(toolchain: str | None, collector: _Collector) -> dict[str, JsonValue]
         binary = _lake_binary(lake, toolchain, collector)
         if binary is not None:
             try:
-                tools["lake"] = collector.probe([binary, "--version"]).splitlines()[0] or None
-            except ProbeError as exc:
+                tools["lake"] = collector.run([binary, "--version"]).splitlines()[0] or None
+            except CommandError as exc:
                 collector.warn(f"lake --version failed: {exc}")
             except IndexError:
                 collector.warn("lake --version printed nothing")
@@ -320,7 +310,7 @@ def collect_context(
     open_files: object = None,
     identity: Mapping[str, JsonValue] | None = None,
     env: Mapping[str, str] | None = None,
-    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
 ) -> CollectedContext:
     """Collect debug context for a workspace without starting Lean.
 
@@ -339,14 +329,14 @@ def collect_context(
         open_files: The caller's open files for this workspace (plain data).
         identity: Members merged over the default ``identity`` (``name``, ``version``,
             ``runtime_active``), e.g. the MCP server's own name and protocol.
-        env: Environment for tool lookup and probes; defaults to ``os.environ``.
-        probe_timeout: Seconds each external probe may take.
+        env: Environment for tool lookup and the commands; defaults to ``os.environ``.
+        command_timeout: Seconds each external command may take.
 
     Returns:
         The collected data and the collection warnings.
     """
     runtime_active = runtime_stats is not None or open_files is not None
-    collector = _Collector(os.environ if env is None else env, probe_timeout)
+    collector = _Collector(os.environ if env is None else env, command_timeout)
     if confidential:
         data: dict[str, JsonValue] = {
             "identity": _identity(identity, runtime_active),

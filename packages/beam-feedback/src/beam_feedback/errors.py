@@ -8,7 +8,7 @@ Hierarchy::
     ├── InvalidReportError        the report input or its evidence is invalid (code INVALID_INPUT)
     └── BundleError               an evidence bundle could not be written (code BUNDLE_FAILED)
 
-Collection problems (a missing ``git``, an unreadable manifest, a probe that timed out) are never
+Collection problems (a missing ``git``, an unreadable manifest, a command that timed out) are never
 exceptions: they become ``collection_warnings`` in the result.
 """
 

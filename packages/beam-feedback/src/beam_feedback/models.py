@@ -50,8 +50,8 @@ Severity = Literal["low", "medium", "high", "critical"]
 BundleMode = Literal["none", "dir", "zip"]
 """Whether to write an evidence bundle: nothing, a directory, or a directory plus a zip of it."""
 
-_INPUT_CONFIG: Final = ConfigDict(extra="forbid", strict=True, frozen=True)
-_OUTPUT_CONFIG: Final = ConfigDict(extra="forbid", frozen=True)
+_INPUT_CONFIG: Final = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+_OUTPUT_CONFIG: Final = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class WorkspaceRef(BaseModel):
@@ -72,9 +72,9 @@ class EvidenceEntry(BaseModel):
 
     model_config = _INPUT_CONFIG
 
-    name: str
-    content: JsonValue = None
-    path: str | None = None
+    name: str = Field(description="Simple file name of the evidence (unique in the report).")
+    content: JsonValue = Field(None, description="Inline evidence: any JSON value (a string stays text).")
+    path: str | None = Field(None, description="A file inside the workspace root to attach (up to 1 MiB).")
 
     @field_validator("name")
     @classmethod
@@ -104,25 +104,38 @@ class FeedbackReport(BaseModel):
 
     model_config = _INPUT_CONFIG
 
-    title: str
-    summary: str
-    reproduction: str
-    expected: str
-    actual: str
-    kind: Kind | None = None
-    severity: Severity | None = None
-    impact: str | None = None
-    workaround: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    client_request_id: str | None = None
-    request: dict[str, JsonValue] | None = None
-    response: dict[str, JsonValue] | None = None
-    evidence: list[EvidenceEntry] = Field(default_factory=list)
-    bundle: BundleMode = "none"
-    redact: bool = True
-    confidential: bool = False
-    include_collected: bool = False
-    workspace: WorkspaceRef | None = None
+    title: str = Field(description="One-line title of the problem.")
+    summary: str = Field(description="What happened, in a few sentences.")
+    reproduction: str = Field(description="Steps or the tool call sequence that reproduces it.")
+    expected: str = Field(description="What you expected.")
+    actual: str = Field(description="What happened instead.")
+    kind: Kind | None = Field(None, description="What kind of feedback this is.")
+    severity: Severity | None = Field(None, description="How much the problem hurts.")
+    impact: str | None = Field(None, description="Who or what it affects.")
+    workaround: str | None = Field(None, description="A workaround, if you found one.")
+    tags: list[str] = Field(default_factory=list, description="Free-form tags.")
+    client_request_id: str | None = Field(None, description="Your id for the failing request, if any.")
+    request: dict[str, JsonValue] | None = Field(None, description="The tool call that failed (a JSON object).")
+    response: dict[str, JsonValue] | None = Field(None, description="The answer it got (a JSON object).")
+    evidence: list[EvidenceEntry] = Field(
+        default_factory=list,
+        description="Evidence entries: {name, content} (any JSON) or {name, path} (a file inside the workspace).",
+    )
+    bundle: BundleMode = Field(
+        "none", description="Also write a local evidence bundle: 'none' (default), 'dir' or 'zip'."
+    )
+    redact: bool = Field(
+        True, description="Redact secrets and the home directory (default true; required when confidential)."
+    )
+    confidential: bool = Field(
+        False, description="Collect nothing project-derived and do not echo the workspace (default false)."
+    )
+    include_collected: bool = Field(
+        False, description="Return the collected context as 'collected' and show it in the Markdown (default false)."
+    )
+    workspace: WorkspaceRef | None = Field(
+        None, description='Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -25,7 +25,7 @@ from pydantic import JsonValue, ValidationError
 
 from beam_feedback._bundle import DEFAULT_LOCK_TIMEOUT, write_bundle
 from beam_feedback._markdown import EvidenceText, render_markdown
-from beam_feedback.collect import DEFAULT_PROBE_TIMEOUT, collect_context
+from beam_feedback.collect import DEFAULT_COMMAND_TIMEOUT, collect_context
 from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.models import FeedbackReport, FeedbackResult, ReportMetadata, WorkspaceRef
 from beam_lsp import strict_json
@@ -312,7 +312,7 @@ def build_report(
     redactor: Redactor | None = None,
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
-    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> FeedbackResult:
     """Validate, collect, render and (optionally) write a bundle for one feedback report.
@@ -320,8 +320,8 @@ def build_report(
     This is the single entry point for the CLI and the MCP ``beam_feedback_report`` tool: pass the
     tool arguments (including ``workspace``) as ``report`` and the cached runtime's stats and open
     files, then return ``result.to_json()`` as ``structuredContent``. It is synchronous and keeps
-    no state between calls; it blocks on file I/O and on short probes (each bounded by
-    ``probe_timeout``), so async callers should run it in a worker thread
+    no state between calls; it blocks on file I/O and on short commands (each bounded by
+    ``command_timeout``), so async callers should run it in a worker thread
     (``anyio.to_thread.run_sync``). Nothing is uploaded.
 
     Confidential reports collect no project context, ignore ``runtime_stats``/``open_files``,
@@ -338,9 +338,9 @@ def build_report(
         out_dir: Parent directory for bundles; default ``<workspace root>/.beam/feedback``.
         redactor: The redactor to use when ``redact`` is on; default
             ``Redactor.from_sources(env, sys.argv, home=True)``.
-        env: Environment for the default redactor and the probes; default ``os.environ``.
+        env: Environment for the default redactor and the commands; default ``os.environ``.
         now: The report time (tests pin it); default the current time.
-        probe_timeout: Seconds each external probe may take.
+        command_timeout: Seconds each external command (``git``, ``elan``, ``lake``) may take.
         lock_timeout: Seconds to wait for the bundle lock.
 
     Returns:
@@ -368,7 +368,7 @@ def build_report(
             identity=identity,
             out_dir=out_dir,
             now=now,
-            probe_timeout=probe_timeout,
+            command_timeout=command_timeout,
             lock_timeout=lock_timeout,
         )
     except FeedbackError as exc:
@@ -389,7 +389,7 @@ def _build(
     identity: Mapping[str, JsonValue] | None,
     out_dir: str | os.PathLike[str] | None,
     now: datetime | None,
-    probe_timeout: float,
+    command_timeout: float,
     lock_timeout: float,
 ) -> FeedbackResult:
     root = _workspace_root(report)
@@ -416,7 +416,7 @@ def _build(
         open_files=open_files,
         identity=identity,
         env=environ,
-        probe_timeout=probe_timeout,
+        command_timeout=command_timeout,
     )
     warnings[:0] = context.warnings
     generated = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)

@@ -312,13 +312,22 @@ async def _stdin_closed(process: Process) -> None:
         await wait_closed()
 
 
-def kill_tree(pid: int, pids: Sequence[int]) -> None:
-    """SIGKILL the process group of `pid` and every pid in `pids` (errors ignored: they may be gone)."""
+def kill_tree(pid: int, pids: Sequence[int] | None = None, *, sig: int = signal.SIGKILL) -> None:
+    """Signal (SIGKILL unless `sig`) the process group of a child started in a session of its own, and its tree.
+
+    What the child started in sessions of their own is not in its group (Lean's file workers; the Lean servers of
+    an MCP server or a daemon), so every descendant is signalled too: `pids`, collected before the child was
+    signalled (once it dies they are re-parented and cannot be found), or None to collect them now (Linux /proc).
+    Call it only for a child not yet reaped: once reaped, its pid and process-group id may name another process.
+    Errors are ignored (a process may be gone already).
+    """
+    if pids is None:
+        pids = descendants(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, sig)
     for p in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(p, signal.SIGKILL)
+            os.kill(p, sig)
 
 
 class ServerProcess:

@@ -1,6 +1,7 @@
 """The client's mirror of open documents: text, versions and UTF-16 position conversion.
 
-Owns the text the client believes the server has for each URI. It never reads or writes files.
+Owns the text the client believes the server has for each URI; its lines and columns follow `lines`, the one
+copy of those rules. It never reads or writes files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
 from .lean import JsonValue, Position
+from .lines import codepoint_column, line_content, utf16_column, utf16_len
 
 
 class PositionLike(Protocol):
@@ -135,13 +137,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
-def utf16_len(text: str) -> int:
-    """Length of `text` in UTF-16 code units."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
 @dataclasses.dataclass
 class TextDocument:
     """One open document: its text, version and line index."""
@@ -194,10 +189,10 @@ class TextDocument:
         return len(self._line_starts)
 
     def line_text(self, line: int) -> str:
-        """Text of one line without its newline."""
+        """Text of one line without its line feed (and a carriage return before it: see `lines.split_lines`)."""
         start = self._line_starts[line]
         end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
-        return self.text[start:end]
+        return line_content(self.text[start:end])
 
     def position_of(self, line: int, column: int) -> Position:
         """The LSP position (UTF-16) of a 0-based line and code-point column of the text.
@@ -258,23 +253,19 @@ class TextDocument:
             if pos.character <= len(line):
                 return self._line_starts[pos.line] + pos.character
             raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
-        units = 0
-        for i, ch in enumerate(line):
-            if units == pos.character:
-                return self._line_starts[pos.line] + i
-            units += 2 if ord(ch) > 0xFFFF else 1
-            if units > pos.character:
-                raise InvalidPosition(f"character {pos.character} splits a surrogate pair on line {pos.line}")
-        if units == pos.character:
-            return self._line_starts[pos.line] + len(line)
-        raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
+        column = codepoint_column(line, pos.character)
+        if column > len(line):
+            raise InvalidPosition(f"character {pos.character} is out of range on line {pos.line}")
+        if utf16_column(line, column) != pos.character:
+            raise InvalidPosition(f"character {pos.character} splits a surrogate pair on line {pos.line}")
+        return self._line_starts[pos.line] + column
 
     def position_at(self, offset: int) -> Position:
         """UTF-16 position of a string index (clamped to the text)."""
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._line_starts, offset) - 1
         start = self._line_starts[line]
-        return Position(line=line, character=utf16_len(self.text[start:offset]))
+        return Position(line=line, character=utf16_len(line_content(self.text[start:offset])))
 
     @property
     def end(self) -> Position:

@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
+
+import anyio
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -46,6 +48,11 @@ REQUEST_CANCELLED = -32800
 RPC_NEEDS_RECONNECT = -32900
 WORKER_EXITED = -32901
 WORKER_CRASHED = -32902
+
+STREAM_ERRORS: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError)
+"""What a byte stream raises when the other side is gone (a broken pipe is a `ConnectionError`). The JSON-RPC peer
+turns it into `ServerExited`; the broker's error boundary makes it `workerExited`, while any other `OSError` (a
+disk that fails) is not."""
 
 
 class BeamLspError(Exception):

@@ -40,6 +40,7 @@ from .errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
+    STREAM_ERRORS,
     BeamLspError,
     ResponseError,
     ServerExited,
@@ -70,8 +71,6 @@ BodyHandler = Callable[[bytes], bool]
 LostHandler = Callable[[BaseException], Awaitable[BeamLspError]]
 """Turns the stream error of a failed write into the error that closes the peer."""
 
-STREAM_ERRORS: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
-"""What a byte stream raises when the other side is gone; never raised by the peer itself."""
 
 CANCEL_METHOD: Final = "$/cancelRequest"
 _CANCEL_GRACE: Final = 2.0

@@ -1,8 +1,8 @@
-"""Lean/Lake projects on disk: the project markers, project-root discovery and module names.
+"""Lean/Lake projects on disk: project markers and roots, the toolchain a project names, module names.
 
 The only copy of these rules in Beam: the broker (workspace descriptors, save), the CLIs (`lean-beam`,
-`beam-feedback`, `lean-beam-mcp --self-check`) and feedback reports all use it. Standard library only; it reads
-directory entries but never file contents.
+`beam-feedback`, `lean-beam-mcp --self-check`), `lean-beam doctor` and feedback reports all use it. Standard
+library only; it reads directory entries, and no file but `lean-toolchain` (bounded).
 """
 
 from __future__ import annotations
@@ -11,8 +11,13 @@ import re
 from pathlib import Path
 from typing import Final
 
-PROJECT_MARKERS: Final = ("lean-toolchain", "lakefile.toml", "lakefile.lean")
+TOOLCHAIN_FILE: Final = "lean-toolchain"
+"""The file naming the toolchain a project uses (elan reads it)."""
+LAKEFILES: Final = ("lakefile.toml", "lakefile.lean")
+"""Lake's configuration files (a project has one; both is an ambiguous setup)."""
+PROJECT_MARKERS: Final = (TOOLCHAIN_FILE, *LAKEFILES)
 """A directory holding any of these is a Lean/Lake project root."""
+_TOOLCHAIN_MAX: Final = 4096
 
 # A Lean identifier component: letters (any script), `_`, digits and `'`/`!`/`?` after the first character, or
 # a «guillemet-quoted» name. Lake module names never start with a dash, so they cannot be read as options.
@@ -31,6 +36,26 @@ def find_project_root(start: Path) -> Path | None:
         if is_project_root(directory):
             return directory
     return None
+
+
+def read_toolchain(root: Path) -> str | None:
+    """The toolchain `root`'s `lean-toolchain` names (its first line, stripped: `leanprover/lean4:v4.35.0`).
+
+    Returns:
+        None when the file is empty (at most its first 4 KiB are read).
+
+    Raises:
+        FileNotFoundError: The project has no `lean-toolchain`.
+        OSError: It cannot be read.
+    """
+    with (root / TOOLCHAIN_FILE).open(encoding="utf-8", errors="replace") as f:
+        text = f.read(_TOOLCHAIN_MAX).strip()
+    return text.splitlines()[0].strip() if text else None
+
+
+def elan_toolchain_dir(toolchain: str) -> str:
+    """The directory name elan gives a toolchain: `leanprover/lean4:v4.35.0` -> `leanprover--lean4---v4.35.0`."""
+    return toolchain.replace("/", "--").replace(":", "---")
 
 
 def module_name(root: str | Path, path: Path) -> str | None:

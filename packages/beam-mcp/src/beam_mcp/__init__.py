@@ -1,7 +1,7 @@
 """beam-mcp: `lean-beam-mcp`, the Beam MCP server for Lean 4 (MCP 2026-07-28 and 2025-11-25).
 
 The public API is what `__all__` lists; everything else is private. Importing it is cheap: the broker and
-the Lean stack are imported when a server starts.
+the Lean stack are imported when a server starts (`beam_lsp.lazy.lazy_exports`).
 
 Example:
     >>> import anyio
@@ -17,53 +17,35 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from beam_lsp.lazy import lazy_exports
 
 from .__about__ import __version__
-from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
-from .errors import BeamMcpError, JsonRpcError, SelfCheckError
 
 if TYPE_CHECKING:
-    from ._http import BearerToken, HttpConfig, serve_http
-    from ._stdio import serve as serve_stdio
-    from .server import McpServer, ServerConfig
+    from ._http import BearerToken as BearerToken
+    from ._http import HttpConfig as HttpConfig
+    from ._http import serve_http as serve_http
+    from ._protocol import LEGACY_VERSION as LEGACY_VERSION
+    from ._protocol import MODERN_VERSION as MODERN_VERSION
+    from ._protocol import SERVER_NAME as SERVER_NAME
+    from ._stdio import serve_stdio as serve_stdio
+    from .errors import BeamMcpError as BeamMcpError
+    from .errors import JsonRpcError as JsonRpcError
+    from .errors import SelfCheckError as SelfCheckError
+    from .server import McpServer as McpServer
+    from .server import ServerConfig as ServerConfig
 
-# The server and the transports load on first use: `lean-beam-mcp --version` and `--help` import nothing heavy.
-_LAZY = {
-    "McpServer": ("server", "McpServer"),
-    "ServerConfig": ("server", "ServerConfig"),
-    "serve_stdio": ("_stdio", "serve"),
-    "HttpConfig": ("_http", "HttpConfig"),
-    "BearerToken": ("_http", "BearerToken"),
-    "serve_http": ("_http", "serve_http"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{target[0]}", __name__), target[1])
-    globals()[name] = value
-    return value
-
-
-__all__ = [
-    "__version__",
-    # serving
-    "ServerConfig",
-    "McpServer",
-    "serve_stdio",
-    "HttpConfig",
-    "BearerToken",
-    "serve_http",
-    # protocol
-    "MODERN_VERSION",
-    "LEGACY_VERSION",
-    "SERVER_NAME",
-    # errors
-    "BeamMcpError",
-    "JsonRpcError",
-    "SelfCheckError",
-]
+# Every name loads on first use: `lean-beam-mcp --version` and `--help` import nothing heavy.
+_NAMES, __getattr__ = lazy_exports(
+    __name__,
+    {
+        ".server": ("ServerConfig", "McpServer"),
+        "._stdio": ("serve_stdio",),
+        "._http": ("HttpConfig", "BearerToken", "serve_http"),
+        "._protocol": ("MODERN_VERSION", "LEGACY_VERSION", "SERVER_NAME"),
+        ".errors": ("BeamMcpError", "JsonRpcError", "SelfCheckError"),
+    },
+)
+__all__ = ["__version__", *_NAMES]

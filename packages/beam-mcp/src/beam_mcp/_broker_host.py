@@ -1,41 +1,35 @@
-"""Hosting the broker inside the MCP server: background import, lifetime, and who may touch `beam_broker`.
+"""Hosting the broker inside the MCP server: its lifetime, and the one import that runs off the event loop.
 
-The Lean stack takes a moment to import, so the server answers discovery and `initialize` while it loads. The
-import runs off the event loop in two steps — the light operation registry first (all `tools/list` needs),
-then the runtime behind `Broker` — on ONE worker thread. Everything else in beam-mcp that needs `beam_broker`
-(or beam-feedback, which shares beam-lsp with it) waits for the step it needs through this host instead of
-importing it itself: two threads must never initialize one package at once (a partially initialized module
-would be seen). This module must not know tools or MCP methods.
+The broker's light modules (errors, events, the operation registry and its models) are ordinary imports of the
+modules that use them; only `Broker` (the runtime and the Lean client stack behind it, the slow import) loads
+here, on a worker thread, so the server answers discovery, `initialize` and `tools/list` meanwhile. Importing on
+two threads at once is safe because no import cycle exists in the packages (`tests/test_layout.py`): a thread
+that needs a module another thread is importing waits for it. This module must not know tools or MCP methods.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from beam_broker.config import BrokerConfig
+from beam_broker.operations import REGISTRY, Registry
+
 from .errors import INTERNAL_ERROR, JsonRpcError
 
 if TYPE_CHECKING:
-    from beam_broker import Broker, OperationSpec
+    from beam_broker import Broker
 
 log = logging.getLogger("beam_mcp")
 
-_REGISTRY_MODULES = ("beam_broker", "beam_broker.operations", "beam_feedback")
 
+def _import_broker() -> None:
+    from beam_broker import broker  # the runtime and the Lean client stack
 
-def _import_all(names: Sequence[str]) -> list[ModuleType]:
-    return [importlib.import_module(name) for name in names]
-
-
-def _import_runtime() -> None:
-    from beam_broker import Broker  # `beam_broker` loads its runtime lazily, on this first use
-
-    assert Broker is not None
+    assert broker.Broker is not None
 
 
 class BrokerHost:
@@ -47,6 +41,7 @@ class BrokerHost:
         on_change: The diagnostics listener to register once the broker is open.
         on_open: Called once the broker is open and the listener registered.
         config: More `BrokerConfig` settings.
+        registry: The operations the broker serves.
     """
 
     def __init__(
@@ -57,6 +52,7 @@ class BrokerHost:
         on_change: Callable[[str], None],
         on_open: Callable[[], None] = lambda: None,
         config: Mapping[str, Any] | None = None,
+        registry: Registry = REGISTRY,
     ) -> None:
         self._lean_cmd = lean_cmd
         self._env = env
@@ -65,8 +61,7 @@ class BrokerHost:
         self._on_open = on_open
         self._broker: Broker | None = None
         self._error: BaseException | None = None
-        self._registry: tuple[OperationSpec, ...] | None = None
-        self._registry_ready = anyio.Event()
+        self._registry = registry
         self._ready = anyio.Event()
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
@@ -74,16 +69,11 @@ class BrokerHost:
     async def run(self) -> None:
         """Import, open the broker, and keep it open until `stop` (run it in the server's task group)."""
         try:
-            await anyio.to_thread.run_sync(_import_all, _REGISTRY_MODULES)
-            from beam_broker.operations import OPERATIONS
-
-            self._registry = OPERATIONS
-            self._registry_ready.set()
-            await anyio.to_thread.run_sync(_import_runtime)
-            from beam_broker import Broker, BrokerConfig
+            await anyio.to_thread.run_sync(_import_broker)
+            from beam_broker.broker import Broker  # imported by now
 
             config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env, **self._extra)
-            async with Broker.open(config) as broker:
+            async with Broker.open(config, registry=self._registry) as broker:
                 self._broker = broker
                 self._ready.set()
                 remove = broker.add_diagnostics_listener(self._on_change)
@@ -97,7 +87,6 @@ class BrokerHost:
             self._error = exc
         finally:
             self._broker = None
-            self._registry_ready.set()
             self._ready.set()
             self._stopped.set()
 
@@ -108,17 +97,6 @@ class BrokerHost:
 
     def _unavailable(self) -> JsonRpcError:
         return JsonRpcError(INTERNAL_ERROR, f"the Beam broker is unavailable: {type(self._error).__name__}")
-
-    async def registry(self) -> tuple[OperationSpec, ...]:
-        """The operation registry, once imported (before the Lean stack is).
-
-        Raises:
-            JsonRpcError: `-32603` when it could not be imported.
-        """
-        await self._registry_ready.wait()
-        if self._registry is None:
-            raise self._unavailable()
-        return self._registry
 
     async def broker(self) -> Broker:
         """The broker, once open.

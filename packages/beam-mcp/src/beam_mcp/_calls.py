@@ -5,7 +5,7 @@ is admitted to the dispatcher with the tool's cancellability and fence flag, its
 waits behind a fence, its preparation notice goes out, a one-shot watchdog emits the no-token `beam.status`
 notice after the configured delay, and its runner produces the `structuredContent`. Runners are looked up by
 tool in one table: the process tools (`beam_version`, `beam_stats`, `beam_feedback_report`) and, for every
-registry operation, `Broker.call`. Exceptions become tool errors or JSON-RPC errors through `errors.to_wire`
+registry operation, `Broker.call`. Exceptions become tool errors or JSON-RPC errors through `errors.tool_failure`
 only. It must not contain Lean semantics.
 """
 
@@ -13,21 +13,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from beam_broker.events import CallContext, Progress
+from beam_broker.workspace import resolve
+
 from .__about__ import __version__
 from ._dispatch import Channel, Dispatcher, InFlight, Outlet
 from ._jsonrpc import Request
-from ._notify import CallNotifier, Kinds
+from ._notify import CallNotifier
 from ._params import MRTR_REJECTED, CallParams
-from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope
-from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, PROCESS_TOOLS, Tool, ToolSet
-from .errors import JsonRpcError, ToolFailure, invalid_params, to_wire, tool_error, tool_result
+from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope, tool_result
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet
+from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:
+    from beam_broker import Broker
+
     from ._broker_host import BrokerHost
 
 INVALID_INPUT = "invalidInput"
@@ -88,8 +93,7 @@ class Calls:
         """
         if params.continuation():
             raise invalid_params(MRTR_REJECTED.format(method="tools/call"))
-        # The process tools answer without the registry (beam_version must work even if the broker cannot load).
-        tool = PROCESS_TOOLS.get(params.name) or (await self._tools()).by_name.get(params.name)
+        tool = (await self._tools()).by_name.get(params.name)
         if tool is None:
             raise invalid_params(f"Unknown tool: {params.name}")
         token = params.meta.progressToken if params.meta is not None else None
@@ -105,14 +109,15 @@ class Calls:
         try:
             with call.interruption:
                 try:
-                    result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
+                    if tool.answer is not None:  # another server's surface answers the whole result
+                        result = await tool.answer(self, run)
+                    else:
+                        result = tool_result(await RUNNERS.get(tool.name, Calls._operation)(self, run))
                 except Exception as exc:
-                    wire = to_wire(exc, tool=True)
-                    if isinstance(wire, JsonRpcError):
-                        raise wire from None
-                    result = wire
+                    result = tool_result(tool_failure(exc), is_error=True)  # or the JSON-RPC error it is
             if result is None:  # the server interrupted the call
-                result = tool_error(REQUEST_CANCELLED, f"{tool.name} was {call.interrupted}")
+                interrupted = {"code": REQUEST_CANCELLED, "message": f"{tool.name} was {call.interrupted}"}
+                result = tool_result(interrupted, is_error=True)
             return modern_envelope(result) if modern is not None else result
         finally:
             notifier.close()
@@ -121,16 +126,9 @@ class Calls:
         self, call: InFlight, tool: Tool, arguments: dict[str, Any], token: Any, modern: ModernContext | None
     ) -> CallNotifier:
         if tool.spec is not None:
-            from beam_broker import Progress  # loaded: the tool set came from the registry
-
-            flags = tool.spec.progress
-            kinds = Kinds(
-                preparation=bool(flags & Progress.PREPARATION),
-                setup=bool(flags & Progress.SETUP),
-                file=bool(flags & Progress.FILE),
-            )
+            kinds = tool.spec.progress
         else:
-            kinds = Kinds(preparation=tool.name == BEAM_FEEDBACK_REPORT)
+            kinds = Progress.PREPARATION if tool.name == BEAM_FEEDBACK_REPORT else Progress.NONE
         channel = call.channel
         level: Callable[[], str | None] = (
             (lambda: modern.log_level) if modern is not None else (lambda: channel.log_level)
@@ -191,14 +189,31 @@ class Calls:
         run.notifier.preparation(spec.preparation(path if isinstance(path, str) else None))
 
         async def work() -> dict[str, Any]:
-            from beam_broker import CallContext
-
             await run.call.wait_turn()
             broker = await self._host.broker()
             ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
             return await broker.call(spec.name, inp, ctx)
 
         return await self._watched(run, work)
+
+    async def broker_call(self, run: CallRun, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one broker operation for `run` (its events go to the call's notifier); for the `_compat` surface.
+
+        Raises:
+            BrokerError: As `Broker.call` does.
+            JsonRpcError: `-32603` when the broker could not be opened.
+        """
+        broker = await self._host.broker()
+        ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
+        return await broker.call(name, arguments, ctx)
+
+    async def broker(self) -> Broker:
+        """The open broker (for reads that are no operation, such as a file's cached diagnostics).
+
+        Raises:
+            JsonRpcError: `-32603` when it could not be opened.
+        """
+        return await self._host.broker()
 
     def identity(self) -> dict[str, Any]:
         """`beam_version`'s result."""
@@ -225,8 +240,7 @@ class Calls:
         return broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}}
 
     async def _feedback(self, run: CallRun) -> dict[str, Any]:
-        from beam_broker.workspace import resolve  # loaded: the tool set came from the registry
-        from beam_feedback import build_report
+        from beam_feedback import build_report  # the report machinery loads with the first report
 
         self._undeclared(run)
         descriptor = resolve(run.arguments.get("workspace"))

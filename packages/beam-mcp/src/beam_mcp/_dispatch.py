@@ -296,11 +296,7 @@ class Dispatcher:
                 channel.release(message.id)
             raise
         except Exception as exc:
-            wire = to_wire(exc)
-            if isinstance(wire, JsonRpcError):
-                self.respond(channel, outlet, message.id, error=wire)
-            else:
-                self.respond(channel, outlet, message.id, wire)
+            self.respond(channel, outlet, message.id, error=to_wire(exc))
         else:
             if result is not None:
                 self.respond(channel, outlet, message.id, result)
@@ -337,11 +333,7 @@ class Dispatcher:
                 try:
                     result = await work(call)
                 except Exception as exc:
-                    wire = to_wire(exc)
-                    if isinstance(wire, JsonRpcError):
-                        error = wire
-                    else:
-                        result = wire
+                    error = to_wire(exc)
         finally:
             del self._inflight[call]
             del call.channel.calls[call.rid.key]

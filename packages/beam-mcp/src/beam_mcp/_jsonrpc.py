@@ -143,12 +143,24 @@ def classify(obj: Any) -> Message:
     return Notification(method, obj.get("params"), "params" in obj)
 
 
+def decode(data: str | bytes) -> Any:
+    """One client message's JSON value, strictly decoded (see `loads`): what every transport reads.
+
+    Raises:
+        JsonRpcError: `-32700` "parse error: ..." naming the problem (the one mapping of a decoding failure).
+    """
+    try:
+        return loads(data)
+    except ValueError as exc:
+        raise JsonRpcError(PARSE_ERROR, f"parse error: {exc}") from None
+
+
 def parse_line(line: bytes) -> Message:
     """Decode and classify one input line (already stripped of its line ending)."""
     try:
-        obj = loads(line)
-    except ValueError as exc:
-        return Invalid(JsonRpcError(PARSE_ERROR, f"parse error: {exc}"), None)
+        obj = decode(line)
+    except JsonRpcError as exc:
+        return Invalid(exc, None)
     return classify(obj)
 
 

@@ -9,9 +9,10 @@ broker already scoped and deduplicated diagnostics.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
+
+from beam_broker.events import DiagnosticEvent, FileProgressEvent, PreparationEvent, Progress, SetupEvent
 
 from . import _jsonrpc
 from ._jsonrpc import RequestId
@@ -34,15 +35,6 @@ _SEVERITY_LEVEL: Final = {
     "hint": "debug",
     "unknown": "info",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Kinds:
-    """Which progress a tool reports (the display matrix)."""
-
-    preparation: bool = True
-    setup: bool = False
-    file: bool = False
 
 
 def file_progress_message(tool: str, path: str | None, progress: dict[str, Any]) -> str:
@@ -80,7 +72,7 @@ class CallNotifier:
         request_id: The call's JSON-RPC id (echoed in `beam.status`).
         token: `_meta.progressToken`, or None.
         path: The call's `path` argument, if any.
-        kinds: Which progress kinds the tool reports.
+        kinds: Which progress the tool reports (its registry entry's `progress`).
         log_level: The active minimum log level at emit time (None: no logs).
         status: Whether the tool may emit a `beam.status` notice.
     """
@@ -93,7 +85,7 @@ class CallNotifier:
         request_id: RequestId,
         token: Any,
         path: str | None,
-        kinds: Kinds,
+        kinds: Progress,
         log_level: Callable[[], str | None],
         status: bool,
     ) -> None:
@@ -122,14 +114,14 @@ class CallNotifier:
 
     def preparation(self, message: str) -> None:
         """The one contextual preparation update (later ones are dropped)."""
-        if self._prepared or not self.kinds.preparation:
+        if self._prepared or Progress.PREPARATION not in self.kinds:
             return
         self._prepared = True
         self._progress_update(message)
 
     def setup(self, line: str, path: str | None = None) -> None:
         """A Lake setup line: throttled progress with a token, else the first one triggers the status notice."""
-        if not self.kinds.setup:
+        if Progress.SETUP not in self.kinds:
             return
         self._setup_seen += 1
         message = setup_message(self.tool, path or self.path, line)
@@ -141,7 +133,7 @@ class CallNotifier:
 
     def file_progress(self, progress: dict[str, Any], path: str | None = None) -> None:
         """Lean file progress: the first observation, then every 25 updates or the terminal one, once."""
-        if not self.kinds.file or self.token is None:
+        if Progress.FILE not in self.kinds or self.token is None:
             return
         last = self._last_file
         if last is not None:
@@ -186,8 +178,6 @@ class CallNotifier:
     # -- broker events
     def on_event(self, event: object) -> None:
         """Dispatch one `beam_broker.events` object (unknown kinds are ignored)."""
-        from beam_broker.events import DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
-
         if isinstance(event, PreparationEvent):
             self.preparation(event.message)
         elif isinstance(event, SetupEvent):

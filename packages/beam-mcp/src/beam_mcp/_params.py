@@ -8,17 +8,14 @@ coercion). `parse(model, params, what)` is the only place request params are val
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._protocol import LOG_LEVELS
+from ._protocol import LogLevel
 from .errors import invalid_params, params_error
 
 P = TypeVar("P", bound="Params")
-
-LogLevel = Literal["emergency", "alert", "critical", "error", "warning", "notice", "info", "debug"]
-assert tuple(LogLevel.__args__) == LOG_LEVELS  # type: ignore[attr-defined]
 
 MRTR_REJECTED = (
     "{method} does not accept inputResponses or requestState: Beam never returns an input_required result, so "
@@ -27,7 +24,8 @@ MRTR_REJECTED = (
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # Validators are built on first use: only `Params` is needed before discovery is answered.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class Params(_Closed):
@@ -39,7 +37,7 @@ class Params(_Closed):
 class ClientInfo(BaseModel):
     """`Implementation`: a name and a version (other members, like `title`, are accepted and ignored)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     name: str
     version: str
@@ -84,7 +82,7 @@ ProgressToken = Annotated[Any, AfterValidator(_token)]
 class CallMeta(BaseModel):
     """`tools/call` `_meta`: the progress token (a string or number, echoed verbatim) and anything else."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     progressToken: ProgressToken = None  # an explicit null is invalid (the validator runs on given values only)
 
@@ -124,7 +122,7 @@ class UriParams(Params):
 class ListenNotifications(BaseModel):
     """What a `subscriptions/listen` stream asks for (unknown kinds are ignored)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     toolsListChanged: bool | None = None
     promptsListChanged: bool | None = None

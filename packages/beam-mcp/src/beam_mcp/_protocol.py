@@ -8,8 +8,9 @@ server's, and modern metadata is decoded per request and never retained.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
+from . import _jsonrpc
 from .__about__ import __version__
 from .errors import UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, invalid_params
 
@@ -39,9 +40,11 @@ MISSING_MODERN_META: Final = (
     f"modern MCP requests require _meta.{META_PROTOCOL_VERSION} and _meta.{META_CLIENT_CAPABILITIES}"
 )
 
-# RFC 5424 severities, most severe first: an event passes when its rank is <= the minimum's rank.
-LOG_LEVELS: Final = ("emergency", "alert", "critical", "error", "warning", "notice", "info", "debug")
-_RANK: Final = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+LogLevel = Literal["emergency", "alert", "critical", "error", "warning", "notice", "info", "debug"]
+"""The RFC 5424 severities MCP logging uses, most severe first (the type of `logging/setLevel`'s `level`)."""
+LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)
+# An event passes when its rank is <= the minimum's rank.
+_RANK: Final[dict[str, int]] = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
 def server_info() -> dict[str, str]:
@@ -151,3 +154,14 @@ def check_closed(params: Any, allowed: frozenset[str], what: str, *, required: b
     if "_meta" in params and not isinstance(params["_meta"], dict):
         raise invalid_params(f"{what} params._meta must be an object")
     return params
+
+
+def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text` (both families)."""
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return {
+        "content": [{"type": "text", "text": _jsonrpc.dumps(structured)}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }

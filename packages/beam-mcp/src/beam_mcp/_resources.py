@@ -16,13 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
+from beam_broker import errors as broker_errors
+
 from . import _jsonrpc
 from ._dispatch import Channel, Dispatcher, Outlet
 from ._jsonrpc import Request, RequestId
 from ._params import MRTR_REJECTED, ListenParams, ListParams, ReadParams, UriParams, parse
 from ._protocol import modern_envelope
 from ._subscriptions import Subscriber, UpdateHub
-from .errors import INVALID_REQUEST, SERVER_STARTING_CODE, JsonRpcError, broker_code, invalid_params
+from .errors import INVALID_REQUEST, JsonRpcError, invalid_params
 
 if TYPE_CHECKING:
     from beam_broker import Broker
@@ -218,7 +220,7 @@ class ResourceMethods:
         except Exception as exc:
             # A Lean server that is still starting: the subscription stands (a failed start sends an update); one
             # that failed to start: roll back and answer its error (mcpls).
-            if broker_code(exc) != SERVER_STARTING_CODE:
+            if not (isinstance(exc, broker_errors.BrokerError) and exc.code == broker_errors.SERVER_STARTING):
                 self._hub.unsubscribe(subscriber, uri, lambda: path)
                 raise
         Dispatcher.respond(channel, outlet, req.id, {})

@@ -8,11 +8,9 @@ closes stdin and waits for a clean exit. Each phase is bounded (120 s, or
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -20,8 +18,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import Process
 
+from beam_lsp import Redactor, StderrBuffer, kill_tree
 from beam_lsp.project import PROJECT_MARKERS, find_project_root
 
 from .__about__ import __version__
@@ -37,6 +36,7 @@ from .errors import SelfCheckError
 TIMEOUT_ENV: Final = "LEAN_BEAM_MCP_SELF_CHECK_TIMEOUT_MS"
 DEFAULT_TIMEOUT: Final = 120.0
 _STDERR_TAIL: Final = 4000
+"""Bytes of the server's stderr kept for a failure's message."""
 
 
 def phase_timeout() -> float:
@@ -62,21 +62,17 @@ def _meta() -> dict[str, Any]:
 
 
 class _Child:
-    """A line-oriented JSON-RPC client over a child server's stdio."""
+    """A line-oriented JSON-RPC client over a child server's stdio, and the tail of its stderr (redacted)."""
 
-    def __init__(self, proc: Process) -> None:
+    def __init__(self, proc: Process, redactor: Redactor) -> None:
         self.proc = proc
         self.buf = b""
-        self.stderr = bytearray()
+        self.stderr = StderrBuffer(_STDERR_TAIL)
+        self.redactor = redactor
         self.progress = 0
 
-    async def drain_stderr(self, stream: ByteReceiveStream) -> None:
-        async for chunk in stream:
-            self.stderr += chunk
-            del self.stderr[: max(0, len(self.stderr) - _STDERR_TAIL)]
-
     def stderr_tail(self) -> str:
-        text = self.stderr.decode("utf-8", "replace").strip()
+        text = self.stderr.tail(self.redactor).strip()
         return f"\nserver stderr:\n{text}" if text else ""
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -155,12 +151,6 @@ async def _phases(child: _Child, file: Path, root: Path, timeout: float) -> tupl
     return server, structured
 
 
-def _kill(proc: Process) -> None:
-    """Kill the child's whole process group (it runs in a session of its own, Lean servers included)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
 async def check(file: Path, root: Path, lean_cmd: list[str] | None, timeout: float) -> str:
     """Run the check; returns the success summary.
 
@@ -175,19 +165,21 @@ async def check(file: Path, root: Path, lean_cmd: list[str] | None, timeout: flo
         proc = await anyio.open_process(cmd, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise SelfCheckError(f"could not start the server {cmd!r}: {exc}") from exc
-    child = _Child(proc)
+    child = _Child(proc, Redactor.from_sources(os.environ, cmd))
     error: SelfCheckError | None = None
     async with proc:
         async with anyio.create_task_group() as tg:
             assert proc.stderr is not None
-            tg.start_soon(child.drain_stderr, proc.stderr)
+            tg.start_soon(child.stderr.pump, proc.stderr)
             try:
                 server, structured = await _phases(child, file, root, timeout)
             except SelfCheckError as exc:  # re-raised below, not wrapped in an exception group
                 error = exc
             finally:
                 if proc.returncode is None:
-                    _kill(proc)  # a failed phase leaves the child running: it must not outlive the check
+                    # A failed phase leaves the child running: neither it nor the Lean servers it started (each in
+                    # a session of its own, so not in the child's group) may outlive the check.
+                    kill_tree(proc.pid)
                 tg.cancel_scope.cancel()
     if error is not None:
         raise error

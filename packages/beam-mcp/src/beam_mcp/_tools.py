@@ -3,12 +3,13 @@
 This module owns how a broker `OperationSpec` becomes an MCP tool (`lean_<name>`, its `inputSchema` projected
 from the closed input model, its `outputSchema` from the output model, the annotation matrix) and the three
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
-the tool surfaces a server can serve (`all`, or `beam`: the seed's 24 tools, without the later operations).
+the tool surfaces a server can serve (`all`; `beam`: upstream Beam's 24 tools, without the later operations;
+`lean-lsp-mcp`: lean-lsp-mcp 0.32.0's 22 tools, projected by `_compat`).
 Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
 patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
 (MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
-lists what a tool declares, for the transport to check. It must not hold Lean semantics, and it never imports the
-broker or beam-feedback itself: `ToolSet.build` receives the registry and the feedback models from the broker host.
+lists what a tool declares, for the transport to check. It must not hold Lean semantics: `ToolSet.build` receives
+the registry and the feedback models from the server.
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from beam_broker.operations import PROGRESS_SENTENCE
+
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from beam_broker import OperationSpec
+
+    from ._calls import CallRun, Calls
 
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -34,11 +41,6 @@ PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
 WORKSPACE_HEADER: Final = "Workspace"
 """The `x-mcp-header` name of `workspace.root`: the routing key of every workspace-bound tool
 (`Mcp-Param-Workspace`), on which a load balancer keeps a workspace on one replica."""
-
-PROGRESS_SENTENCE: Final = (
-    "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
-    "one status log."
-)
 
 VERSION_DESCRIPTION: Final = (
     "Identity of the running lean-beam-mcp server: name, version, preferred MCP revision (mcp_protocol) and "
@@ -59,34 +61,6 @@ FEEDBACK_DESCRIPTION: Final = (
     "the workspace. bundle 'dir' or 'zip' also writes a local evidence bundle under <root>/.beam/feedback. "
     f"{PROGRESS_SENTENCE}"
 )
-
-# Descriptions of the feedback input fields (the beam-feedback models carry none of their own).
-_FEEDBACK_FIELDS: Final[Mapping[str, str]] = {
-    "title": "One-line title of the problem.",
-    "summary": "What happened, in a few sentences.",
-    "reproduction": "Steps or the tool call sequence that reproduces it.",
-    "expected": "What you expected.",
-    "actual": "What happened instead.",
-    "kind": "What kind of feedback this is.",
-    "severity": "How much the problem hurts.",
-    "impact": "Who or what it affects.",
-    "workaround": "A workaround, if you found one.",
-    "tags": "Free-form tags.",
-    "client_request_id": "Your id for the failing request, if any.",
-    "request": "The tool call that failed (a JSON object).",
-    "response": "The answer it got (a JSON object).",
-    "evidence": "Evidence entries: {name, content} (any JSON) or {name, path} (a file inside the workspace).",
-    "bundle": "Also write a local evidence bundle: 'none' (default), 'dir' or 'zip'.",
-    "redact": "Redact secrets and the home directory (default true; required when confidential).",
-    "confidential": "Collect nothing project-derived and do not echo the workspace (default false).",
-    "include_collected": "Return the collected context as 'collected' and show it in the Markdown (default false).",
-    "workspace": 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.',
-}
-_EVIDENCE_FIELDS: Final[Mapping[str, str]] = {
-    "name": "Simple file name of the evidence (unique in the report).",
-    "content": "Inline evidence: any JSON value (a string stays text).",
-    "path": "A file inside the workspace root to attach (up to 1 MiB).",
-}
 
 
 # ---- outputs of the process tools ---------------------------------------------------------------------------------
@@ -172,13 +146,7 @@ class _Projector:
         }
 
 
-def input_schema(
-    model: type[BaseModel],
-    *,
-    require: Iterable[str] = (),
-    descriptions: Mapping[str, str] | None = None,
-    nested_descriptions: Mapping[str, Mapping[str, str]] | None = None,
-) -> dict[str, Any]:
+def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict[str, Any]:
     """The closed `inputSchema` of a tool whose arguments are `model`.
 
     Required fields keep the model's field order, with `workspace` last among them; `require` makes optional
@@ -188,15 +156,7 @@ def input_schema(
     projector = _Projector(raw.get("$defs", {}), output=False)
     properties: dict[str, Any] = {}
     for name, node in raw.get("properties", {}).items():
-        prop = projector.node(node)
-        if descriptions and name in descriptions:
-            prop = {k: v for k, v in prop.items() if k != "description"}
-            prop = projector.node({"description": descriptions[name], **prop})
-        if nested_descriptions and name in nested_descriptions:
-            target = prop.get("items", prop)
-            for sub, text in nested_descriptions[name].items():
-                target["properties"][sub] = {**target["properties"][sub], "description": text}
-        properties[name] = prop
+        properties[name] = projector.node(node)
     extra_required = set(require)
     required = [name for name in properties if name in raw.get("required", []) or name in extra_required]
     if "workspace" in required:
@@ -228,7 +188,7 @@ def _empty_schema() -> dict[str, Any]:
     }
 
 
-def tool_annotations(spec: OperationSpec) -> dict[str, bool] | None:
+def tool_annotations(spec: OperationSpec[BaseModel, BaseModel]) -> dict[str, bool] | None:
     """The annotation matrix: read-only tools say so; other non-default hints are advertised; else none."""
     if spec.read_only:
         return {"readOnlyHint": True}
@@ -299,15 +259,18 @@ class Tool:
         cancellable: Whether `notifications/cancelled` may abort it.
         fence: Whether it is a stream-order fence (earlier calls drain first, later ones wait for it).
         param_headers: The inputs HTTP clients mirror as `Mcp-Param-*` headers (`workspace.root`, if bound).
+        answer: For a tool of another server's surface (`_compat`): what answers the whole `CallToolResult`
+            (the runners of `_calls` answer only its `structuredContent`).
     """
 
     name: str
     descriptor: dict[str, Any]
     properties: frozenset[str]
-    spec: OperationSpec | None = None
+    spec: OperationSpec[BaseModel, BaseModel] | None = None
     cancellable: bool = True
     fence: bool = False
     param_headers: tuple[ParamHeader, ...] = ()
+    answer: Callable[[Calls, CallRun], Awaitable[dict[str, Any]]] | None = None
 
 
 def _tool(
@@ -316,7 +279,7 @@ def _tool(
     schema: dict[str, Any],
     output: dict[str, Any],
     annotations: dict[str, bool] | None,
-    spec: OperationSpec | None = None,
+    spec: OperationSpec[BaseModel, BaseModel] | None = None,
 ) -> Tool:
     schema = route_by_workspace(schema)
     descriptor: dict[str, Any] = {
@@ -333,31 +296,30 @@ def _tool(
 
 
 _READ_ONLY: Final = {"readOnlyHint": True}
-VERSION_TOOL: Final = _tool(
-    BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), output_schema(VersionResult), _READ_ONLY
-)
-STATS_TOOL: Final = _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), output_schema(StatsResult), _READ_ONLY)
-PROCESS_TOOLS: Final = {tool.name: tool for tool in (VERSION_TOOL, STATS_TOOL)}
-"""The tools that need neither the registry nor beam-feedback (they answer even while the broker loads)."""
+PROCESS_TOOLS: Final = frozenset({BEAM_VERSION, BEAM_STATS})
+"""The tools that need neither the broker nor beam-feedback (they answer even when the broker cannot open)."""
+
+
+def process_tools() -> tuple[Tool, Tool]:
+    """`beam_version` and `beam_stats` (their schemas are built when a tool set is)."""
+    version = _tool(BEAM_VERSION, VERSION_DESCRIPTION, _empty_schema(), output_schema(VersionResult), _READ_ONLY)
+    stats = _tool(BEAM_STATS, STATS_DESCRIPTION, _empty_schema(), output_schema(StatsResult), _READ_ONLY)
+    return version, stats
 
 
 def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     """`beam_feedback_report`, from beam-feedback's input and result models."""
-    schema = input_schema(
-        report,
-        require=("workspace",),
-        descriptions=_FEEDBACK_FIELDS,
-        nested_descriptions={"evidence": _EVIDENCE_FIELDS},
-    )
+    schema = input_schema(report, require=("workspace",))  # the models describe their own fields
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
-Surface = Literal["all", "beam"]
-"""Which tools a server lists and serves: `all`, or `beam`, the seed's 24 (upstream Beam's exact surface)."""
-SURFACES: Final[tuple[Surface, ...]] = ("all", "beam")
+Surface = Literal["all", "beam", "lean-lsp-mcp"]
+"""Which tools a server lists and serves: `all`; `beam`, upstream Beam's exact 24; `lean-lsp-mcp`, lean-lsp-mcp
+0.32.0's 22 tools (`_compat`)."""
+SURFACES: Final[tuple[Surface, ...]] = ("all", "beam", "lean-lsp-mcp")
 
 
-def operation_tool(spec: OperationSpec, *, surface: Surface = "all") -> Tool:
+def operation_tool(spec: OperationSpec[BaseModel, BaseModel], *, surface: Surface = "all") -> Tool:
     """The MCP tool of one broker operation (on the `beam` surface, without its `extension_fields`)."""
     inputs, outputs = input_schema(spec.input_model), output_schema(spec.output_model)
     if surface == "beam" and spec.extension_fields:
@@ -381,14 +343,22 @@ class ToolSet:
     by_name: Mapping[str, Tool]
 
     @classmethod
-    def build(cls, operations: Iterable[OperationSpec], feedback: Tool, *, surface: Surface = "all") -> ToolSet:
+    def build(
+        cls, operations: Iterable[OperationSpec[BaseModel, BaseModel]], feedback: Tool, *, surface: Surface = "all"
+    ) -> ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
-        `surface="beam"` leaves out the operations beyond the seed's surface (`OperationSpec.extension`), so the
-        list is exactly the seed's 24 tools, and calling another tool is an unknown tool.
+        `surface="beam"` leaves out the operations beyond upstream Beam's (`OperationSpec.extension`), so the
+        list is exactly upstream Beam's 24 tools, and calling another tool is an unknown tool. `surface="lean-lsp-mcp"`
+        lists lean-lsp-mcp 0.32.0's tools only, each answered by a projection of the operations (`_compat`).
         """
+        if surface == "lean-lsp-mcp":
+            from ._compat import compat_tools
+
+            compat = compat_tools()
+            return cls(compat, {tool.name: tool for tool in compat})
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
-        tools = (VERSION_TOOL, STATS_TOOL, feedback, *(operation_tool(spec, surface=surface) for spec in specs))
+        tools = (*process_tools(), feedback, *(operation_tool(spec, surface=surface) for spec in specs))
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:

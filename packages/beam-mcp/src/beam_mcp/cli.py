@@ -4,8 +4,8 @@ Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT 
 self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
 installed; 2 usage error; 130 interrupted.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
-stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the Lean stack is
-imported by the server in the background.
+stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
+broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import argparse
 import ipaddress
 import logging
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
@@ -26,6 +25,7 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 if TYPE_CHECKING:
     from ._http import HttpConfig
     from ._http.auth import BearerToken
+    from ._tools import Surface
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
@@ -33,6 +33,9 @@ LOG_FORMAT_ENV = "LEAN_BEAM_MCP_LOG_FORMAT"
 MEMORY_BUDGET_ENV = "LEAN_BEAM_MCP_MEMORY_BUDGET_MIB"
 IDLE_TIMEOUT_ENV = "LEAN_BEAM_MCP_IDLE_TIMEOUT"
 TOKEN_ENV = "LEAN_BEAM_MCP_TOKEN"
+TOOLS_ENV = "LEAN_BEAM_TOOLS"
+"""The tool surface when no `--tools` is given (`all`, `beam` or `lean-lsp-mcp`)."""
+TOOL_SURFACES = ("all", "beam", "lean-lsp-mcp")
 """The bearer token of `--http` when no `--http-token-file` is given (the same name as `_http.auth.TOKEN_ENV`)."""
 
 _EPILOG = f"""\
@@ -58,6 +61,8 @@ examples:
   lean-beam-mcp --http 127.0.0.1:8765 --http-token-file ~/.config/beam/token
                                                   ... requiring that bearer token
   lean-beam-mcp --tools beam                      list only Beam's 24 specified tools
+  lean-beam-mcp --tools lean-lsp-mcp              serve lean-lsp-mcp 0.32.0's tools (a drop-in; the project is
+                                                  $LEAN_PROJECT_PATH, else found from each file_path)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
   lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
   lean-beam-mcp --http 0.0.0.0:8765 --http-token-file T --memory-budget-mib 8192 --idle-timeout 1800
@@ -182,10 +187,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tools",
-        choices=("all", "beam"),
-        default="all",
-        help="which tools to serve: all (default), or beam: exactly the 24 tools of Beam's specified surface "
-        "(upstream's tool list), without the later additions",
+        choices=TOOL_SURFACES,
+        default=None,
+        help="which tools to serve: all (default); beam: exactly the 24 tools of Beam's specified surface "
+        "(upstream's tool list), without the later additions; lean-lsp-mcp: lean-lsp-mcp 0.32.0's 22 tools, "
+        f"names, arguments and results (a drop-in replacement); default: ${TOOLS_ENV} when set, else all",
     )
     parser.add_argument(
         "--self-check",
@@ -352,12 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
+        from beam_broker.config import split_command
+
         try:
-            lean_cmd = shlex.split(args.lean_cmd)
+            lean_cmd = split_command(args.lean_cmd)
         except ValueError as exc:
-            parser.error(f"--lean-cmd: {exc}")
-        if not lean_cmd:
-            parser.error("--lean-cmd must not be empty")
+            parser.error(f"--lean-cmd {exc}")
     address: tuple[str, int] | None = None
     if args.http is not None:
         if args.self_check is not None:
@@ -421,7 +427,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             broker[name] = getattr(args, name)
     if args.no_project_toolchains:
         broker["project_toolchains"] = False
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=args.tools)
+    tools = args.tools or os.environ.get(TOOLS_ENV) or "all"
+    if tools not in TOOL_SURFACES:
+        parser.error(f"${TOOLS_ENV} must be one of {', '.join(TOOL_SURFACES)}, not {tools!r}")
+    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=cast("Surface", tools))
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra
@@ -447,9 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{SERVER_NAME}: cannot serve HTTP on {args.http}: {error}", file=sys.stderr)
                 return 1
         else:
-            from ._stdio import serve
+            from ._stdio import serve_stdio
 
-            anyio.run(lambda: serve(config, signals=True))
+            anyio.run(lambda: serve_stdio(config, signals=True))
     except KeyboardInterrupt:
         return 130
     return 0

@@ -8,15 +8,18 @@ Hierarchy::
     └── SelfCheckError      `lean-beam-mcp --self-check` found the server unusable
 
 Tool-level failures (invalid tool input, Lean errors the broker reports, feedback input errors) are not
-JSON-RPC errors: they are MCP tool results with `isError: true` carrying `{code, message, data?}`. `to_wire`
-decides which of the two an exception becomes; nothing else in beam-mcp maps exceptions.
+JSON-RPC errors: they are MCP tool results with `isError: true` carrying `{code, message, data?}`. `to_wire` says
+which JSON-RPC error an exception is, `tool_failure` which tool error a failure inside a tool call is (or raises the
+JSON-RPC error it is even there); nothing else in beam-mcp maps exceptions.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from typing import TYPE_CHECKING, Any, Final
+
+from beam_broker import errors as broker_errors
+from beam_feedback.errors import FeedbackError
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -33,15 +36,11 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-# mcpls: a read of cached diagnostics while the file's language server is still starting
+# mcpls: a read of cached diagnostics while the file's language server is still starting (broker `serverStarting`)
 SERVER_STARTING = -32051
 
 RUNTIME_SETUP_PREFIX: Final = "could not set up Lean Beam MCP runtime: "
-"""Message prefix of the `-32600` error sent when a workspace's Lean runtime cannot be set up."""
-RUNTIME_SETUP_CODE: Final = "runtimeSetup"
-"""The broker error code that is a JSON-RPC error rather than a tool error (the seed's runtime setup rule)."""
-SERVER_STARTING_CODE: Final = "serverStarting"
-"""The broker error of a diagnostics read while the workspace's Lean server starts (`-32051`, as mcpls)."""
+"""Message prefix of the `-32600` error a broker `runtimeSetup` error becomes (even inside a tool call)."""
 
 
 class BeamMcpError(Exception):
@@ -103,74 +102,49 @@ def params_error(what: str, exc: ValidationError) -> JsonRpcError:
     return invalid_params(f"{what}: " + "; ".join(problems))
 
 
-def tool_result(structured: Any, *, is_error: bool = False) -> dict[str, Any]:
-    """A `CallToolResult`: `structuredContent` plus the same JSON in `content[0].text`."""
-    from ._jsonrpc import dumps
-
-    if not isinstance(structured, dict):
-        structured = {"result": structured}
-    return {
-        "content": [{"type": "text", "text": dumps(structured)}],
-        "structuredContent": structured,
-        "isError": is_error,
-    }
-
-
-def tool_error(code: str, message: str, data: Any = None) -> dict[str, Any]:
-    """A tool error result `{code, message, data?}` with `isError: true`."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return tool_result(error, is_error=True)
-
-
-def _loaded(module: str, name: str) -> type[Exception] | None:
-    """An exception class of a package that may not be imported yet (then nothing can be an instance of it).
-
-    beam-mcp imports the broker and beam-feedback in the background: looking the classes up in `sys.modules`
-    keeps this boundary from importing them on the event loop (or racing the background import).
-    """
-    loaded = sys.modules.get(module)
-    cls = getattr(loaded, name, None) if loaded is not None else None
-    return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
-
-
-def broker_code(exc: BaseException) -> str | None:
-    """The code of a broker error (None for anything else)."""
-    broker_error = _loaded("beam_broker.errors", "BrokerError")
-    if broker_error is not None and isinstance(exc, broker_error):
-        code: str = exc.code  # type: ignore[attr-defined]
-        return code
-    return None
-
-
-def to_wire(exc: Exception, *, tool: bool = False) -> JsonRpcError | dict[str, Any]:
-    """What an exception becomes on the wire: a JSON-RPC error, or (in a tool call) a tool-error result.
+def to_wire(exc: Exception) -> JsonRpcError:
+    """The JSON-RPC error an exception is answered with.
 
     - `JsonRpcError`: itself.
-    - A broker error `runtimeSetup`: the seed's `-32600` "could not set up Lean Beam MCP runtime: ..." error;
-      `serverStarting` (a diagnostics read while Lean starts): `-32051`, as mcpls answers.
-    - Inside a tool call (`tool`), any other broker error, a beam-feedback error or a process tool's
-      `ToolFailure`: a tool error `{code, message, data?}`. Outside one, a broker error is `-32603`.
+    - A broker error `runtimeSetup`: upstream Beam's `-32600` "could not set up Lean Beam MCP runtime: ..." error;
+      `serverStarting` (a diagnostics read while Lean starts): `-32051`, as mcpls answers; any other broker error
+      (outside a tool call) is `-32603` naming its code.
     - Anything else is a bug: logged with its traceback (on stderr) and answered `-32603 internal error`.
     """
     if isinstance(exc, JsonRpcError):
         return exc
-    if isinstance(exc, ToolFailure) and tool:
-        return tool_error(exc.code, exc.message, exc.data)
-    code = broker_code(exc)
-    if code is not None:
-        message, data = exc.message, exc.data  # type: ignore[attr-defined]
-        if code == RUNTIME_SETUP_CODE:
-            text = message if message.startswith(RUNTIME_SETUP_PREFIX) else RUNTIME_SETUP_PREFIX + message
-            return JsonRpcError(INVALID_REQUEST, text, data)
-        if code == SERVER_STARTING_CODE:
-            return JsonRpcError(SERVER_STARTING, message, data)
-        if tool:
-            return tool_error(code, message, data)
-        return JsonRpcError(INTERNAL_ERROR, f"{code}: {message}", data)
-    feedback_error = _loaded("beam_feedback.errors", "FeedbackError")
-    if tool and feedback_error is not None and isinstance(exc, feedback_error):
-        return tool_error(exc.code, exc.message)  # type: ignore[attr-defined]
+    if isinstance(exc, broker_errors.BrokerError):
+        if exc.code == broker_errors.RUNTIME_SETUP:
+            text = exc.message if exc.message.startswith(RUNTIME_SETUP_PREFIX) else RUNTIME_SETUP_PREFIX + exc.message
+            return JsonRpcError(INVALID_REQUEST, text, exc.data)
+        if exc.code == broker_errors.SERVER_STARTING:
+            return JsonRpcError(SERVER_STARTING, exc.message, exc.data)
+        return JsonRpcError(INTERNAL_ERROR, f"{exc.code}: {exc.message}", exc.data)
     log.error("internal error", exc_info=exc)
     return JsonRpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+
+
+def tool_failure(exc: Exception) -> dict[str, Any]:
+    """The tool error `{code, message, data?}` a failure inside a tool call is answered with (`isError: true`).
+
+    A broker error (but `runtimeSetup` and `serverStarting`), a beam-feedback error and a process tool's
+    `ToolFailure` are tool errors; every other failure is answered as a JSON-RPC error even inside a tool call.
+
+    Raises:
+        JsonRpcError: `to_wire(exc)`, for a failure that is not a tool error.
+    """
+    if isinstance(exc, ToolFailure):
+        code, message, data = exc.code, exc.message, exc.data
+    elif isinstance(exc, broker_errors.BrokerError) and exc.code not in (
+        broker_errors.RUNTIME_SETUP,
+        broker_errors.SERVER_STARTING,
+    ):
+        code, message, data = exc.code, exc.message, exc.data
+    elif isinstance(exc, FeedbackError):
+        code, message, data = exc.code, exc.message, None
+    else:
+        raise to_wire(exc) from None
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return error

@@ -22,6 +22,8 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
+from beam_broker.operations import REGISTRY, Registry
+
 from . import _jsonrpc, _resources, _subscriptions
 from ._broker_host import BrokerHost
 from ._calls import Calls, CallSettings
@@ -77,8 +79,9 @@ class ServerConfig:
         update_interval: Seconds between two `resources/updated` of one file for one subscriber while Lean is
             still elaborating it (updates on completion, failure or other changes are not delayed).
         broker: More `beam_broker.BrokerConfig` settings (e.g. `mirrors_per_document`).
-        tools: Which tools `tools/list` lists and `tools/call` serves (`--tools`): `all`, or `beam`, the seed's 24
-            tools exactly (upstream Beam's surface), for clients that want nothing else.
+        tools: Which tools `tools/list` lists and `tools/call` serves (`--tools`): `all`, or `beam`, upstream Beam's
+            24 tools exactly, for clients that want nothing else.
+        registry: The broker operations it serves (tests inject handlers by passing another).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -90,6 +93,7 @@ class ServerConfig:
     update_interval: float = _subscriptions.UPDATE_INTERVAL
     broker: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tools: Surface = "all"
+    registry: Registry = REGISTRY
 
     def __post_init__(self) -> None:
         if self.tools not in SURFACES:
@@ -136,6 +140,7 @@ class McpServer:
             on_change=self._hub.changed,
             on_open=self._opened,
             config=config.broker,
+            registry=config.registry,
         )
         self._call_listeners: list[Callable[[str, str, float], None]] = []
         self.draining = False
@@ -299,18 +304,12 @@ class McpServer:
 
     # ---- registry -----------------------------------------------------------------------------------------------
     async def tools(self) -> ToolSet:
-        """The tool set of the configured surface (built once the operation registry is loaded).
-
-        Raises:
-            JsonRpcError: `-32603` when the registry could not be loaded.
-        """
+        """The tool set of the configured surface (its schemas are built on first use, then kept)."""
         if self._toolset is None:
-            operations = await self._host.registry()
-            if self._toolset is None:
-                from beam_feedback import FeedbackReport, FeedbackResult  # loaded with the registry
+            from beam_feedback.models import FeedbackReport, FeedbackResult  # pydantic models: loaded when listed
 
-                feedback = feedback_tool(FeedbackReport, FeedbackResult)
-                self._toolset = ToolSet.build(operations, feedback, surface=self.config.tools)
+            feedback = feedback_tool(FeedbackReport, FeedbackResult)
+            self._toolset = ToolSet.build(self.config.registry, feedback, surface=self.config.tools)
         return self._toolset
 
     def _document(self, path: str) -> dict[str, Any]:

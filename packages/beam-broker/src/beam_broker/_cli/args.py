@@ -1,6 +1,6 @@
 """`lean-beam` subcommands from the operations' commands, and their arguments turned back into JSON.
 
-Owns: one argparse subparser per operation (`_cli_commands.Command`: arguments generated from the input model's
+Owns: one argparse subparser per operation (`commands.Command`: arguments generated from the input model's
 fields, help text adapted from the registry's descriptions), reading option values (`@FILE`, `-` for stdin, JSON
 objects, comma lists) into the `arguments` object of `Broker.call`, and a position in the file argument turned
 into the operation's LSP fields. It lists no operation by hand and never validates what the input model

@@ -5,11 +5,11 @@ arguments as `FieldArg`s with their help text), deriving it from the registry (`
 that turn input-model fields into command-line arguments), and the cache that keeps the derived commands in the
 user's cache directory (`commands`). A warm call should cost little more than Python's start: with the cache, a
 command builds its parser without importing the registry, its models or pydantic. The parser itself, and reading
-option values back, are `_cli_args`'.
+option values back, are `args`'.
 
 An operation whose model has position fields (`line` and `character`, or `start_line` ... `end_character`) takes
 its position in the file argument, as Lean prints it (`Demo/Proofs.lean:4:31`, or a range `FILE:4:0-9:0`; see
-`_position`), and its LSP flags become optional. An operation whose model has a `version` field may omit
+`position`), and its LSP flags become optional. An operation whose model has a `version` field may omit
 `--version`: the command then reads the file first (the `update` step) and answers for that version.
 """
 
@@ -26,11 +26,12 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from beam_broker.__about__ import __version__
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from pydantic.fields import FieldInfo
 
     from beam_broker.operations import OperationSpec
@@ -59,9 +60,9 @@ def command_name(spec: _Named) -> str:
 
 def cli_text(text: str) -> str:
     """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
-    from beam_broker.operations import BY_NAME, PROGRESS
+    from beam_broker.operations import BY_NAME, PROGRESS_SENTENCE
 
-    text = text.replace(PROGRESS, "")
+    text = text.replace(PROGRESS_SENTENCE, "")
 
     def command(match: re.Match[str]) -> str:
         spec = BY_NAME.get(match.group(1))
@@ -152,7 +153,7 @@ class Shape:
         return "PATH"
 
 
-def shape(spec: OperationSpec) -> Shape:
+def shape(spec: OperationSpec[BaseModel, BaseModel]) -> Shape:
     """The file-argument shape of an operation, from its input model's field names.
 
     Raises:
@@ -169,7 +170,7 @@ def shape(spec: OperationSpec) -> Shape:
     return dataclasses.replace(form, optional=optional)
 
 
-def field_args(spec: OperationSpec) -> list[FieldArg]:
+def field_args(spec: OperationSpec[BaseModel, BaseModel]) -> list[FieldArg]:
     """The command-line arguments of an operation, in input-model order (the workspace is implied).
 
     Raises:
@@ -272,7 +273,7 @@ class Command:
     Attributes:
         name: The operation (`run_at`); `command_name` gives the subcommand.
         description: The registry description as CLI help (`cli_text`).
-        output: The name of the operation's output model (what `_human.render` draws).
+        output: The name of the operation's output model (what `human.render` draws).
         shape: How the file argument reads.
         args: The command-line arguments, in input-model order.
     """
@@ -284,7 +285,7 @@ class Command:
     args: tuple[FieldArg, ...]
 
     @classmethod
-    def of(cls, spec: OperationSpec) -> Command:
+    def of(cls, spec: OperationSpec[BaseModel, BaseModel]) -> Command:
         """Derive the command of a registry entry."""
         return cls(
             spec.name, cli_text(spec.description), spec.output_model.__name__, shape(spec), tuple(field_args(spec))
@@ -321,13 +322,24 @@ def derive_commands() -> tuple[Command, ...]:
 CACHE_ENV = "XDG_CACHE_HOME"
 
 
-def _fingerprint() -> str:
-    """What the derived commands depend on: this package's sources, beam-lsp's version and Python's."""
+PACKAGE: Final = Path(__file__).resolve().parent.parent
+"""The `beam_broker` folder: every source under it (in any room) can change what the commands are."""
+
+
+def fingerprint(package: Path = PACKAGE) -> str:
+    """A digest of what the derived commands depend on.
+
+    That is beam-lsp's and Python's versions and every source file under `package`, in every subfolder: an edit
+    in a room (`_ops/`, `_probes/`, `_cli/`) must derive the commands again.
+
+    Raises:
+        OSError: A source file cannot be read.
+    """
     import beam_lsp
 
     digest = hashlib.sha256(f"{__version__} {beam_lsp.__version__} {sys.version}".encode())
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for source in sorted(package.rglob("*.py")):
+        digest.update(source.relative_to(package).as_posix().encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:24]
 
 
@@ -344,7 +356,7 @@ def commands() -> tuple[Command, ...]:
     file that cannot be read or written is ignored (the commands are then derived on every run).
     """
     try:
-        path = cache_dir() / f"commands-{_fingerprint()}.json"
+        path = cache_dir() / f"commands-{fingerprint()}.json"
     except OSError:
         return derive_commands()
     try:

@@ -3,7 +3,7 @@
 Owns: the exit-code table (`exit_code` maps a broker error code to a status), `Options` (the common options of
 one invocation, including whether output is for a person or JSON), `workspace_root`, `Output` (printing a final
 answer or an error in the chosen form) and `run` (an event loop that SIGINT/SIGTERM cancel). The commands
-themselves live in `cli` (operations), `_cli_daemon` (`stats`, `daemon`), `_doctor` and `_complete`. Nothing here
+themselves live in `cli` (operations), `daemon_commands` (`stats`, `daemon`), `doctor` and `completion`. Nothing here
 imports the Lean stack.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -20,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeVar
 
-from beam_broker.config import BrokerConfig
+from beam_broker.config import BrokerConfig, split_command
 from beam_broker.errors import (
     INTERNAL_ERROR,
     INVALID_INPUT,
@@ -96,11 +95,9 @@ class Options:
         raw = getattr(args, "lean_cmd", None)
         if raw is not None:
             try:
-                lean_cmd = shlex.split(raw)
+                lean_cmd = split_command(raw)
             except ValueError as exc:
-                raise invalid_input(f"--lean-cmd: {exc}") from None
-            if not lean_cmd:
-                raise invalid_input("--lean-cmd must not be empty")
+                raise invalid_input(f"--lean-cmd {exc}") from None
         form = getattr(args, "output", None)
         human = form == "human" or (form is None and is_terminal(stdout if stdout is not None else sys.stdout))
         return cls(
@@ -202,12 +199,12 @@ def run(fn: Callable[[], Awaitable[T]], background: Callable[[], Coroutine[Any, 
     import anyio
     import anyio.abc
 
-    from beam_broker._util import single_errors
+    from beam_lsp.errors import unwrap_group
 
     async def main() -> T:
         interrupted = False
         result: T
-        with single_errors():
+        with unwrap_group():
             async with anyio.create_task_group() as tg:
                 if threading.current_thread() is threading.main_thread():
 

@@ -1,6 +1,6 @@
 """The `lean-beam` daemon server: one broker per workspace root, served on a unix domain socket.
 
-Owns: serving the protocol (`_daemon_client` defines it), one task per connection, cancelling a call when its
+Owns: serving the protocol (`daemon_client` defines it), one task per connection, cancelling a call when its
 client hangs up, status/stats/shutdown, and stopping when the root or the socket file disappears or a signal
 arrives (`serve`, `run_foreground`). Errors reach clients as the broker raised them (`Broker.call` is the one
 error boundary, and redacts them); the status (which shows the Lean command) and the log lines it writes are

@@ -1,7 +1,7 @@
 """The `lean-beam` daemon protocol and its client side: where a root's daemon lives, the wire, and requests.
 
 Owns: the socket, lock and log paths of a root; the wire format (newline-delimited JSON, one request per
-connection); `request`, `status` and `spawn` (starting a detached daemon process). The server (`_daemon`) uses
+connection); `request`, `status` and `spawn` (starting a detached daemon process). The server (`daemon`) uses
 the paths and the wire from here. It never parses command lines, prints results or imports the Lean stack.
 
 Protocol: the client sends `{"op": <operation or __status__/__stats__/__shutdown__>, "arguments": {...}}` and
@@ -15,7 +15,6 @@ for its whole life, so a socket file whose lock is free belongs to a dead daemon
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -32,6 +31,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from beam_broker.errors import INTERNAL_ERROR, BrokerError
 from beam_broker.events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
+from beam_lsp import kill_tree
 from beam_lsp.strict_json import dumps, loads_object
 
 SHUTDOWN: Final = "__shutdown__"
@@ -249,9 +249,8 @@ def spawn(
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
-    if line is None:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGTERM)
+    if line is None:  # never reaped here (it is detached), so its pid is still its own
+        kill_tree(pid, sig=signal.SIGTERM)  # it stops what it started
         return "timeout", pid
     return ("ready" if line.startswith(b"ready") else "exited"), pid
 

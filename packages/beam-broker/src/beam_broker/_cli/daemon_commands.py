@@ -2,7 +2,7 @@
 
 Owns their subparsers and handlers: starting a detached daemon (after checking that a Lean server command
 exists), stopping it, reporting its status and statistics (JSON, or a few lines for a person). The server is
-`_daemon`'s and the protocol `_daemon_client`'s; this module only drives them.
+`daemon`'s and the protocol `daemon_client`'s; this module only drives them.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from beam_broker.config import (
     slow_reports,
 )
 from beam_broker.errors import RUNTIME_SETUP, BrokerError
-from beam_lsp.project import PROJECT_MARKERS
+from beam_lsp.project import PROJECT_MARKERS, TOOLCHAIN_FILE, read_toolchain
 
 from . import args as cli_args
 from . import daemon_client as client
@@ -133,10 +133,8 @@ def check_toolchain(root: str | None, lean: Check, env: Mapping[str, str], optio
     name = "toolchain"
     wanted = ""
     if root is not None:
-        try:
-            wanted = (Path(root) / "lean-toolchain").read_text(encoding="utf-8").strip()
-        except OSError:
-            wanted = ""
+        with contextlib.suppress(OSError):
+            wanted = read_toolchain(Path(root)) or ""
     config = BrokerConfig(lean_cmd=options.lean_cmd if options is not None else None)
     own = project_toolchain(config, env, root) if root is not None else None
     if own is not None:
@@ -177,10 +175,10 @@ def _version(name: str, root: str | None, lean: Check, env: Mapping[str, str], w
     if number is not None and number.group(1) not in version:
         return _fail(
             name,
-            f"{version}, but lean-toolchain asks for {wanted}",
-            "with elan, `lean` follows lean-toolchain: run `elan show` in the project; else install that version",
+            f"{version}, but {TOOLCHAIN_FILE} asks for {wanted}",
+            f"with elan, `lean` follows {TOOLCHAIN_FILE}: run `elan show` in the project; else install that version",
         )
-    return _ok(name, f"{version}" + (f" (lean-toolchain: {wanted})" if wanted else ""))
+    return _ok(name, f"{version}" + (f" ({TOOLCHAIN_FILE}: {wanted})" if wanted else ""))
 
 
 def check_daemon_dir(root: str | None, env: Mapping[str, str]) -> Check:

@@ -2,7 +2,7 @@
 
 Owns one renderer per output model of the registry (keyed by the model's class name, so a new output model
 without one fails a test, and falls back to JSON here), the exit status a result implies (Lean reported errors in
-the file), and errors as text. Diagnostics and positions print as Lean prints them (`_render`); goals as Lean
+the file), and errors as text. Diagnostics and positions print as Lean prints them (`render`); goals as Lean
 shows them (`hyps ⊢ target`); hover as its text; symbols as an indented outline; probe results as messages
 followed by the goals after (one block per batch attempt); axioms, profiler times and scratch messages as Lean
 prints them. It reads files only through `Sources` and never calls the broker.
@@ -16,10 +16,12 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from .position import lean_position
+from .position import Source, lean_position, where
 from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
 
 Result = Mapping[str, Any]
+SCRATCH: Final = "<scratch>"
+"""How a `run_code` text is named in its positions (it is no file)."""
 
 
 @dataclasses.dataclass
@@ -30,11 +32,13 @@ class View:
         sources: The project's files (for positions and source lines).
         path: The call's file argument (root-relative), when it has one.
         printed: Keys of the diagnostics already printed (streamed live while the call ran).
+        text: The call's Lean text argument, when it has one (`run_code`'s messages are placed in it).
     """
 
     sources: Sources
     path: str | None = None
     printed: set[str] = dataclasses.field(default_factory=set)
+    text: str | None = None
 
     def relative(self, uri: str) -> str:
         """A location's URI as a path: root-relative inside the project."""
@@ -58,10 +62,14 @@ class View:
 
 
 # ---- exit status --------------------------------------------------------------------------------------
-def lean_errors(result: Result) -> bool:
-    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted)."""
+def file_has_errors(result: Result) -> bool:
+    """Whether a result reports errors in the file (a sync that is not save-ready, or errors counted).
+
+    Only a sync's verdict counts: other answers that list diagnostics (`interactive_diagnostics`) answered the call.
+    """
     readiness = result.get("readiness")
-    counts = (result.get("diagnostics") or {}).get("counts") or {}
+    diagnostics = result.get("diagnostics")
+    counts = (diagnostics.get("counts") if isinstance(diagnostics, Mapping) else None) or {}
     if isinstance(readiness, Mapping) and readiness.get("save_ready") is False:
         return True
     return isinstance(counts.get("error"), int) and counts["error"] > 0
@@ -71,7 +79,7 @@ def refused_save(error: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The sync verdict of a save refused because the file has errors (`data.sync`), else None."""
     data = error.get("data")
     sync = data.get("sync") if isinstance(data, Mapping) else None
-    return sync if isinstance(sync, Mapping) and lean_errors(sync) else None
+    return sync if isinstance(sync, Mapping) and file_has_errors(sync) else None
 
 
 # ---- pieces -------------------------------------------------------------------------------------------
@@ -372,13 +380,90 @@ def _profile(result: Result, view: View) -> list[str]:
 
 def _run_code(result: Result, view: View) -> list[str]:
     out = []
+    scratch = Source.of(view.text) if view.text is not None else None
     for message in result.get("messages") or []:
-        start = (message.get("range") or {}).get("start") or {}
-        where = f"<scratch>:{_int(start.get('line')) + 1}:{_int(start.get('character'))}"
-        out.append(f"{where}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+        at = where(SCRATCH, scratch, (message.get("range") or {}).get("start"))
+        out.append(f"{at}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
     if not out:
         out.append("ok" if result.get("success") else "error: the text did not elaborate")
     return out
+
+
+def _term_goal(result: Result, view: View) -> list[str]:
+    goal = result.get("goal")
+    return str(goal).splitlines() if goal else ["no term here"]
+
+
+def _widgets(result: Result, view: View) -> list[str]:
+    out = []
+    for widget in result.get("widgets") or []:
+        start = (widget.get("range") or {}).get("start")
+        where = f"{view.where(view.path, start)}: " if view.path is not None and start else ""
+        out.append(f"{where}{widget.get('id', '?')} (javascriptHash {widget.get('javascriptHash', '?')})")
+    return out or ["no widgets"]
+
+
+def _widget_source(result: Result, view: View) -> list[str]:
+    source = result.get("source") or {}
+    return str(source.get("sourcetext", "")).splitlines() or ["(empty module)"]
+
+
+def _tagged_text(value: Any) -> str:
+    """The text of Lean's `TaggedText` (`{"text"}`, `{"append": [...]}`, `{"tag": [info, tagged]}`).
+
+    The same rule as beam-lsp's tagged-text models (`plain()`), kept here so that printing needs no model module
+    (a warm `lean-beam` builds its parser and prints without pydantic).
+    """
+    if isinstance(value, Mapping):
+        if "text" in value:
+            return str(value["text"])
+        if "append" in value:
+            return "".join(_tagged_text(part) for part in value["append"] or [])
+        if "tag" in value and isinstance(value["tag"], list) and len(value["tag"]) == 2:
+            return _tagged_text(value["tag"][1])
+    return ""
+
+
+def _message_text(value: Any) -> str:
+    """The plain text of an interactive message: `TaggedText` of Lean's `MsgEmbed`s.
+
+    Expressions, goals, widgets and traces are tags whose text is in the embed, not in the tagged part.
+    """
+    if not isinstance(value, Mapping):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    if "append" in value:
+        return "".join(_message_text(part) for part in value["append"] or [])
+    tag = value.get("tag")
+    if not (isinstance(tag, list) and len(tag) == 2):
+        return ""
+    embed, content = tag
+    if isinstance(embed, Mapping):
+        if "expr" in embed:
+            return _tagged_text(embed["expr"])
+        if isinstance(embed.get("goal"), Mapping):
+            return f"⊢ {_tagged_text(embed['goal'].get('type'))}"
+        if isinstance(embed.get("widget"), Mapping):
+            return _message_text(embed["widget"].get("alt"))
+        if isinstance(embed.get("trace"), Mapping):
+            trace = embed["trace"]
+            children = (trace.get("children") or {}).get("strict") or []
+            return "".join([_message_text(trace.get("msg")), *("\n" + _message_text(c) for c in children)])
+    return _message_text(content)
+
+
+_LSP_SEVERITIES: Final = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+
+
+def _interactive_diagnostics(result: Result, view: View) -> list[str]:
+    out = []
+    for item in result.get("diagnostics") or []:
+        start = (item.get("range") or {}).get("start")
+        where = view.where(view.path, start) if view.path is not None else "?"
+        severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
+        out.append(f"{where}: {severity}: {_message_text(item.get('message'))}")
+    return out or ["no diagnostics"]
 
 
 RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
@@ -402,6 +487,10 @@ RENDERERS: Final[dict[str, Callable[[Result, View], list[str]]]] = {
     "AxiomsResult": _axioms,
     "ProfileResult": _profile,
     "RunCodeResult": _run_code,
+    "TermGoalResult": _term_goal,
+    "WidgetsResult": _widgets,
+    "WidgetSourceResult": _widget_source,
+    "InteractiveDiagnosticsResult": _interactive_diagnostics,
 }
 """Output model name -> renderer (`HoverResult` and `SignatureHelpResult` also cover `{"result": null}`)."""
 

@@ -7,19 +7,22 @@ with a character outside the Basic Multilingual Plane before the position (U+1D5
 code point and two UTF-16 units), so converting needs the line's text: `Source` holds a file's lines and
 converts both ways.
 
-Owns: parsing `FILE[:LINE[:COL]]` and `FILE:LINE:COL-LINE:COL` command-line targets, and the conversions. It
-reads the file it is given and nothing else; it knows nothing about operations or the broker (standard library
-only, so the daemon's client path stays cheap).
+Owns: parsing `FILE[:LINE[:COL]]` and `FILE:LINE:COL-LINE:COL` command-line targets, and writing an LSP position
+as `FILE:LINE:COL` (`where`): every position `lean-beam` prints goes through it. Lines and column conversions are
+`beam_lsp.lines` (the one copy of those rules). It reads the file it is given and nothing else, and knows nothing
+about operations or the broker.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from beam_broker.config import DEFAULT_MAX_SOURCE_BYTES
+from beam_lsp.lines import codepoint_column, split_lines, utf16_column, utf16_len
 
 _TARGET: Final = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?(?:-(?P<eline>\d+):(?P<ecol>\d+))?$")
 MAX_SOURCE_CHARS: Final = DEFAULT_MAX_SOURCE_BYTES
@@ -70,20 +73,16 @@ def _position(line: str, column: str) -> LeanPosition:
     return LeanPosition(int(line), int(column))
 
 
-def _units(ch: str) -> int:
-    return 2 if ord(ch) > 0xFFFF else 1
-
-
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """The lines of one file (split at line feeds, as Lean and LSP do), for position conversion."""
+    """The lines of one file (`beam_lsp.lines.split_lines`), for position conversion."""
 
     lines: tuple[str, ...]
 
     @classmethod
     def of(cls, text: str) -> Source:
         """The lines of `text` (a trailing newline starts an empty last line)."""
-        return cls(tuple(text.split("\n")))
+        return cls(tuple(split_lines(text)))
 
     @classmethod
     def read(cls, path: Path) -> Source | None:
@@ -96,30 +95,21 @@ class Source:
         return None if len(text) > MAX_SOURCE_CHARS else cls.of(text)
 
     def line(self, index: int) -> str:
-        """The text of 0-based line `index` ("" past the end), without a carriage return before the newline."""
-        return self.lines[index].removesuffix("\r") if 0 <= index < len(self.lines) else ""
+        """The text of 0-based line `index` ("" past the end)."""
+        return self.lines[index] if 0 <= index < len(self.lines) else ""
 
     def to_lsp(self, pos: LeanPosition) -> tuple[int, int]:
         """`(line, character)` in LSP terms (0-based line, UTF-16 column); a column past the end stays past it."""
-        text = self.line(pos.line - 1)
-        head = text[: pos.column]
-        return pos.line - 1, sum(_units(ch) for ch in head) + max(0, pos.column - len(text))
+        return pos.line - 1, utf16_column(self.line(pos.line - 1), pos.column)
 
     def to_lean(self, line: int, character: int) -> LeanPosition:
         """The Lean position of an LSP one (a column inside a surrogate pair counts the whole character)."""
-        units, column = 0, 0
-        text = self.line(line)
-        for ch in text:
-            if units >= character:
-                break
-            units += _units(ch)
-            column += 1
-        return LeanPosition(line + 1, column + max(0, character - units))
+        return LeanPosition(line + 1, codepoint_column(self.line(line), character))
 
     def end(self) -> tuple[int, int]:
         """The LSP position just after the last character."""
         last = len(self.lines) - 1
-        return last, sum(_units(ch) for ch in self.lines[last])
+        return last, utf16_len(self.lines[last])
 
 
 def lean_position(source: Source | None, line: int, character: int) -> LeanPosition:
@@ -127,3 +117,18 @@ def lean_position(source: Source | None, line: int, character: int) -> LeanPosit
     if source is None:
         return LeanPosition(line + 1, character)
     return source.to_lean(line, character)
+
+
+def where(path: str, source: Source | None, position: Mapping[str, Any] | None) -> str:
+    """`path:LINE:COL` for an LSP position (`{line, character}`) of the text `source` holds, as Lean prints it.
+
+    Without the text (a file that cannot be read) the UTF-16 column is printed as it is; a missing or malformed
+    position is the start of the text.
+    """
+    pos = position or {}
+    line, character = pos.get("line"), pos.get("character")
+    return f"{path}:{lean_position(source, _count(line), _count(character))}"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

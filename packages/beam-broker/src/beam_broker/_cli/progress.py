@@ -5,7 +5,7 @@ is written, so results and diagnostics never mix with it) and `Reporter`, the si
 
 - progress (preparation, Lake setup, file progress): on a terminal one line `beam: FILE: 3/9 lines, 1.2 s`,
   replaced in place and cleared at the end; when stderr is not a terminal the plain lines of
-  `_render.progress_line`; with `--quiet` nothing.
+  `render.progress_line`; with `--quiet` nothing.
 - diagnostics: in human output they are the result, so they go to stdout (as Lean prints them) even with
   `--quiet`; with JSON output they are plain lines on stderr unless `--quiet`.
 
@@ -121,7 +121,7 @@ class Reporter:
         self.clock = clock
         self.started = clock()
         self.printed: set[str] = set()
-        """Keys (`_render.diagnostic_key`) of the diagnostics already printed on stdout."""
+        """Keys (`render.diagnostic_key`) of the diagnostics already printed on stdout."""
         self._last_line: str | None = None
         self._status = ""
 

@@ -2,8 +2,8 @@
 
 Owns the text of single items: a JSON document, the plain line of a progress event (what a log or a pipe gets),
 and a diagnostic as `FILE:LINE:COL: severity: message` with Lean's own position convention (line from 1,
-column from 0 in code points; see `_position`). Where and when lines go (stdout, stderr, the live line) is
-`_progress`'s; whole results as text are `_human`'s. It decides no exit status and runs nothing.
+column from 0 in code points; see `position`). Where and when lines go (stdout, stderr, the live line) is
+`progress`'; whole results as text are `human`'s. It decides no exit status and runs nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from beam_broker.events import BrokerEvent, FileProgressEvent, PreparationEvent, SetupEvent
 
-from .position import Source, lean_position
+from .position import Source, where
 
 
 def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:
@@ -84,14 +84,8 @@ class Sources:
         return self._files[path]
 
     def where(self, path: str, position: Mapping[str, Any] | None) -> str:
-        """`path:LINE:COL` for an LSP position of the file, as Lean prints it."""
-        pos = position or {}
-        line, character = _int(pos.get("line")), _int(pos.get("character"))
-        return f"{display(path)}:{lean_position(self.get(path), line, character)}"
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+        """`path:LINE:COL` for an LSP position of the file, as Lean prints it (`position.where`)."""
+        return where(display(path), self.get(path), position)
 
 
 def display(path: str) -> str:
@@ -112,14 +106,14 @@ def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
     """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim."""
     path = str(item.get("path", "?"))
     start = (item.get("range") or {}).get("start")
-    where = sources.where(path, start) if sources is not None else _bare_where(path, start)
+    if sources is not None:
+        at = sources.where(path, start)
+    else:  # no project files at hand: the diagnostic's own file (`uri`) gives the line's text
+        uri = item.get("uri")
+        source = Source.read(Path(display(uri))) if isinstance(uri, str) and uri.startswith("file:") else None
+        at = where(display(path), source, start)
     message = str(item.get("message", ""))
-    return f"{where}: {severity_word(str(item.get('severity', 'unknown')))}: {message}"
-
-
-def _bare_where(path: str, start: Mapping[str, Any] | None) -> str:
-    pos = start or {}
-    return f"{display(path)}:{_int(pos.get('line')) + 1}:{_int(pos.get('character'))}"
+    return f"{at}: {severity_word(str(item.get('severity', 'unknown')))}: {message}"
 
 
 def diagnostic_key(item: Mapping[str, Any]) -> str:

@@ -2,20 +2,27 @@
 
 Goals come from `Lean.Widget.getInteractiveGoals` (structured) with `$/lean/plainGoal` as the fallback, asked of
 the document, or of a probe mirror while Lean elaborates the document again (`Call.position`); todo combines the
-lexical `sorry` scan, Lean's diagnostics and code actions (`_analysis` holds the pure rules).
+lexical `sorry` scan, Lean's diagnostics and code actions (`_verdict` holds the pure rules).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from beam_broker import _analysis as analysis
 from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call
 from beam_broker._ops.navigation import code_action, lsp_json
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
-from beam_lsp import Elaboration, Position, Range, ResponseError
+from beam_lsp import (
+    ContentModified,
+    Elaboration,
+    Position,
+    Range,
+    RequestCancelled,
+    ResponseError,
+    WorkerCrashed,
+)
 
 if TYPE_CHECKING:
     from beam_lsp import JsonValue, LeanClient, LeanDiagnostic
@@ -30,13 +37,15 @@ async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState 
     """The goals at a position: structured when Lean's RPC answers, else parsed from the plain goal text."""
     try:
         structured = await client.interactive_goals(uri, pos)
+    except (ContentModified, RequestCancelled, WorkerCrashed):
+        raise  # an answer about the document or its worker, not about RPC: the broker's boundary maps it
     except ResponseError:
         structured = None  # no RPC session (e.g. a file worker without widgets): fall back to plain goals
-    state = analysis.goals_from_interactive(structured)
+    state = verdict.goals_from_interactive(structured)
     if state is not None:
         return state
     plain = await client.plain_goal(uri, pos)
-    return None if plain is None else analysis.goals_from_plain(plain)
+    return None if plain is None else verdict.goals_from_plain(plain)
 
 
 async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
@@ -45,12 +54,12 @@ async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
     pos = Position(line=inp.line, character=inp.character)
     text_doc = client.document(doc.uri)
     text_doc.validate(pos)
-    start, end = analysis.tactic_span(text_doc, pos)
+    start, end = verdict.tactic_span(text_doc, pos)
     at = start if inp.mode == "before" else end
     async with call.position(client, doc, at) as uri:
         state = await goals_at(client, uri, at)
     if state is None:
-        raise invalid_params(analysis.NO_GOALS.format(line=inp.line, character=inp.character))
+        raise invalid_params(verdict.NO_GOALS.format(line=inp.line, character=inp.character))
     return m.GoalsResult(workspace=call.workspace, goals=state.goals)
 
 
@@ -67,40 +76,40 @@ async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
         )
     diags = verdict.visible(result.diagnostics)
     qjson = query.wire()
-    kinds = set(inp.kinds or analysis.KIND_ORDER)
+    kinds = set(inp.kinds or verdict.KIND_ORDER)
     items: list[m.TodoItem] = []
     if "sorry" in kinds:
-        for a, b in analysis.sorry_ranges(text_doc.text):
+        for a, b in verdict.sorry_ranges(text_doc.text):
             start, end = text_doc.position_at(a), text_doc.position_at(b)
             rng = Range(start=start, end=end).wire()
-            if analysis.matches(rng, qjson):
+            if verdict.matches(rng, qjson):
                 items.append(
                     m.TodoItem(kind="sorry", range=rng, run_at_position=start.wire(), message="syntactic sorry")
                 )
     for d in diags:
         rng = (d.fullRange or d.range).wire()
-        if analysis.matches(rng, qjson):
+        if verdict.matches(rng, qjson):
             items.extend(await _diagnostic_items(client, doc.uri, d, rng, kinds, inp.suggest))
     if "code_action" in kinds:
-        overlapping = [d for d in diags if analysis.matches((d.fullRange or d.range).wire(), qjson)]
+        overlapping = [d for d in diags if verdict.matches((d.fullRange or d.range).wire(), qjson)]
         actions = [lsp_json(action) for action in await client.code_actions(doc.uri, query, diagnostics=overlapping)]
         items.extend(
             m.TodoItem(
                 kind="code_action",
-                range=analysis.action_range(action, qjson),
+                range=verdict.action_range(action, qjson),
                 message=str(action.get("title", "")),
                 code_action=action,
             )
             for action in actions
         )
-    return m.TodoResult(workspace=call.workspace, version=doc.version, range=qjson, items=analysis.finish(items))
+    return m.TodoResult(workspace=call.workspace, version=doc.version, range=qjson, items=verdict.finish(items))
 
 
 async def _diagnostic_items(
     client: LeanClient, uri: str, d: LeanDiagnostic, rng: dict[str, JsonValue], kinds: set[str], suggest: str
 ) -> list[m.TodoItem]:
     items: list[m.TodoItem] = []
-    if "hole" in kinds and analysis.is_hole(d):
+    if "hole" in kinds and verdict.is_hole(d):
         items.append(
             m.TodoItem(
                 kind="hole",
@@ -109,7 +118,7 @@ async def _diagnostic_items(
                 message="term hole",
             )
         )
-    if "incomplete_proof" in kinds and analysis.is_unsolved_goals(d):
+    if "incomplete_proof" in kinds and verdict.is_unsolved_goals(d):
         end = (d.fullRange or d.range).end
         items.append(
             m.TodoItem(

@@ -1,7 +1,8 @@
 """Navigation operations: hover, signature help, definition, references, document and workspace symbols.
 
 Each answers for the caller's document version (workspace symbols excepted) with Lean's own LSP JSON; the
-request is sent right after the ordered change, so it never waits behind a whole-file barrier (DESIGN §4).
+request is sent right after the ordered change, so it never waits behind a whole-file barrier (a position-scoped answer
+comes as soon as Lean elaborated the declaration there).
 Positions are validated against Beam's copy of the text before anything is sent. Hover and signature help,
 which Lean answers from the declaration at the position alone, go to a probe mirror while Lean elaborates the
 document again after a change (`Call.position`); definition, references and symbols always ask the document

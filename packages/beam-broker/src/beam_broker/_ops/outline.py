@@ -21,10 +21,10 @@ import anyio
 
 from beam_broker import models as m
 from beam_broker._call import Call, Watch
-from beam_broker._util import single_errors
 from beam_broker.workspace import resolve_path
 from beam_lsp import LeanImport, Position, Range, ResponseError, SemanticToken, path_to_uri
 from beam_lsp import errors as lsp
+from beam_lsp.errors import unwrap_group
 
 from .navigation import lsp_json
 
@@ -54,9 +54,13 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
     path = resolve_path(runtime.root, inp.path)
     client = await call.client()
     watch = Watch(path_to_uri(path), runtime.display(path))
-    with single_errors():
+    with unwrap_group():
         async with call.watch(client, watch, None):
             client, doc = await call.checked(inp.path, inp.version)
+            version = doc.version
+            cached = doc.outline
+            if isinstance(cached, m.OutlineResult) and cached.version == version:  # asked again, unchanged
+                return cached.model_copy(update={"workspace": call.workspace})
             watch.bind(doc, False)
             symbols = lsp_json(await client.document_symbols(doc.uri))  # Lean answers once the file is done
     text = client.document(doc.uri)
@@ -70,7 +74,10 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
     entries = [
         _entry(symbol, container, keywords, hover) for (symbol, container), hover in zip(flat, hovers, strict=True)
     ]
-    return m.OutlineResult(workspace=call.workspace, version=doc.version, imports=imports, declarations=entries)
+    result = m.OutlineResult(workspace=call.workspace, version=doc.version, imports=imports, declarations=entries)
+    if doc.version == version:  # the document did not change while Lean answered (a newer version is not this one)
+        doc.outline = result
+    return result
 
 
 async def gather(jobs: Sequence[Callable[[], Awaitable[Any]]], limit: int) -> list[Any]:

@@ -104,7 +104,8 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
             {"module": doc.module},
         )
     if not sync.readiness.save_ready:
-        raise invalid_params(verdict.save_blocked_message(sync.readiness), {"sync": sync.dump()})
+        source = (await call.client()).document(doc.uri)
+        raise invalid_params(verdict.save_blocked_message(sync.readiness, source), {"sync": sync.dump()})
     lake_cmd = lake_command(rt.config, rt.env, rt.root)
     deps = [name for name in doc.imports if lake.module_file(rt.root, name) is not None]
     if deps:

@@ -6,10 +6,10 @@ concurrently, and answering each one as `run_at` would, in the order of the text
 asked). Cost stays independent of the file's tail: every probe is a truncated mirror.
 
 Each document version costs Lean about 3.5 ms of CPU whatever it holds (it parses the header again, walks its
-snapshots, relays through the watchdog), so command alternatives that cannot see each other (`_probe.isolated`:
+snapshots, relays through the watchdog), so command alternatives that cannot see each other (`_probe_text.isolated`:
 one command each, nothing shared, no name of one used by another) run several to a mirror version, one group of
-consecutive ones per mirror and core (`_speculation.run_batch`); any other batch, and a group whose answer cannot
-be split per alternative, runs one probe per alternative (`_speculation.run_probe`).
+consecutive ones per mirror and core (`run.run_batch`); any other batch, and a group whose answer cannot
+be split per alternative, runs one probe per alternative (`run.run_probe`).
 
 Scheduling: each mirror takes the next waiting group. When none is waiting, a mirror that is done may help a group
 that has been running on another mirror for more than twice the batch's mean time per group so far (a mirror that
@@ -33,7 +33,7 @@ from beam_broker._call import Call
 from beam_lsp import Position
 
 from . import models as pm
-from . import run as speculation
+from .run import Outcome, mint, proof_mode, run_batch, run_probe
 
 if TYPE_CHECKING:
     from beam_broker._mirrors import Mirror
@@ -55,7 +55,7 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
     source = text_doc.text
     pool = call.runtime.pool(doc.uri)
     async with pool.checkout(probe.declaration_text(text_doc, pos)) as first:
-        proof = await speculation.proof_mode(call, client, doc, pos, first)
+        proof = await proof_mode(call, client, doc, pos, first)
         basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
 
         texts = list(inp.texts)
@@ -65,20 +65,18 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
             mirrors = [first, *spares]
             groups = _groups(len(texts), len(mirrors) if shared else len(texts))
 
-            async def run(mirror: Mirror, index: int) -> list[speculation.Outcome]:
+            async def run(mirror: Mirror, index: int) -> list[Outcome]:
                 members = [texts[i] for i in groups[index]]
                 if len(members) > 1:
-                    together = await speculation.run_batch(call, client, doc, mirror, source, basis, members)
+                    together = await run_batch(call, client, doc, mirror, source, basis, members)
                     if together is not None:
                         return together
-                return [
-                    await speculation.run_probe(call, client, doc, mirror, source, basis, [text]) for text in members
-                ]
+                return [await run_probe(call, client, doc, mirror, source, basis, [text]) for text in members]
 
             outcomes = [o for group in await run_all(mirrors, len(groups), run) for o in group]
     found: list[pm.Attempt] = []
     for text, outcome in zip(inp.texts, outcomes, strict=True):
-        handle = speculation.mint(call, doc, basis, (text,)) if inp.handles and outcome.success else None
+        handle = mint(call, doc, basis, (text,)) if inp.handles and outcome.success else None
         found.append(
             pm.Attempt(
                 success=outcome.success,

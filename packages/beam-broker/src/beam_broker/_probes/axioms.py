@@ -1,7 +1,7 @@
 """The `axioms` operation: the axioms a declaration depends on, from Lean's `#print axioms` in a command probe.
 
 Owns: where the probe goes and what it names: right after the declaration Lean lists at a position (in its
-namespace and section, `_declaration`), or after the document's last line without a position; the caller's
+namespace and section, `declaration`), or after the document's last line without a position; the caller's
 `name`, else that declaration's name as Lean lists it. Running `#print axioms <name>` there as a command probe on
 a mirror, and reading Lean's answer: the axioms it
 lists, whether `sorryAx` is among them, and which are not Lean's standard three. What Lean said is returned as
@@ -14,13 +14,12 @@ import re
 from typing import Final, cast
 
 from beam_broker import _probe_text as probe
-from beam_broker import models as m
 from beam_broker._call import Call
 from beam_lsp import Position
 
 from . import models as pm
-from . import run as speculation
 from .declaration import declaration_at
+from .run import run_probe
 
 _DEPENDS: Final = re.compile(r"\A'(?P<name>.*)' depends on axioms: \[(?P<axioms>.*)\]\s*\Z", re.DOTALL)
 _NONE: Final = re.compile(r"\A'(?P<name>.*)' does not depend on any axioms\s*\Z", re.DOTALL)
@@ -36,7 +35,7 @@ async def axioms(call: Call, inp: pm.AxiomsInput) -> pm.AxiomsResult:
         name = cast(str, inp.name)
         async with pool.checkout(source) as mirror:
             basis = probe.Basis("command", len(source), 0)
-            outcome = await speculation.run_probe(call, client, doc, mirror, source, basis, [print_axioms(name)])
+            outcome = await run_probe(call, client, doc, mirror, source, basis, [print_axioms(name)])
     else:
         pos = Position(line=inp.line, character=inp.character)
         text_doc.validate(pos)
@@ -44,7 +43,7 @@ async def axioms(call: Call, inp: pm.AxiomsInput) -> pm.AxiomsResult:
             declaration = await declaration_at(call, client, doc, pos, mirror)
             name = inp.name or declaration.name
             basis = probe.Basis("command", declaration.end, 0)
-            outcome = await speculation.run_probe(call, client, doc, mirror, source, basis, [print_axioms(name)])
+            outcome = await run_probe(call, client, doc, mirror, source, basis, [print_axioms(name)])
     printed, found = listed_axioms(outcome.messages)
     return pm.AxiomsResult(
         workspace=call.workspace,
@@ -62,7 +61,7 @@ def print_axioms(name: str) -> str:
     return f"#print axioms {name}"
 
 
-def listed_axioms(messages: list[m.RunMessage]) -> tuple[str | None, list[str] | None]:
+def listed_axioms(messages: list[pm.RunMessage]) -> tuple[str | None, list[str] | None]:
     """The full name Lean printed and the axioms it lists, in its order; (None, None) when Lean gave no such answer."""
     for message in messages:
         if message.severity != "information":

@@ -17,9 +17,9 @@ from beam_broker import _mirrors as mirrors
 from beam_broker import _probe_text as probe
 from beam_broker._call import Call, Watch
 from beam_broker._ops.navigation import lsp_json
-from beam_broker._util import single_errors
 from beam_broker.errors import invalid_params
 from beam_lsp import Position
+from beam_lsp.errors import unwrap_group
 
 if TYPE_CHECKING:
     from beam_broker._documents import DocState
@@ -54,7 +54,7 @@ async def declaration_at(call: Call, client: LeanClient, doc: DocState, pos: Pos
     text = probe.declaration_text(source, pos)
     watch = Watch(mirror.uri, call.runtime.display(doc.path))
     try:
-        with single_errors():
+        with unwrap_group():
             async with call.watch(client, watch, None):
                 await mirrors.show(client, mirror, text)
                 symbols = lsp_json(await client.document_symbols(mirror.uri))

@@ -1,10 +1,10 @@
-"""Input and output models of the operations that check Lean text on probe mirrors, beyond `lean_run_at`.
+"""Input and output models of the operations that check Lean text on probe mirrors.
 
-`lean_attempts` (alternative texts at one position), `lean_axioms` (`#print axioms` of a declaration),
-`lean_profile` (one declaration under Lean's profiler) and `lean_run_code` (a standalone text in a private
-document). The conventions are `models`' own (closed strict inputs, frozen replies whose JSON schema is the
-tool's outputSchema, `workspace` first); this module only adds these operations' shapes (`models` holds the
-seed's operations and the rest of issue 12's).
+The `lean_run_at` family (a text at a position, continued from handles, `lean_release`), `lean_attempts`
+(alternative texts at one position), `lean_axioms` (`#print axioms` of a declaration), `lean_profile` (one
+declaration under Lean's profiler) and `lean_run_code` (a standalone text in a private document). The conventions
+are `models`' own (closed strict inputs, frozen replies whose JSON schema is the tool's outputSchema, `workspace`
+first); this module only adds these operations' shapes, and `models` holds every other operation's.
 """
 
 from __future__ import annotations
@@ -20,12 +20,54 @@ from beam_broker.models import (
     WORKSPACE_DESC,
     PathInput,
     ProofState,
-    RunMessage,
     _In,
     _Out,
     _Reply,
 )
 from beam_broker.workspace import WorkspaceDescriptor
+
+
+class RunAtInput(PathInput):
+    """`lean_run_at`, `lean_run_at_handle`."""
+
+    version: int = Field(description=VERSION_DESC, ge=0)
+    line: int = Field(description=LINE_DESC, ge=0)
+    character: int = Field(description=CHAR_DESC, ge=0)
+    text: str = Field(description="Lean text to run speculatively at the position (tactics or a command).")
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class RunWithInput(PathInput):
+    """`lean_run_with`, `lean_run_with_linear`."""
+
+    handle: dict[str, Any] = Field(description="Opaque handle from a previous next_handle, passed back unchanged.")
+    text: str = Field(description="Lean text to run from the handle's state.")
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class ReleaseInput(PathInput):
+    """`lean_release`."""
+
+    handle: dict[str, Any] = Field(description="Opaque handle to release.")
+    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+
+
+class RunMessage(_Out):
+    """A message produced by a speculative run."""
+
+    severity: Literal["information", "warning", "error"]
+    text: str
+
+
+class RunResult(_Reply):
+    """`lean_run_at` family: `proof_state` and `next_handle` are always present (null when absent)."""
+
+    success: bool
+    messages: list[RunMessage] = Field(default_factory=list)
+    traces: list[str] = Field(default_factory=list)
+    proof_state: ProofState | None
+    next_handle: dict[str, Any] | None
+
 
 ATTEMPTS_MAX = 32
 """Most alternative texts one `lean_attempts` call takes."""

@@ -1,6 +1,6 @@
 """The `profile` operation: one declaration elaborated with Lean's profiler on, on a probe mirror.
 
-Owns: the mirror text (the source up to the declaration Lean lists at the position, `_declaration`, then the
+Owns: the mirror text (the source up to the declaration Lean lists at the position, `declaration`, then the
 profiler options, then that declaration and nothing after it), and reading what Lean reports for the declaration:
 `profiler` messages (`<category> took <time>`: summed per category and per source line), `trace.profiler` trees
 (`[class] [seconds] text` nodes: the steps with the most time of their own) and the other messages. Lines are the
@@ -16,13 +16,12 @@ from typing import Any, Final, cast
 
 from beam_broker import _probe_text as probe
 from beam_broker import _verdict as verdict
-from beam_broker import models as m
 from beam_broker._call import Call
 from beam_lsp import Elaboration, LeanDiagnostic, Position, TextDocument
 
 from . import models as pm
-from . import run as speculation
 from .declaration import declaration_at
+from .run import elaborate
 
 OPTIONS: Final = (
     "set_option profiler true\n"
@@ -50,7 +49,7 @@ async def profile(call: Call, inp: pm.ProfileInput) -> pm.ProfileResult:
     async with call.runtime.pool(doc.uri).checkout(probe.declaration_text(source, pos)) as mirror:
         found = await declaration_at(call, client, doc, pos, mirror)
         text = source.text[: found.start] + options + source.text[found.start : found.end] + "\n"
-        result = await speculation.elaborate(call, client, mirror, text, call.runtime.display(doc.path))
+        result = await elaborate(call, client, mirror, text, call.runtime.display(doc.path))
     report = read_report(
         verdict.visible(result.diagnostics),
         TextDocument(mirror.uri, text, 0),
@@ -94,7 +93,7 @@ class Report:
     categories: dict[str, float] = dataclasses.field(default_factory=dict)
     lines: dict[int, float] = dataclasses.field(default_factory=dict)
     steps: list[pm.ProfileStep] = dataclasses.field(default_factory=list)
-    messages: list[m.RunMessage] = dataclasses.field(default_factory=list)
+    messages: list[pm.RunMessage] = dataclasses.field(default_factory=list)
 
 
 def read_report(diags: Iterable[LeanDiagnostic], mirror: TextDocument, source: TextDocument, span: _Span) -> Report:
@@ -115,7 +114,7 @@ def read_report(diags: Iterable[LeanDiagnostic], mirror: TextDocument, source: T
             report.steps.extend(trace_steps(d.message, line))
         else:
             severity = cast(Any, probe.run_severity(d))
-            report.messages.append(m.RunMessage(severity=severity, text=d.message))
+            report.messages.append(pm.RunMessage(severity=severity, text=d.message))
     return report
 
 

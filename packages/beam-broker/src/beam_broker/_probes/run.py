@@ -1,10 +1,10 @@
 """Speculative execution on the stock Lean server: `run_at`, `run_at_handle`, `run_with`, `run_with_linear`, `release`.
 
-A probe runs on a mirror of the source document checked out of its pool (`_mirrors`), with the text `_probe`
+A probe runs on a mirror of the source document checked out of its pool (`_mirrors`), with the text `_probe_text`
 builds; its messages are the diagnostics inside the probe's span, its proof state the goals after it. Handles
 (`_handles`) are chains replayed on a mirror. The source document is never touched. The other operations that run
-text on mirrors build on the same steps: `proof_mode`, `run_probe`, `run_batch` and `mint` (`_attempts`), `elaborate`
-(`_axioms`, `_profile`, `_scratch`).
+text on mirrors build on the same steps: `proof_mode`, `run_probe`, `run_batch` and `mint` (`attempts`), `elaborate`
+(`axioms`, `profile`, `scratch`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
-from beam_broker import _analysis as analysis
 from beam_broker import _handles as handles
 from beam_broker import _mirrors as mirrors
 from beam_broker import _probe_text as probe
@@ -21,9 +20,11 @@ from beam_broker import models as m
 from beam_broker._call import Call, Watch, reelaborating, stale_imports
 from beam_broker._documents import header_imports, header_text
 from beam_broker._ops.goals import goals_at
-from beam_broker._util import single_errors
 from beam_broker.errors import CONTENT_MODIFIED, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position
+from beam_lsp.errors import unwrap_group
+
+from . import models as pm
 
 if TYPE_CHECKING:
     from beam_broker._documents import DocState
@@ -36,39 +37,39 @@ class Outcome:
     """What one probe chain did: the `RunResult` fields but the handle."""
 
     success: bool
-    messages: list[m.RunMessage]
+    messages: list[pm.RunMessage]
     traces: list[str]
     proof_state: m.ProofState | None
 
 
-async def run_at(call: Call, inp: m.RunAtInput) -> m.RunResult:
+async def run_at(call: Call, inp: pm.RunAtInput) -> pm.RunResult:
     """Run Lean text at a position of a document version; no handle is kept."""
     return await _run_at(call, inp, keep_handle=False)
 
 
-async def run_at_handle(call: Call, inp: m.RunAtInput) -> m.RunResult:
+async def run_at_handle(call: Call, inp: pm.RunAtInput) -> pm.RunResult:
     """Like `run_at`, and a successful run returns `next_handle`."""
     return await _run_at(call, inp, keep_handle=True)
 
 
-async def run_with(call: Call, inp: m.RunWithInput) -> m.RunResult:
+async def run_with(call: Call, inp: pm.RunWithInput) -> pm.RunResult:
     """Continue from a handle without consuming it."""
     return await _run_with(call, inp, linear=False)
 
 
-async def run_with_linear(call: Call, inp: m.RunWithInput) -> m.RunResult:
+async def run_with_linear(call: Call, inp: pm.RunWithInput) -> pm.RunResult:
     """Continue from a handle and consume it (on success or failure)."""
     return await _run_with(call, inp, linear=True)
 
 
-async def release(call: Call, inp: m.ReleaseInput) -> m.NullResult:
+async def release(call: Call, inp: pm.ReleaseInput) -> m.NullResult:
     """Release a proof handle (a second release is `invalidParams`)."""
     _, _, record = await _resolve_handle(call, inp.handle, inp.path)
     call.runtime.handles.take(record.raw)
     return m.NullResult(workspace=call.workspace, result=None)
 
 
-async def _run_at(call: Call, inp: m.RunAtInput, *, keep_handle: bool) -> m.RunResult:
+async def _run_at(call: Call, inp: pm.RunAtInput, *, keep_handle: bool) -> pm.RunResult:
     client, doc = await call.checked(inp.path, inp.version)
     text_doc = client.document(doc.uri)
     pos = Position(line=inp.line, character=inp.character)
@@ -99,7 +100,7 @@ async def proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Positio
     return proof
 
 
-async def _run_with(call: Call, inp: m.RunWithInput, *, linear: bool) -> m.RunResult:
+async def _run_with(call: Call, inp: pm.RunWithInput, *, linear: bool) -> pm.RunResult:
     client, doc, record = await _resolve_handle(call, inp.handle, inp.path)
     if linear:
         call.runtime.handles.take(record.raw)
@@ -111,8 +112,8 @@ async def _run_with(call: Call, inp: m.RunWithInput, *, linear: bool) -> m.RunRe
     return _result(call, outcome, handle)
 
 
-def _result(call: Call, outcome: Outcome, handle: dict[str, Any] | None) -> m.RunResult:
-    return m.RunResult(
+def _result(call: Call, outcome: Outcome, handle: dict[str, Any] | None) -> pm.RunResult:
+    return pm.RunResult(
         workspace=call.workspace,
         success=outcome.success,
         messages=outcome.messages,
@@ -187,7 +188,7 @@ async def elaborate(call: Call, client: LeanClient, mirror: Mirror, text: str, p
     """
     await fresh_basis(call, client, mirror, text, path)
     watch = Watch(mirror.uri, path)
-    with single_errors():
+    with unwrap_group():
         async with call.watch(client, watch, None):
             watch.version, header_kept = await mirrors.write(client, mirror, text, freshness=call.runtime.freshness)
             result = await client.sync(mirror.uri, reported=header_kept)
@@ -214,13 +215,13 @@ async def run_probe(
     messages, traces = _messages(mine)
     ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
     if result.elaboration is not Elaboration.COMPLETE:
-        messages.append(m.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
+        messages.append(pm.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
     if basis.mode == "proof" and ok:
         # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
-        unsolved = [d for d in diags if analysis.is_unsolved_goals(d) and d not in mine]
+        unsolved = [d for d in diags if verdict.is_unsolved_goals(d) and d not in mine]
         if unsolved:
             state = await goals_at(client, mirror.uri, built.span_end)
-            state = state or analysis.goals_from_unsolved(unsolved[-1])
+            state = state or verdict.goals_from_unsolved(unsolved[-1])
         state = state or m.ProofState(goals=[])
     if basis.mode == "proof" and not ok and basis.goal_position is not None:
         # The goals at the basis: the mirror holds the source's text up to there (the document is busy when
@@ -258,9 +259,9 @@ async def run_batch(
     return outcomes
 
 
-def _messages(mine: list[LeanDiagnostic]) -> tuple[list[m.RunMessage], list[str]]:
+def _messages(mine: list[LeanDiagnostic]) -> tuple[list[pm.RunMessage], list[str]]:
     """A probe's messages (traces apart) and its traces, in Lean's order."""
     messages = [
-        m.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
+        pm.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
     ]
     return messages, [d.message for d in mine if probe.is_trace(d)]

@@ -20,7 +20,7 @@ from beam_broker.errors import invalid_params
 from beam_lsp import Elaboration, path_to_uri
 
 from . import models as pm
-from . import run as speculation
+from .run import elaborate
 
 SCRATCH: Final = "_beamScratch.lean"
 """The scratch document's name under the workspace root (never on disk; its mirrors are `_beamScratch_beamProbe<k>`)."""
@@ -43,7 +43,7 @@ async def run_code(call: Call, inp: pm.RunCodeInput) -> pm.RunCodeResult:
     text = inp.text if inp.text.endswith("\n") else inp.text + "\n"
     uri = path_to_uri(Path(runtime.root) / SCRATCH)
     async with runtime.pool(uri).checkout(text) as mirror:
-        result = await speculation.elaborate(call, client, mirror, text, SHOWN)
+        result = await elaborate(call, client, mirror, text, SHOWN)
     # Lean's reports follow its snapshot tree, not always the text's order (a header's last command may come last)
     diags = sorted(verdict.visible(result.diagnostics), key=lambda d: (d.range.start.line, d.range.start.character))
     messages = [

@@ -34,10 +34,11 @@ from beam_mcp import _jsonrpc
 from beam_mcp._jsonrpc import Invalid, Notification, Request
 from beam_mcp._protocol import LEGACY_VERSION, has_modern_meta
 from beam_mcp._tools import PROCESS_TOOLS, ParamHeader
-from beam_mcp.errors import PARSE_ERROR, JsonRpcError
+from beam_mcp.errors import JsonRpcError
 from beam_mcp.server import Channel, McpServer
 
 from .config import ENDPOINT, HEALTH, METRICS, READY, STATUS, HttpConfig
+from .drain import Drain
 from .health import health, readiness
 from .intake import Intake
 from .metrics import CONTENT_TYPE, Metrics
@@ -78,13 +79,9 @@ class Endpoint:
         self.active = 0
         self.started = time.monotonic()
         self.metrics = Metrics(server)
-        self.draining = False
-        self._refused_at = 0.0  # `time.monotonic()` of the last request a drain refused
+        self._drain = Drain(config.drain_linger)
         self._closing = False
         self._answers: set[anyio.CancelScope] = set()
-        self._answering = 0
-        self._quiet = anyio.Event()
-        self._quiet.set()
 
     def close(self) -> None:
         """Stop: new requests are refused (503), sessions end, every answer in progress is cut short.
@@ -113,17 +110,14 @@ class Endpoint:
         sending, so no connection is reset unanswered when the socket closes); then the broker refuses whatever
         still reaches it, and `close` cuts what is left.
         """
-        self.draining = True
-        self._refused_at = time.monotonic()
         self.server.drain(refuse=False)
-        with anyio.move_on_after(deadline):
-            while True:  # a timer whose end each refused request moves further, once nothing is being answered
-                await self._quiet.wait()
-                left = self._refused_at + self.config.drain_linger - time.monotonic()
-                if left <= 0 and self._answering == 0:
-                    break
-                await anyio.sleep(max(left, 0))
+        await self._drain.run(deadline)
         self.server.drain()
+
+    @property
+    def draining(self) -> bool:
+        """Whether a drain has begun (readiness is false; new requests are refused)."""
+        return self._drain.draining
 
     # ---- admission ------------------------------------------------------------------------------------------
     def wire(self, scope: Scope, receive: Receive, send: Send) -> Wire:
@@ -133,7 +127,7 @@ class Endpoint:
     def busy(self) -> Rejected | None:
         """Rule 0a: the 503 when the endpoint drains or stops or `max_requests` are being answered, else None."""
         if self.draining or self._closing:
-            self._refused_at = time.monotonic()
+            self._drain.refused()
             return Rejected(
                 503, "this replica is shutting down; retry (elsewhere)", close=True, headers=[("retry-after", "1")]
             )
@@ -216,9 +210,9 @@ class Endpoint:
         A modern request, a message of a session, a notification without one (202), a new session, or refused.
         """
         try:
-            decoded = _jsonrpc.loads(body)
-        except (ValueError, RecursionError) as exc:
-            raise Rejected(400, f"parse error: {exc}", code=PARSE_ERROR) from None
+            decoded = _jsonrpc.decode(body)
+        except JsonRpcError as exc:
+            raise Rejected.of(exc) from None
         if isinstance(decoded, list):
             raise Rejected(400, "a POST body carries one JSON-RPC message; batches are not supported")
         message = _jsonrpc.classify(decoded)
@@ -340,26 +334,21 @@ class Endpoint:
         streams = message.method == "subscriptions/listen"
         lease = self.lease() if streams else math.inf
         finished = False
-        if not streams:  # a drain waits for these answers, not for streams
-            self._answering += 1
-            self._quiet = anyio.Event() if self._answering == 1 else self._quiet
-        try:
-            async with self.answering(wire):
-                await self.server.handle(channel, message, reply)
-                with anyio.move_on_after(lease):
-                    finished = await self.write_reply(wire, reply, modern=modern)
-                if not finished and not wire.broken:  # the lease expired: the stream ends without a result
-                    if not wire.started:
-                        await wire.start_events()
-                    await wire.end_events()
-        finally:
-            if not finished:
-                self.server.cancel(channel, message.id)
-            reply.close()
-            if not streams:
-                self._answering -= 1
-                if self._answering == 0:
-                    self._quiet.set()
+        # a drain waits for these answers, not for streams
+        with contextlib.nullcontext() if streams else self._drain.answering():
+            try:
+                async with self.answering(wire):
+                    await self.server.handle(channel, message, reply)
+                    with anyio.move_on_after(lease):
+                        finished = await self.write_reply(wire, reply, modern=modern)
+                    if not finished and not wire.broken:  # the lease expired: the stream ends without a result
+                        if not wire.started:
+                            await wire.start_events()
+                        await wire.end_events()
+            finally:
+                if not finished:
+                    self.server.cancel(channel, message.id)
+                reply.close()
         if not wire.done:
             raise Closed
 

@@ -4,7 +4,7 @@ Owns the eviction policy as a pure function (`plan`): when the Lean trees togeth
 recently used idle documents go first (each frees what its file worker and its probe mirrors' workers hold), then
 the least recently used idle workspaces (each frees its whole tree), until what they free covers the excess. Idle
 means: no call holds the document (`DocState.users`); no call is in flight in the workspace
-(`Occupancy.in_flight`). `Governor` runs it: it measures every runtime's tree (`_memory`) on a timer and
+(`Occupancy.in_flight`). `Governor` runs it: it measures every runtime's tree (`memory`) on a timer and
 soon after each open, shuts down runtimes idle past the idle timeout, keeps to the budget, and records every
 eviction (`Evictions`: counts by kind and reason, the latest few for people; a log line each). An evicted
 document, and every file of a shut-down runtime, reads `evicted` (unknown, never clean) until a call opens it
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from beam_broker._outbound import log_failure
+from beam_broker.config import BrokerConfig
 from beam_lsp import Redactor
 
-from . import _memory as memory
-from ._outbound import log_failure
-from .config import BrokerConfig
+from . import memory
 
 if TYPE_CHECKING:
-    from .runtime import WorkspaceRuntime
+    from beam_broker.runtime import WorkspaceRuntime
 
 log = logging.getLogger("beam_broker")
 MAX_EVICTED_FILES = 10_000

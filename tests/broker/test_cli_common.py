@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from beam_broker import errors as codes
-from beam_broker._cli import common as base
+from beam_broker._cli import common
 from beam_broker._cli.progress import Terminal
 
 
@@ -20,21 +20,27 @@ class Tty(io.StringIO):
 
 
 def test_the_exit_code_table_maps_error_codes() -> None:
-    assert (base.EXIT_OK, base.EXIT_LEAN_ERRORS, base.EXIT_USAGE, base.EXIT_SETUP, base.EXIT_REFUSED) == (0, 1, 2, 3, 4)
-    assert base.exit_code(codes.INVALID_INPUT) == base.EXIT_USAGE
+    assert (common.EXIT_OK, common.EXIT_LEAN_ERRORS, common.EXIT_USAGE, common.EXIT_SETUP, common.EXIT_REFUSED) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
+    assert common.exit_code(codes.INVALID_INPUT) == common.EXIT_USAGE
     for code in (codes.RUNTIME_SETUP, codes.WORKER_EXITED, codes.WORKER_CRASHED, codes.SYNC_BARRIER_INCOMPLETE,
                  codes.INTERNAL_ERROR, codes.SAVE_UNSUPPORTED_SETUP):  # fmt: skip
-        assert base.exit_code(code) == base.EXIT_SETUP, code
+        assert common.exit_code(code) == common.EXIT_SETUP, code
     for code in (codes.CONTENT_MODIFIED, codes.INVALID_PARAMS, codes.SAVE_TARGET_NOT_MODULE, codes.SAVE_TRACE_STALE,
                  codes.SERVER_STARTING, codes.METHOD_NOT_FOUND, codes.RPC_NEEDS_RECONNECT, "aFutureCode"):  # fmt: skip
-        assert base.exit_code(code) == base.EXIT_REFUSED, code
+        assert common.exit_code(code) == common.EXIT_REFUSED, code
 
 
 def test_output_is_for_a_person_on_a_terminal_unless_json_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm")
 
     def human(stdout: io.StringIO, **args: object) -> bool:
-        return base.Options.of(argparse.Namespace(**args), stdout).human
+        return common.Options.of(argparse.Namespace(**args), stdout).human
 
     assert human(Tty()) is True and human(io.StringIO()) is False
     assert human(Tty(), output="json") is False and human(io.StringIO(), output="human") is True
@@ -44,14 +50,14 @@ def test_output_is_for_a_person_on_a_terminal_unless_json_is_asked_for(monkeypat
 
 def test_answers_print_as_json_or_text_and_errors_on_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
-    text = base.Output(base.Options(human=True), Terminal(out, err))
-    assert text.finish({"result": {"a": 1}}, lambda v: [f"a is {v['a']}"]) == base.EXIT_OK
-    assert text.finish({"error": {"code": codes.CONTENT_MODIFIED, "message": "stale"}}, list) == base.EXIT_REFUSED
+    text = common.Output(common.Options(human=True), Terminal(out, err))
+    assert text.finish({"result": {"a": 1}}, lambda v: [f"a is {v['a']}"]) == common.EXIT_OK
+    assert text.finish({"error": {"code": codes.CONTENT_MODIFIED, "message": "stale"}}, list) == common.EXIT_REFUSED
     assert out.getvalue() == "a is 1\n" and err.getvalue() == "lean-beam: error: stale [contentModified]\n"
     out, err = io.StringIO(), io.StringIO()
-    raw = base.Output(base.Options(compact=True), Terminal(out, err))
-    assert raw.finish({"result": {"a": 1}}, list) == base.EXIT_OK
-    assert raw.finish({"odd": True}, list) == base.EXIT_SETUP
+    raw = common.Output(common.Options(compact=True), Terminal(out, err))
+    assert raw.finish({"result": {"a": 1}}, list) == common.EXIT_OK
+    assert raw.finish({"odd": True}, list) == common.EXIT_SETUP
     assert out.getvalue() == '{"a":1}\n'
     error = json.loads(err.getvalue())
     assert error["code"] == codes.INTERNAL_ERROR and "unexpected answer" in error["message"]
@@ -60,11 +66,11 @@ def test_answers_print_as_json_or_text_and_errors_on_stderr() -> None:
 def test_the_root_is_the_option_or_the_project_around_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert base.workspace_root(base.Options(root="rel")) == str(Path.cwd() / "rel")
+    assert common.workspace_root(common.Options(root="rel")) == str(Path.cwd() / "rel")
     (tmp_path / "lakefile.toml").write_text("", encoding="utf-8")
     (tmp_path / "Sub").mkdir()
     monkeypatch.chdir(tmp_path / "Sub")
-    assert base.workspace_root(base.Options()) == str(tmp_path)
+    assert common.workspace_root(common.Options()) == str(tmp_path)
 
 
 def test_a_background_task_runs_beside_the_call_until_it_returns() -> None:
@@ -83,4 +89,4 @@ def test_a_background_task_runs_beside_the_call_until_it_returns() -> None:
             await started.wait()
         return 7
 
-    assert base.run(fn, background) == 7 and seen == ["background"]
+    assert common.run(fn, background) == 7 and seen == ["background"]

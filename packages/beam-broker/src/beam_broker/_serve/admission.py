@@ -18,8 +18,8 @@ from typing import Literal
 
 import anyio
 
-from .config import BrokerConfig
-from .errors import BUSY, BrokerError
+from beam_broker.config import BrokerConfig
+from beam_broker.errors import BUSY, BrokerError
 
 Lane = Literal["cheap", "heavy"]
 LANES: tuple[Lane, ...] = ("cheap", "heavy")

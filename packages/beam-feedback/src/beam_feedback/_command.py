@@ -1,14 +1,13 @@
 """Running one short external command (``git``, ``elan``, ``lake``) with a deadline.
 
-This module owns child-process hygiene for collection probes: no stdin, captured UTF-8 output,
-a process group of its own that is killed as a whole on timeout. It must not interpret output;
-callers do.
+This module owns child-process hygiene for the commands context collection runs: no stdin, captured UTF-8 output,
+a process group of its own that is killed with its whole tree on timeout (beam-lsp's `kill_tree`).
+It must not interpret output; callers do.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,8 +18,8 @@ _REAP_TIMEOUT: Final = 2.0
 _POSIX: Final = os.name == "posix"
 
 
-class ProbeError(Exception):
-    """A probe could not run, timed out or exited non-zero; ``str()`` is a one-line reason."""
+class CommandError(Exception):
+    """A command could not run, timed out or exited non-zero; ``str()`` is a one-line reason."""
 
     def __init__(self, reason: str, stderr: str = "") -> None:
         super().__init__(reason)
@@ -36,19 +35,18 @@ def _first_line(text: str) -> str:
 
 def _kill(process: subprocess.Popen[str]) -> None:
     if _POSIX:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        from beam_lsp import kill_tree  # only on a timeout: it loads anyio, which the CLI needs nowhere else
+
+        kill_tree(process.pid)
     else:  # pragma: no cover - exercised only on Windows
         process.kill()
 
 
-def run_probe(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout: float) -> str:
+def run_command(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout: float) -> str:
     """Run ``argv`` and return its stripped standard output.
 
     Raises:
-        ProbeError: The command could not start, outlived ``timeout`` seconds (its whole process
+        CommandError: The command could not start, outlived ``timeout`` seconds (its whole process
             group is then killed) or exited with a non-zero status.
     """
     name = Path(argv[0]).name
@@ -65,7 +63,7 @@ def run_probe(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], 
             start_new_session=_POSIX,
         )
     except OSError as exc:
-        raise ProbeError(f"could not run {name}: {exc.strerror or exc}") from exc
+        raise CommandError(f"could not run {name}: {exc.strerror or exc}") from exc
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -78,8 +76,8 @@ def run_probe(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], 
                 if stream is not None:
                     stream.close()
             process.wait()
-        raise ProbeError(f"{name} did not answer within {timeout:g}s") from None
+        raise CommandError(f"{name} did not answer within {timeout:g}s") from None
     if process.returncode != 0:
         detail = _first_line(stderr) or _first_line(stdout) or "no output"
-        raise ProbeError(f"{name} exited with status {process.returncode}: {detail}", stderr)
+        raise CommandError(f"{name} exited with status {process.returncode}: {detail}", stderr)
     return stdout[:_MAX_OUTPUT].strip()

@@ -14,7 +14,7 @@ import pytest
 
 from beam_broker import OPERATIONS
 from beam_broker import cli as beam_cli
-from beam_broker._cli import completion as complete
+from beam_broker._cli import completion
 from beam_broker._cli.commands import command_name
 
 TIMEOUT = 30
@@ -54,7 +54,7 @@ def project(tmp_path: Path) -> Path:
 
 def script(shell: str, where: Path) -> Path:
     path = where.parent / f"lean-beam.{shell}"
-    path.write_text(complete.script(beam_cli.build_parser(), shell), encoding="utf-8")
+    path.write_text(completion.script(beam_cli.build_parser(), shell), encoding="utf-8")
     return path
 
 
@@ -66,7 +66,7 @@ def shell_or_skip(name: str) -> str:
 
 
 def test_the_tree_is_read_from_the_parser() -> None:
-    tree = complete.read(beam_cli.build_parser())
+    tree = completion.read(beam_cli.build_parser())
     names = [c.name for c in tree.commands]
     assert names == [*(command_name(spec) for spec in OPERATIONS), "stats", "daemon", "doctor", "completion"]
     by_name = {c.name: c for c in tree.commands}
@@ -79,13 +79,13 @@ def test_the_tree_is_read_from_the_parser() -> None:
     serve = next(c for c in by_name["daemon"].commands if c.name == "serve")
     assert not [o for o in serve.options if "--ready-fd" in o.flags]  # hidden options stay hidden
     with pytest.raises(ValueError, match="no completion"):
-        complete.script(beam_cli.build_parser(), "tcsh")
+        completion.script(beam_cli.build_parser(), "tcsh")
 
 
 def test_every_script_names_every_command() -> None:
     parser = beam_cli.build_parser()
     for shell in ("bash", "zsh", "fish"):
-        text = complete.script(parser, shell)
+        text = completion.script(parser, shell)
         assert f"completion {shell}" in text
         for spec in OPERATIONS:
             assert command_name(spec) in text
@@ -93,7 +93,7 @@ def test_every_script_names_every_command() -> None:
 
 def test_the_completion_command_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert beam_cli.main(["completion", "fish"]) == 0
-    assert capsys.readouterr().out == complete.script(beam_cli.build_parser(), "fish")
+    assert capsys.readouterr().out == completion.script(beam_cli.build_parser(), "fish")
     assert beam_cli.main(["completion", "ksh"]) == 2
 
 

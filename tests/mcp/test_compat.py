@@ -1,0 +1,224 @@
+"""`--tools lean-lsp-mcp` without Lean: the listed surface, argument rules, presentation rules and the web tools.
+
+The web tools run against a local stub server (loopback only) that records each request: the request shape, the
+answer mapping, the rate limits and the error when the service is unreachable are checked there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beam_mcp._compat import _args, _text, _web, compat_tools, descriptors
+from beam_mcp._compat._errors import CompatError
+from beam_mcp._tools import ToolSet
+from beam_mcp.cli import main
+
+SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "lean-lsp-mcp-0.32.0-tools.json"
+"""The peer's tools/list as the project keeps it (beside the repository; absent elsewhere)."""
+
+
+def test_the_surface_lists_lean_lsp_mcps_22_tools_exactly_as_it_does() -> None:
+    tools = compat_tools({})
+    assert len(tools) == 22
+    shipped = [json.loads(json.dumps(d)) for d in descriptors()]
+    if SPEC.exists():  # the shipped copy is the peer's own tools/list answer
+        assert shipped == json.loads(SPEC.read_text(encoding="utf-8"))
+    for tool, entry in zip(tools, shipped, strict=True):
+        assert tool.descriptor == {
+            k: entry[k] for k in ("name", "description", "inputSchema", "outputSchema", "annotations")
+        }
+        assert tool.answer is not None
+
+
+def test_toolset_build_serves_only_the_compat_tools_on_the_lean_lsp_mcp_surface() -> None:
+    toolset = ToolSet.build((), compat_tools({})[0], surface="lean-lsp-mcp")
+    assert [t.name for t in toolset.tools] == [d["name"] for d in descriptors()]
+    assert "lean_sync" not in toolset.by_name and "beam_version" not in toolset.by_name
+
+
+def test_the_cli_refuses_an_unknown_surface_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEAN_BEAM_TOOLS", "lean-lsp")
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2
+
+
+def _schema(name: str) -> dict[str, Any]:
+    return next(d["inputSchema"] for d in descriptors() if d["name"] == name)
+
+
+def test_arguments_get_the_peers_defaults_and_ignore_undeclared_ones() -> None:
+    got = _args.parse(_schema("lean_goal"), {"file_path": "A.lean", "line": 3, "extra": 1})
+    assert got == {"file_path": "A.lean", "line": 3, "column": None, "format": "text", "timeout_s": None}
+    assert _args.parse(_schema("lean_completions"), {"file_path": "A", "line": 1, "column": 2.0})["column"] == 2
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("lean_goal", {"line": 1}),
+        ("lean_goal", {"file_path": "A", "line": 0}),
+        ("lean_goal", {"file_path": "A", "line": True}),
+        ("lean_goal", {"file_path": "A", "line": 1, "format": "json"}),
+        ("lean_multi_attempt", {"file_path": "A", "line": 1, "snippets": ["a", 3]}),
+        ("lean_minimal_hypotheses", {"file_path": "A", "theorem_name": "t", "inactivity_timeout": 1}),
+    ],
+)
+def test_arguments_outside_the_schema_are_refused(tool: str, arguments: dict[str, Any]) -> None:
+    with pytest.raises(_args.ArgumentError):
+        _args.parse(_schema(tool), arguments)
+
+
+def test_columns_are_code_points_and_lines_one_based() -> None:
+    line = "/- 𝔸𝔹 é -/ theorem uni"
+    assert _text.to_utf16(line, 5) == 7 and _text.from_utf16(line, 7) == 5
+    assert _text.position(["x", line], {"line": 1, "character": 7}) == (2, 6)
+
+
+def test_goals_render_as_lean_prints_them_and_split_into_structured_goals() -> None:
+    goal = {
+        "userName": "h",
+        "hyps": [{"names": ["p", "q"], "type": "Prop"}, {"names": ["x"], "type": "Nat", "value": "1"}],
+        "target": "p",
+    }
+    text = _text.goal_text(goal)
+    assert text == "case h\np q : Prop\nx : Nat := 1\n⊢ p"
+    assert _text.structured_goal("p q : Prop\nhp : p\n⊢ p") == {
+        "context": [{"name": "p q", "type": "Prop"}, {"name": "hp", "type": "p"}],
+        "goal": "p",
+        "status": "open",
+        "pretty": "p q : Prop\nhp : p\n⊢ p",
+    }
+
+
+def test_diagnostics_get_the_peers_category_hint_and_build_failures() -> None:
+    assert _text.category("warning", "declaration uses 'sorry'") == "sorry"
+    assert _text.category("warning", "unused variable `x`") == "linter"
+    assert _text.category("information", "Try this: simp") == "suggestion"
+    assert _text.hint("error", "failed to synthesize instance of type class\n  DecidableEq α") is not None
+    items = [
+        _text.message_item(["a"], 1, "error: A/B.lean:1:2: bad", {"line": 0, "character": 0}),
+        _text.message_item(["a"], 2, "w", {"line": 0, "character": 0}),
+        _text.message_item(["a"], 2, "w", {"line": 0, "character": 0}),
+    ]
+    result = _text.diagnostics_result(items, severity=None, success=False, raw_messages=[i["message"] for i in items])
+    assert result["failed_dependencies"] == ["A/B.lean"]
+    assert [i["message"] for i in result["items"]] == ["w"]
+
+
+def test_long_goals_keep_their_end_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_text.MAX_OUTPUT_ENV, "100")
+    out = _text.bound("h" * 500 + "⊢ target")
+    assert out.endswith("⊢ target") and len(out) < 500
+
+
+# ---- web tools against a stub ---------------------------------------------------------------------------------
+class _Stub(BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]]
+    answers: dict[str, Any]
+
+    def _reply(self, body: bytes | None) -> None:
+        self.requests.append(
+            {"method": self.command, "path": self.path, "body": json.loads(body) if body else None,
+             "agent": self.headers.get("User-Agent"), "key": self.headers.get("X-Key")}
+        )  # fmt: skip
+        answer = json.dumps(self.answers[self.path.split("?")[0]]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self) -> None:
+        self._reply(None)
+
+    def do_POST(self) -> None:
+        self._reply(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    requests: list[dict[str, Any]] = []
+    answers: dict[str, Any] = {}
+    handler = type("Handler", (_Stub,), {"requests": requests, "answers": answers})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests, answers
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_web_tools_send_the_peers_requests_and_read_its_answers(
+    stub: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    url, requests, answers = stub
+    env = {
+        "LEANSEARCH_URL": url,
+        "LOOGLE_URL": url,
+        "LOOGLE_HEADERS": '{"X-Key": "k"}',
+        "LEAN_FINDER_URL": url + "/finder",
+        "LEAN_HAMMER_URL": url,
+    }
+    answers["/search"] = [[{"result": {"name": ["Nat", "add_comm"], "module_name": ["Init"], "kind": "theorem"}}]]
+    answers["/json"] = {"hits": [{"name": "Nat.add", "type": "Nat → Nat", "module": "Init"}, {"name": "x"}]}
+    answers["/finder"] = {"results": [{"formal_name": "f", "path": "Mathlib/Data"}]}
+    answers["/retrieve"] = [{"name": "add_comm"}]
+    assert await _web.leansearch(env, "comm", 5) == {
+        "items": [{"name": "Nat.add_comm", "module_name": "Init", "kind": "theorem", "type": None}]
+    }
+    assert (await _web.loogle(env, "Nat → Nat", 1))["items"] == [
+        {"name": "Nat.add", "type": "Nat → Nat", "module": "Init"}
+    ]
+    finder = await _web.leanfinder(env, "q", 3, "v4.28.0")
+    assert finder["items"][0]["path"] == "Mathlib.Data" and finder["items"][0]["informal_name"] == ""
+    assert await _web.hammer_premise(env, "⊢ p", 4) == {"items": [{"name": "add_comm"}]}
+    search, look, find, hammer = requests
+    assert search["method"] == "POST" and search["body"] == {"num_results": "5", "query": ["comm"]}
+    assert look["method"] == "GET" and look["path"] == "/json?q=Nat%20%E2%86%92%20Nat" and look["key"] == "k"
+    assert find["body"] == {"inputs": "q", "top_k": 3, "version": "v4.28.0"}
+    assert hammer["path"] == "/retrieve" and hammer["body"] == {"state": "⊢ p", "new_premises": [], "k": 4}
+    assert {r["agent"] for r in requests} == {"lean-lsp-mcp/0.1"}
+
+
+async def test_an_unreachable_service_is_a_clear_tool_error(
+    stub: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    dead = "http://127.0.0.1:9"  # the discard port: nothing listens there
+    with pytest.raises(CompatError, match=r"Request to 127\.0\.0\.1:9 failed"):
+        await _web.leansearch({"LEANSEARCH_URL": dead}, "q", 1)
+    with pytest.raises(CompatError, match="loogle error"):
+        await _web.loogle({"LOOGLE_URL": dead}, "q", 1)
+    url, _, answers = stub
+    answers["/json"] = {"error": "bad query", "suggestions": ["a", "b"]}
+    with pytest.raises(CompatError, match="loogle query error: bad query Suggestions: a, b"):
+        await _web.loogle({"LOOGLE_URL": url}, "(", 1)
+
+
+def test_rate_limits_are_the_peers_per_window() -> None:
+    now = [0.0]
+    limits = _web.RateLimits(clock=lambda: now[0])
+    for _ in range(3):
+        limits.take("loogle", _web.LOOGLE_LIMIT)
+    with pytest.raises(CompatError, match="3 requests per 30s"):
+        limits.take("loogle", _web.LOOGLE_LIMIT)
+    now[0] = 30.5
+    limits.take("loogle", _web.LOOGLE_LIMIT)
+    assert _web.custom({"LOOGLE_URL": "http://mine"}, "LOOGLE_URL")
+    assert not _web.custom({"LOOGLE_URL": "https://loogle.lean-lang.org/"}, "LOOGLE_URL")

@@ -1,0 +1,148 @@
+"""`--tools lean-lsp-mcp` on the scripted fake Lean: every tool answers through the server, in the peer's shapes.
+
+The harness checks every successful result against the tool's listed outputSchema (lean-lsp-mcp's own). The
+fake server's diagnostics come from markers in the files (`tests/support/fake_lean.py`), so this checks the
+projection's plumbing and conversions, not Lean's answers (the real-lane parity test does that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support import harness
+
+pytestmark = pytest.mark.anyio
+
+FILES = {
+    "A.lean": "theorem t (p : Prop) (hp : p) : p := by\n  exact ERROR_HERE\n\ndef 𝔸x := WARN_HERE\n",
+    "B.lean": "theorem ok : True := trivial\nlocal instance foo : X := y\n",
+}
+
+
+WIDGET: dict[str, Any] = {"id": "w", "javascriptHash": "42", "props": {}}
+
+
+def _text(response: dict[str, Any]) -> str:
+    return "".join(c["text"] for c in response["result"]["content"])
+
+
+async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    monkeypatch.setenv("LEANSEARCH_URL", "http://127.0.0.1:9")
+    a = str(root / "A.lean")
+    lean = {"rpc": True, "term_goal": "p : Prop\n⊢ p", "widgets": [WIDGET], "widget_sources": {"42": "export {}"}}
+    async with harness(lean, tools="lean-lsp-mcp") as h:
+
+        async def call(tool: str, **arguments: Any) -> tuple[bool, Any]:
+            response, _ = await h.call(tool, arguments)
+            result = response["result"]
+            return bool(result["isError"]), result.get("structuredContent") or _text(response)
+
+        _, diags = await call("lean_diagnostic_messages", file_path="A.lean")
+        items = diags["result"]["items"]
+        assert {(i["severity"], i["line"], i["column"]) for i in items} == {
+            ("error", 2, 9),
+            ("warning", 4, 11),
+        }  # code points (UTF-16: 12)
+        assert diags["result"]["success"] is False
+        _, only = await call("lean_diagnostic_messages", file_path=a, start_line=4, end_line=4, severity="warning")
+        assert [i["line"] for i in only["result"]["items"]] == [4]
+        failed, text = await call("lean_diagnostic_messages", file_path="Nope.lean")
+        assert failed and "not found in any Lean project" in text
+        _, interactive = await call("lean_diagnostic_messages", file_path=a, interactive=True)
+        messages = [(d["range"]["start"]["line"], d["message"]) for d in interactive["result"]["diagnostics"]]
+        assert messages[0] == (1, {"text": "unknown identifier 'ERROR_HERE'"})  # Lean's TaggedText, as Lean sent it
+        assert [line for line, _ in messages] == [1, 3]
+        _, ranged = await call("lean_diagnostic_messages", file_path=a, interactive=True, start_line=4, end_line=4)
+        assert [d["range"]["start"]["line"] for d in ranged["result"]["diagnostics"]] == [3]
+        _, goal = await call("lean_goal", file_path=a, line=1)
+        assert goal["line_context"].startswith("theorem t") and goal["goals_before"] == ["⊢ True"]
+        _, at = await call("lean_goal", file_path=a, line=1, column=3, format="structured")
+        assert at["status"] == "goals" and at["goals"][0]["goal"] == "True"
+        _, none = await call("lean_goal", file_path=a, line=2, column=3)
+        assert none["status"] == "no_goal_at_position"
+        failed, text = await call("lean_goal", file_path=a, line=99)
+        assert failed and "Line 99 out of range (file has 4 lines)" in text
+        _, hover = await call("lean_hover_info", file_path=a, line=2, column=9)
+        assert hover["symbol"] == "ERROR_HERE" and hover["info"] == "ERROR_HERE"
+        assert [d["message"] for d in hover["diagnostics"]] == ["unknown identifier 'ERROR_HERE'"]
+        failed, _ = await call("lean_hover_info", file_path=a, line=3, column=1)
+        assert failed
+        _, completions = await call("lean_completions", file_path=a, line=2, column=9)
+        assert completions == {"items": []}
+        _, outline = await call("lean_file_outline", file_path=a, max_declarations=1)
+        assert outline["total_declarations"] in (None, 2)
+        _, refs = await call("lean_references", file_path=a, line=1, column=9)
+        assert refs == {"items": [], "total": 0}
+        failed, text = await call("lean_declaration_file", file_path=a, symbol="ERROR_HERE")
+        assert failed and "No declaration available" in text
+        failed, text = await call("lean_declaration_file", file_path=a, symbol="absent")
+        assert failed and "not found in file" in text
+        _, actions = await call("lean_code_actions", file_path=a, line=2)
+        assert actions == {"actions": []}
+        _, attempts = await call("lean_multi_attempt", file_path=a, line=2, snippets=["exact hp", "rfl"])
+        assert [i["snippet"] for i in attempts["items"]] == ["exact hp", "rfl"]
+        failed, text = await call("lean_multi_attempt", file_path=a, line=2, column=40, snippets=["x"])
+        assert failed and "Column 40 out of range" in text
+        _, run = await call("lean_run_code", code="def x := ERROR_HERE")
+        assert run["success"] is False and run["diagnostics"][0]["line"] == 1
+        failed, text = await call("lean_verify", file_path=a, theorem_name="t t")
+        assert failed and "Invalid theorem name" in text
+        failed, _ = await call("lean_verify", file_path=str(root / "B.lean"), theorem_name="ok")
+        _, hyps = await call("lean_minimal_hypotheses", file_path=a, theorem_name="t")
+        assert [v["binder"] for v in hyps["verdicts"]] == ["(p : Prop)", "(hp : p)"]
+        _, search = await call("lean_local_search", query="ok")
+        assert search["items"][0] == {"name": "ok", "kind": "theorem", "file": "B.lean"}
+        assert search["index"] in ("consulted", "error")
+        _, built = await call("lean_build")
+        assert built["success"] is True and "synced A.lean" in built["output"]
+        failed, text = await call("lean_build", clean=True)
+        assert failed and "lake clean" in text
+        _, term = await call("lean_term_goal", file_path=a, line=2, column=9)
+        assert term == {"line_context": "  exact ERROR_HERE", "expected_type": "p : Prop\n⊢ p"}
+        _, end = await call("lean_term_goal", file_path=a, line=3)  # an empty line: no term
+        assert end == {"line_context": "", "expected_type": None}
+        _, widgets = await call("lean_get_widgets", file_path=a, line=1, column=1)
+        assert widgets == {"widgets": [WIDGET]}
+        _, source = await call("lean_get_widget_source", file_path=a, javascript_hash="42")
+        assert source == {"source": {"sourcetext": "export {}"}}
+        failed, text = await call("lean_get_widget_source", file_path=a, javascript_hash="7")
+        assert failed and text == "Error executing tool lean_get_widget_source: No widget module with hash 7 registered"
+        failed, text = await call("lean_leansearch", query="q")
+        assert failed and "Request to 127.0.0.1:9 failed" in text
+        failed, text = await call("lean_goal", file_path=a)
+        assert failed and "invalid arguments: line: field required" in text
+        _, profile = await call("lean_profile_proof", file_path=a, line=1, top_n=1)
+        assert set(profile) == {"ms", "lines", "categories"} and len(profile["lines"]) <= 1
+
+
+async def test_a_file_is_read_into_beam_once_and_again_only_after_it_changed(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", {"A.lean": "def one := 1\n"})
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+
+        async def hover() -> str:
+            response, _ = await h.call("lean_hover_info", {"file_path": "A.lean", "line": 1, "column": 6})
+            assert response["result"]["isError"] is False, response
+            symbol: str = response["result"]["structuredContent"]["symbol"]
+            return symbol
+
+        assert [await hover(), await hover()] == ["one", "one"]
+        first = await h.ops(root)
+        (root / "A.lean").write_text("def two := 2\n", encoding="utf-8")  # the agent edits the file
+        assert await hover() == "two", "answered at the new text"
+        after = await h.ops(root)
+    # The version Beam reported is used until an operation says the file changed: then asked for once more.
+    assert (first["update_file"]["count"], first["hover"]["count"]) == (1, 2)
+    assert (after["update_file"]["count"], after["hover"]["count"], after["hover"]["errorCount"]) == (2, 4, 1)

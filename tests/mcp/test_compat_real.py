@@ -1,0 +1,51 @@
+"""`lean-beam-mcp --tools lean-lsp-mcp` on real Lean, through the official MCP SDK client: the parity session.
+
+The client is configured exactly as lean-lsp-mcp's README shows (`LEAN_PROJECT_PATH` in the server's
+environment, the toolchain on PATH), with only the command changed; it runs the scripted session
+(`tests/support/compat_session.py`) and Beam's live answers are compared with lean-lsp-mcp 0.32.0's answers
+recorded from a real run of the same session (`compat_peer_session.json`; `tox -e peers` runs the peer live and
+re-records it with `-- --record`). Every remaining difference is listed in `compat_session.DIFFERENCES` (and in
+docs/mcp-clients.md) with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+
+from beam_mcp._compat import descriptors
+from mcp import Client, StdioServerParameters
+from tests.support import compat_session as cs
+from tests.support.toolchain import Toolchain
+
+pytestmark = [pytest.mark.anyio, pytest.mark.lean]
+
+
+def _params(config: dict[str, object], toolchain: Toolchain) -> StdioServerParameters:
+    """Start the configured server as an MCP client does: its command on PATH, its env over the client's own."""
+    server = config["mcpServers"]["lean-lsp"]  # type: ignore[index]
+    command = shutil.which(server["command"], path=str(Path(sys.executable).parent)) or server["command"]
+    env = {**toolchain.env(), **server["env"]}
+    return StdioServerParameters(command=command, args=server["args"], env=env, cwd=os.getcwd())
+
+
+async def test_a_client_configured_as_lean_lsp_mcps_readme_runs_the_session_with_the_peers_answers(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    cs.add_files(demo_root)
+    config = cs.switched(cs.README_CONFIG, demo_root)
+    schemas = {d["name"]: d["outputSchema"] for d in descriptors()}
+    async with Client(_params(config, lean_toolchain), mode="legacy") as client:
+        listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == [d["name"] for d in descriptors()]
+        answers = await cs.run_session(client, demo_root)
+    for entry in answers:
+        assert entry["is_error"] is False, entry
+        jsonschema.validate(entry["structured"], schemas[entry["tool"]])
+    beam = cs.normalise(answers, demo_root)
+    assert cs.mismatches(beam, cs.load_peer()) == []
