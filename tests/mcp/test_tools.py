@@ -94,6 +94,8 @@ FORBIDDEN_PROPERTIES = {
     "include_diagnostics",
 }
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
+PINNED = [{"required": ["version"]}, {"required": ["snapshot"]}]
+"""The `oneOf` of a tool bound to a document state (a version or a snapshot)."""
 EXECUTION = ("lean_run_at", "lean_run_at_handle", "lean_run_with", "lean_run_with_linear", "lean_attempts")
 
 
@@ -146,17 +148,20 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
         listed = await h.side("tools/list")
         assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
         beam = {tool["name"]: tool for tool in listed["result"]["tools"]}
-        extended = ("lean_sync", "lean_refresh")  # rebuild_imports / rebuilt_imports are beyond the seed
-        assert [beam[n] for n in UPSTREAM_ORDER if n not in extended] == [
-            full[n] for n in UPSTREAM_ORDER if n not in extended
-        ], "the same descriptors"
-        for name in extended:
+        for name in UPSTREAM_ORDER:
+            assert beam[name] == _seed(full[name]), name
+        for name in ("lean_sync", "lean_refresh"):  # rebuild_imports / rebuilt_imports are beyond the seed
             assert set(full[name]["inputSchema"]["properties"]) - set(beam[name]["inputSchema"]["properties"]) == {
                 "rebuild_imports"
             }
             assert set(full[name]["outputSchema"]["properties"]) - set(beam[name]["outputSchema"]["properties"]) == {
-                "rebuilt_imports"
+                "rebuilt_imports",
+                "snapshot",
             }
+        for name in ("lean_hover", "lean_todo", "lean_run_at"):  # the seed's own: a required version, no snapshot
+            schema = beam[name]["inputSchema"]
+            assert "snapshot" not in schema["properties"] and "oneOf" not in schema
+            assert schema["required"][:2] == ["path", "version"]
         await h.initialize()
         legacy = await h.request("tools/list")
         assert [tool["name"] for tool in legacy["result"]["tools"]] == UPSTREAM_ORDER
@@ -166,12 +171,41 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
             assert refused["error"]["code"] == -32602 and refused["error"]["message"] == f"Unknown tool: {tool}"
         synced, _ = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "Main.lean"}, modern=False)
         assert structured(synced)["version"] == 1
+        assert "snapshot" not in structured(synced), "results are cut to the seed's outputSchema"
+        pinned = {"workspace": {"root": str(root)}, "path": "Main.lean", "snapshot": "s/1"}
+        refused, _ = await h.call("lean_document_symbols", pinned, modern=False)
+        assert structured(refused)["code"] == "invalidInput" and structured(refused)["data"]["fields"] == ["snapshot"]
         extra = {"workspace": {"root": str(root)}, "path": "Main.lean", "rebuild_imports": True}
         refused, _ = await h.call("lean_sync", extra, modern=False)
         assert structured(refused)["code"] == "invalidInput" and structured(refused)["data"]["fields"] == [
             "rebuild_imports"
         ]
         assert (await h.ops(root)).keys() == {"sync_file"}, "a refused tool never reached the broker"
+
+
+SEED_LESS = {"rebuild_imports", "rebuilt_imports", "snapshot"}
+"""Fields beyond the seed's surface (`OperationSpec.extension_fields`)."""
+
+
+def _seed(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """A descriptor of the full surface as the seed has it: no field beyond it, and a version where one is pinned."""
+
+    def cut(node: Any) -> Any:
+        if isinstance(node, list):
+            return [cut(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: cut(value) for key, value in node.items() if key != "oneOf"}
+        if isinstance(node.get("properties"), dict):
+            out["properties"] = {k: cut(v) for k, v in node["properties"].items() if k not in SEED_LESS}
+            required = [k for k in node.get("required", []) if k not in SEED_LESS]
+            if node.get("oneOf") == PINNED:
+                required = [k for k in out["properties"] if k in {*required, "version"}]
+                required = [k for k in required if k != "workspace"] + ["workspace"]
+            out["required"] = required
+        return out
+
+    return {**descriptor, "inputSchema": cut(descriptor["inputSchema"]), "outputSchema": cut(descriptor["outputSchema"])}
 
 
 def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None:
@@ -293,8 +327,15 @@ def test_per_tool_inputs_match_upstream(
     full: dict[str, dict[str, Any]], tool: str, required: list[str], optional: list[str]
 ) -> None:
     schema = full[tool]["inputSchema"]
+    properties = set(schema["properties"])
+    if "version" in required:  # a document state: the seed's version or upstream's snapshot, exactly one
+        assert schema["oneOf"] == PINNED
+        required = [name for name in required if name != "version"]
+        properties -= {"version", "snapshot"}
+    else:
+        assert "oneOf" not in schema
     assert schema["required"] == required
-    assert sorted(set(schema["properties"]) - set(required)) == sorted(optional)
+    assert sorted(properties - set(required)) == sorted(optional)
 
 
 def test_field_shapes_follow_the_helper_conventions(full: dict[str, dict[str, Any]]) -> None:

@@ -284,7 +284,7 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     arguments["workspace"] = {"root": root}
     if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
-    fresh = form.versioned and VERSION not in arguments
+    fresh = form.versioned and VERSION not in arguments and "snapshot" not in arguments
 
     terminal = Terminal(sys.stdout, sys.stderr)
     mode = progress_mode(sys.stderr, quiet=options.quiet)
