@@ -205,7 +205,11 @@ def _seed(descriptor: dict[str, Any]) -> dict[str, Any]:
             out["required"] = required
         return out
 
-    return {**descriptor, "inputSchema": cut(descriptor["inputSchema"]), "outputSchema": cut(descriptor["outputSchema"])}
+    return {
+        **descriptor,
+        "inputSchema": cut(descriptor["inputSchema"]),
+        "outputSchema": cut(descriptor["outputSchema"]),
+    }
 
 
 def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None:
