@@ -503,3 +503,62 @@ async def test_modern_tools_list_is_a_public_cacheable_result() -> None:
     async with harness() as h:
         listed = await h.request("tools/list", {"_meta": modern_meta()})
         assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (3600000, "public")
+
+
+def _versions_beside_snapshots(node: Any) -> list[str]:
+    """Objects of a schema that declare both `version` and `snapshot` (by their property names)."""
+    if isinstance(node, list):
+        return [found for item in node for found in _versions_beside_snapshots(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [f"{sorted(node['properties'])}"] if {"version", "snapshot"} <= set(node.get("properties", {})) else []
+    return found + [f for value in node.values() for f in _versions_beside_snapshots(value)]
+
+
+async def test_the_upstream_contract_lists_upstreams_24_tools_with_snapshots_only(
+    full: dict[str, dict[str, Any]],
+) -> None:
+    async with harness(contract="upstream-2026-11") as h:
+        listed = await h.side("tools/list")
+    upstream = {tool["name"]: tool for tool in listed["result"]["tools"]}
+    assert list(upstream) == UPSTREAM_ORDER
+    for name, tool in upstream.items():
+        schema = tool["inputSchema"]
+        assert "version" not in schema["properties"] and "oneOf" not in schema, name
+        assert "rebuild_imports" not in schema["properties"], name
+        assert _versions_beside_snapshots(tool["outputSchema"]) == [], name
+        assert tool.get("annotations") == full[name].get("annotations"), "upstream's annotations are the seed's"
+        if "snapshot" in full[name]["inputSchema"]["properties"]:
+            assert schema["required"][:2] == ["path", "snapshot"], name
+    assert "(version" not in upstream["lean_refresh"]["description"]
+    assert "document snapshot" in upstream["lean_hover"]["description"]
+    update = upstream["lean_update"]["outputSchema"]
+    assert update["required"] == ["workspace", "snapshot", "changed"]
+    sync = upstream["lean_save"]["outputSchema"]["properties"]["sync"]
+    assert "snapshot" in sync["required"] and "version" not in sync["properties"]
+
+
+def test_the_upstream_contract_is_for_upstreams_tools_only() -> None:
+    assert ServerConfig().contract == "seed"
+    with pytest.raises(ValueError, match=r"ServerConfig\.contract must be one of seed, upstream-2026-11, not 'x'"):
+        ServerConfig(contract="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not lean-lsp-mcp's"):
+        ServerConfig(tools="lean-lsp-mcp", contract="upstream-2026-11")
+
+
+async def test_the_upstream_contract_answers_snapshots_without_versions(fake_project: Callable[..., Path]) -> None:
+    root = fake_project("proj", {"Main.lean": SOURCE})
+    ws = {"workspace": {"root": str(root)}, "path": "Main.lean"}
+    async with harness(contract="upstream-2026-11") as h:
+        await h.initialize()
+        updated, _ = await h.call("lean_update", ws, modern=False)
+        synced, _ = await h.call("lean_sync", ws, modern=False)
+        token = structured(updated)["snapshot"]
+        assert structured(updated) == {"workspace": {"root": str(root)}, "snapshot": token, "changed": True}
+        assert structured(synced)["snapshot"] == token and "version" not in structured(synced)
+        listed, _ = await h.call("lean_document_symbols", {**ws, "snapshot": token}, modern=False)
+        assert [symbol["name"] for symbol in structured(listed)["result"]] == ["t", "d"]
+        stale, _ = await h.call("lean_document_symbols", {**ws, "snapshot": token + "0"}, modern=False)
+        assert structured(stale)["code"] == "contentModified"
+        assert structured(stale)["data"]["reason"] == "snapshotMismatch"
+        assert structured(stale)["data"]["currentSnapshot"] == token
