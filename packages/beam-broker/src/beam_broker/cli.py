@@ -104,6 +104,8 @@ daemon:
   `lean-beam daemon start` keeps a broker with a warm Lean server for the project on a unix socket;
   commands use it when it answers (so handles survive between commands), else run Lean in this process.
   `daemon status` / `daemon stop` inspect and stop it. --no-daemon forces an in-process run.
+  Upstream Beam's spellings work too: `lean-beam serve` runs the daemon in the foreground, `status` / `stop`
+  as above, and `recover` clears what a dead daemon left (--force: also ends one that does not answer).
 
 exit codes:
   {EXIT_OK}    success (sync/save: the file has no errors; a failing probe is a success)
