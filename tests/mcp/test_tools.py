@@ -536,6 +536,8 @@ async def test_the_upstream_contract_lists_upstreams_24_tools_with_snapshots_onl
     assert update["required"] == ["workspace", "snapshot", "changed"]
     sync = upstream["lean_save"]["outputSchema"]["properties"]["sync"]
     assert "snapshot" in sync["required"] and "version" not in sync["properties"]
+    items = sync["properties"]["diagnostics"]["properties"]["items"]["anyOf"][0]["items"]
+    assert "version" in items["properties"], "a diagnostic keeps the version Lean published it for"
 
 
 def test_the_upstream_contract_is_for_upstreams_tools_only() -> None:

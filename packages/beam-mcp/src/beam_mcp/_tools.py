@@ -366,24 +366,29 @@ def operation_tool(
     )
 
 
-def _without(schema: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+def _without(schema: dict[str, Any], fields: frozenset[str], *, deep: bool = True) -> dict[str, Any]:
     """A schema without some properties, in every object it describes (a save result nests its sync result).
 
     A `oneOf` of required fields loses the alternatives that name a dropped field; when one is left, its fields
-    are simply required (the seed's schemas: `version` required, no `snapshot`).
+    are simply required (the seed's schemas: `version` required, no `snapshot`). With `deep=False` only the
+    schema's own object loses them.
     """
     if not fields:
         return schema
     out = dict(schema)
+
+    def inner(sub: dict[str, Any]) -> dict[str, Any]:
+        return _without(sub, fields) if deep else sub
+
     if isinstance(schema.get("properties"), dict):
-        out["properties"] = {k: _without(v, fields) for k, v in schema["properties"].items() if k not in fields}
+        out["properties"] = {k: inner(v) for k, v in schema["properties"].items() if k not in fields}
     if "required" in schema:
         out["required"] = [k for k in schema["required"] if k not in fields]
     for key in ("anyOf", "allOf"):
         if key in schema:
-            out[key] = [_without(sub, fields) for sub in schema[key]]
+            out[key] = [inner(sub) for sub in schema[key]]
     if isinstance(schema.get("items"), dict):
-        out["items"] = _without(schema["items"], fields)
+        out["items"] = inner(schema["items"])
     if "oneOf" in schema:
         kept = [alt for alt in schema["oneOf"] if not set(alt.get("required", ())) & fields]
         if len(kept) == 1 and set(kept[0]) == {"required"}:
@@ -398,12 +403,15 @@ def _without(schema: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 
 def _retire(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema without `version` wherever `snapshot` stands beside it (upstream Beam's current contract)."""
+    """A schema without `version` wherever `snapshot` stands beside it (upstream Beam's current contract).
+
+    Only there: a diagnostic item keeps the `version` Lean published it for.
+    """
     out = dict(schema)
     properties = schema.get("properties")
     if isinstance(properties, dict):
         if "snapshot" in properties and "version" in properties:
-            out = _without({**out, "properties": {**properties}}, frozenset({"version"}))
+            out = _without(out, frozenset({"version"}), deep=False)
             properties = out["properties"]
         out["properties"] = {k: _retire(v) for k, v in properties.items()}
     for key in ("anyOf", "allOf"):
