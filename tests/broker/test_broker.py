@@ -119,7 +119,9 @@ async def test_a_parsed_input_model_is_accepted_and_its_root_canonicalized(tmp_p
         again = await broker.call("update", by_hand)
     assert parsed == {"workspace": {"root": str(root)}, "version": 1, "changed": True}
     assert again["workspace"] == {"root": str(root)} and again["changed"] is False
-    assert events[0] == PreparationEvent("lean_update on A.lean: preparing the Lean workspace", "A.lean")
+    assert events[0] == PreparationEvent(
+        "lean_update on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
+    )
 
 
 async def test_an_unexpected_failure_is_a_logged_internal_error_and_counted(
@@ -178,7 +180,9 @@ async def test_drop_is_idempotent_reports_the_files_it_knew_and_a_later_call_rec
         assert first == {"workspace": {"root": str(root)}, "dropped": True, "invalidated_handles": True}
         assert sorted(set(changed)) == [str(root / "A.lean"), str(root / "B.lean")]
         assert broker.diagnostics(str(root / "A.lean"))["tracked"] is False
-        assert events == [PreparationEvent("lean_drop_workspace: preparing workspace eviction", None)]
+        assert events == [
+            PreparationEvent("lean_drop_workspace: preparing workspace eviction", None, "preparing workspace eviction")
+        ]
         second = await call(broker, "drop_workspace", root)
         assert (second["dropped"], second["invalidated_handles"], second["reason"]) == (False, False, "notFound")
         assert not broker.active and broker.cached(str(root)) is None

@@ -115,7 +115,7 @@ def test_sync_prints_json_on_stdout_and_events_on_stderr(in_project: Path, capsy
     assert code == 0 and out.startswith("{\n  ")  # pretty by default
     result = json.loads(out)
     assert result["workspace"] == {"root": str(in_project)} and result["readiness"]["save_ready"] is True
-    assert "beam: lean_sync on A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
+    assert "beam: A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
     code, out, err = main(capsys, "--compact", "-q", "--no-daemon", "sync", "Sub/B.lean")
     assert code == beam_cli.EXIT_LEAN_ERRORS == 1  # Lean reported errors: the JSON says which, the status that
     assert len(out.splitlines()) == 1 and err == ""
@@ -272,7 +272,7 @@ def test_ctrl_c_cancels_a_call_in_flight_and_exits_130(fake_cli: Cli) -> None:
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the call has started once its preparation line is out
-        assert "lean_hover on A.lean" in first
+        assert first == "beam: A.lean: preparing the Lean workspace\n"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -307,7 +307,7 @@ def test_sync_of_a_clean_and_a_broken_file_both_exit_0_with_json_and_stderr_line
     assert clean.code == 0, clean.stderr
     assert clean.json["path"] == "Demo/Proofs.lean" and clean.json["readiness"]["save_ready"] is True
     assert clean.stdout.startswith("{\n  ")  # pretty by default
-    assert "beam: lean_sync on Demo/Proofs.lean: preparing the Lean workspace" in clean.stderr
+    assert "beam: Demo/Proofs.lean: preparing the Lean workspace" in clean.stderr
     assert "beam: Demo/Proofs.lean: elaborated" in clean.stderr
     broken = lean_cli("--compact", "sync", "Demo/Broken.lean", "--diagnostics-in-result")
     assert broken.code == 1, broken.stderr  # Lean reported errors

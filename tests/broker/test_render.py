@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -34,9 +35,13 @@ def test_progress_events_become_short_plain_lines() -> None:
     def line(event: object) -> str | None:
         return progress_line(event)  # type: ignore[arg-type]
 
-    assert line(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")) == (
-        "beam: lean_sync on A.lean: preparing the Lean workspace"
+    prepared = PreparationEvent(
+        "lean_sync on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
     )
+    assert line(prepared) == "beam: A.lean: preparing the Lean workspace"  # a person reads no MCP tool name
+    assert line(dataclasses.replace(prepared, path=None)) == "beam: preparing the Lean workspace"
+    older = PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")  # from an older daemon
+    assert line(older) == "beam: lean_sync on A.lean: preparing the Lean workspace"
     assert line(SetupEvent("✔ [2/3] Built Demo.Basic", "A.lean")) == "beam: setup: ✔ [2/3] Built Demo.Basic"
     progress = {"updates": 1, "done": False, "range_start_line": 2, "range_end_line": 5}
     assert line(FileProgressEvent("A.lean", progress)) == "beam: A.lean: elaborating lines 2-5"

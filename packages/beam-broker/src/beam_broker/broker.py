@@ -198,7 +198,7 @@ class Broker:
         path = inp.path if isinstance(inp, PathInput) else None
         if path is not None:  # before anything runs: no event, no runtime, no Lean for a file that is no source
             check_lean_source(workspace.root, path)
-        ctx.emit(PreparationEvent(spec.preparation(path), path))
+        ctx.emit(PreparationEvent(spec.preparation(path), path, spec.preparing))
         if isinstance(spec, BrokerOperation):
             with lean_errors(self.redactor):
                 result: BaseModel = await spec.run(self, inp)

@@ -280,15 +280,17 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     if isinstance(arguments.get("path"), str):
         target = cli_args.split_target(spec, arguments["path"])
         path = arguments["path"] = cli_args.resolve_cli_path(target.path, root, os.getcwd())
+        cli_args.check_file(target.path, path, root)
         cli_args.locate(spec, arguments, target, sources.get(path) if form.positions else None)
     arguments["workspace"] = {"root": root}
     if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
     fresh = form.versioned and VERSION not in arguments
 
-    terminal = Terminal(sys.stdout, sys.stderr)
-    mode = progress_mode(sys.stderr, quiet=options.quiet)
-    reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources)
+    terminal = options.terminal
+    mode = progress_mode(terminal.err, quiet=options.quiet)
+    shown = cli_args.command_name(spec) + (f" {path}" if path is not None else "")
+    reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources, starting=shown)
     try:
         answer = run(lambda: call(spec.name, arguments, options, root, reporter, fresh_version=fresh), reporter.tick)
     finally:

@@ -46,10 +46,17 @@ def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> No
     out.flush()
 
 
+def preparation_text(event: PreparationEvent) -> str:
+    """A preparation event for a person: the file and what is done, no MCP tool name (`A.lean: preparing ...`)."""
+    if not event.doing:  # an older daemon: its message is all there is
+        return event.message
+    return f"{event.path}: {event.doing}" if event.path else event.doing
+
+
 def progress_line(event: BrokerEvent) -> str | None:
     """The plain line of a progress event (`beam: A.lean: elaborating lines 4-9`), None when it has none."""
     if isinstance(event, PreparationEvent):
-        return f"beam: {event.message}"
+        return f"beam: {preparation_text(event)}"
     if isinstance(event, SetupEvent):
         return f"beam: setup: {event.message}"
     if isinstance(event, FileProgressEvent):
