@@ -147,6 +147,32 @@ def test_the_root_is_discovered_from_a_subdirectory_and_paths_follow_the_cwd(
     assert "no daemon socket" in err and "running Lean in this process" in err
 
 
+def test_a_path_beam_printed_pastes_back_from_a_subdirectory(
+    in_project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finding: output paths are root-relative, input paths were cwd-relative: `Sub/B.lean` from Sub was not found.
+    monkeypatch.chdir(in_project / "Sub")
+    code, out, err = main(capsys, "--compact", "update", "Sub/B.lean")
+    assert code == 0, err
+    assert json.loads(out)["version"] == 1
+
+
+def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_one_line(
+    in_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (in_project / "notes.txt").write_text("hello\n", encoding="utf-8")
+    (tmp_path / "Other.lean").write_text(CLEAN, encoding="utf-8")
+    code, out, err = main(capsys, "--human", "sync", "notes.txt")
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files) [invalidInput]\n"
+    code, out, err = main(capsys, "--human", "hover", str(tmp_path / "Other.lean:1:8"))
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err == (
+        f"lean-beam: error: {tmp_path / 'Other.lean'}: outside the project {in_project}; run lean-beam from the "
+        "file's own project, or pass --root DIR [invalidInput]\n"
+    )
+
+
 def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = main(capsys, "hover", "A.lean", "--version", "7", "--line", "0", "--character", "8")
     assert code == beam_cli.EXIT_REFUSED == 4 and out == ""
