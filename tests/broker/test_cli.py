@@ -118,7 +118,7 @@ def test_sync_prints_json_on_stdout_and_events_on_stderr(in_project: Path, capsy
     assert "beam: A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
     code, out, err = main(capsys, "--compact", "-q", "--no-daemon", "sync", "Sub/B.lean")
     assert code == beam_cli.EXIT_LEAN_ERRORS == 1  # Lean reported errors: the JSON says which, the status that
-    assert len(out.splitlines()) == 1 and err == ""
+    assert len(out.splitlines()) == 1 and err == "Sub/B.lean:1:9: error: unknown identifier 'ERROR_HERE'\n"
     assert json.loads(out)["diagnostics"]["counts"]["error"] == 1
 
 
@@ -164,13 +164,27 @@ def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_on
     (tmp_path / "Other.lean").write_text(CLEAN, encoding="utf-8")
     code, out, err = main(capsys, "--human", "sync", "notes.txt")
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
-    assert err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files) [invalidInput]\n"
+    assert (
+        err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files) [invalidInput]\n"
+    )
     code, out, err = main(capsys, "--human", "hover", str(tmp_path / "Other.lean:1:8"))
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
     assert err == (
         f"lean-beam: error: {tmp_path / 'Other.lean'}: outside the project {in_project}; run lean-beam from the "
         "file's own project, or pass --root DIR [invalidInput]\n"
     )
+
+
+def test_stderr_carries_the_errors_of_a_json_sync_in_every_mode_once(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding: a warm sync in a pipe (nothing streamed) exited 1 with nothing on stderr.
+    error = "Sub/B.lean:1:9: error: unknown identifier 'ERROR_HERE'"
+    code, out, err = main(capsys, "-q", "sync", "Sub/B.lean")
+    assert code == beam_cli.EXIT_LEAN_ERRORS and json.loads(out)["readiness"]["save_ready"] is False
+    assert err.splitlines() == [error]
+    code, out, err = main(capsys, "sync", "Sub/B.lean")  # streamed as it came: not printed again
+    assert code == beam_cli.EXIT_LEAN_ERRORS and err.splitlines().count(error) == 1
 
 
 def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -341,7 +355,8 @@ def test_sync_of_a_clean_and_a_broken_file_both_exit_0_with_json_and_stderr_line
     assert broken.json["diagnostics"]["counts"]["error"] == 1 and broken.json["readiness"]["save_ready"] is False
     assert "Demo/Broken.lean:4:20: error: Type mismatch" in broken.stderr.splitlines()  # as `lean` prints it
     quiet = lean_cli("-q", "sync", "Demo/Broken.lean")
-    assert quiet.code == 1 and quiet.stderr == ""
+    assert quiet.code == 1 and "beam:" not in quiet.stderr  # no progress, but the errors, whole, as Lean prints them
+    assert quiet.stderr.startswith("Demo/Broken.lean:4:20: error: Type mismatch\n  MyNat.zero\nhas type\n")
 
 
 @pytest.mark.lean
@@ -396,3 +411,22 @@ def test_axioms_by_name_need_no_position_and_by_position_name_the_declaration(le
     at = lean_cli("axioms", "Demo/Proofs.lean:4:10")
     assert at.code == 0, at.stderr
     assert at.json["axioms"] == [] and at.json["uses_sorry"] is False
+
+
+@pytest.mark.lean
+def test_text_shows_warnings_and_lean_error_names_and_json_items_keep_the_names(lean_cli: Cli, demo_root: Path) -> None:
+    unknown = demo_root / "Demo" / "Unknown.lean"
+    unknown.write_text("prelude\nimport Demo.Basic\n\ndef oops : MyTrue := notThere\n", encoding="utf-8")
+    warn = lean_cli("--human", "sync", "Warn.lean", cwd=demo_root / "Demo")
+    assert warn.code == 0, warn.stderr  # a warning is shown, errors alone decide the exit status
+    assert warn.stdout.startswith("Demo/Warn.lean:5:8: warning: Variable name `x` is not explicitly referenced.")
+    assert warn.stdout.splitlines()[-1] == "Demo/Warn.lean (version 1): 1 warning, save-ready"
+    named = lean_cli("--human", "sync", "Demo/Unknown.lean", cwd=demo_root / "Demo")  # a printed path, pasted
+    assert named.code == 1, named.stderr
+    assert named.stdout.splitlines() == [
+        "Demo/Unknown.lean:4:21: error(lean.unknownIdentifier): Unknown identifier `notThere`",  # as `lean` prints it
+        "Demo/Unknown.lean (version 1): 1 error, not save-ready",
+    ]
+    items = lean_cli("--compact", "sync", "Demo/Unknown.lean", "--diagnostics-in-result")
+    assert items.json["diagnostics"]["items"][0]["code"] == "lean.unknownIdentifier"
+    assert items.json["readiness"]["blocking_diagnostics"][0]["code"] == "lean.unknownIdentifier"

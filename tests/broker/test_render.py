@@ -72,6 +72,9 @@ def test_diagnostics_print_as_lean_does_line_from_1_column_from_0_in_code_points
     missing = {"path": "Gone.lean", "severity": "warning", "range": {"start": {"line": 4, "character": 3}}}
     assert diagnostic_line(missing, sources) == "Gone.lean:5:3: warning: "  # no text: the column as it is
     assert severity_word("information") == "info" and severity_word("hint") == "hint"
+    # Lean's error names are kept, as `lean` prints them.
+    named = {**item, "code": "lean.unknownIdentifier", "message": "Unknown identifier `x`"}
+    assert diagnostic_line(named, sources) == "A.lean:2:29: error(lean.unknownIdentifier): Unknown identifier `x`"
     assert diagnostic_key(item) == diagnostic_key({**item, "version": 3, "uri": "file:///x"})
     assert diagnostic_key(item) == diagnostic_key({**item, "message": "Type mismatch"})  # a save's blocking line
     assert diagnostic_key(item) != diagnostic_key({**item, "range": {"start": {"line": 1, "character": 0}}})

@@ -118,7 +118,9 @@ async def test_sync_of_a_broken_file_reports_blocking_errors_and_streams_them(tm
     assert item["save_blocking"] is True and item["version"] == 1 and item["path"] == "A.lean"
     ready = result["readiness"]
     assert (ready["save_ready"], ready["reason"], ready["blocking_error_count"]) == (False, "documentErrors", 1)
-    assert events[0] == PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")
+    assert events[0] == PreparationEvent(
+        "lean_sync on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
+    )
     streamed = [e.item for e in events if isinstance(e, DiagnosticEvent)]
     assert [s["message"] for s in streamed] == [item["message"]] and "save_blocking" not in streamed[0]
     assert any(isinstance(e, FileProgressEvent) and e.done for e in events)

@@ -47,7 +47,7 @@ from ._cli.common import (
     run,
     workspace_root,
 )
-from ._cli.human import View, file_has_errors, refused_save, render, render_error
+from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
 from ._cli.progress import Reporter, Terminal, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
@@ -285,6 +285,8 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     arguments["workspace"] = {"root": root}
     if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
+    if options.human and spec.takes("diagnostic_scope"):
+        arguments.setdefault("diagnostic_scope", "all")  # warnings too, as `lean` prints them (errors decide the exit)
     fresh = form.versioned and VERSION not in arguments
 
     terminal = options.terminal
@@ -301,7 +303,12 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     result = answer.get("result")
     if isinstance(result, Mapping):
         out.value(result, lambda value: render(spec.output, value, view))
-        return EXIT_LEAN_ERRORS if file_has_errors(result) else EXIT_OK
+        if not file_has_errors(result):
+            return EXIT_OK
+        if not options.human:  # stderr carries the errors in every mode (what did not stream, e.g. a warm sync)
+            for line in error_lines(result, view):
+                terminal.print_err(line)
+        return EXIT_LEAN_ERRORS
     error = answer.get("error")
     if isinstance(error, Mapping) and refused_save(error) is not None:
         if options.human:

@@ -240,6 +240,8 @@ class DiagItem(_Out):
     completion_blocking: bool
     save_blocking: bool | None = None
     version: int | None = None
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class Diagnostics(_Out):
@@ -257,6 +259,8 @@ class BlockingDiagnostic(_Out):
     message: str
     save_blocking: bool
     completion_blocking: bool
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class BlockingMessage(_Out):

@@ -134,7 +134,7 @@ class Reporter:
         self.clock = clock
         self.started = clock()
         self.printed: set[str] = set()
-        """Keys (`render.diagnostic_key`) of the diagnostics already printed on stdout."""
+        """Keys (`render.diagnostic_key`) of the diagnostics already printed (stdout, or stderr for JSON)."""
         self._last_line: str | None = None
         self._status = starting
 
@@ -161,6 +161,7 @@ class Reporter:
                 self.printed.add(key)
                 self.terminal.print_out(diagnostic_line(item, self.sources))
         elif self.mode is not Mode.OFF:
+            self.printed.add(diagnostic_key(item))
             self.terminal.print_err(diagnostic_line(item, self.sources))
 
     def _live_status(self, event: BrokerEvent) -> str | None:

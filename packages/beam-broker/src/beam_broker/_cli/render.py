@@ -110,7 +110,10 @@ def severity_word(label: str) -> str:
 
 
 def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
-    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim."""
+    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim.
+
+    A message Lean names says so as `lean` does: `error(lean.unknownIdentifier): Unknown identifier ...`.
+    """
     path = str(item.get("path", "?"))
     start = (item.get("range") or {}).get("start")
     if sources is not None:
@@ -120,7 +123,14 @@ def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
         source = Source.read(Path(display(uri))) if isinstance(uri, str) and uri.startswith("file:") else None
         at = where(display(path), source, start)
     message = str(item.get("message", ""))
-    return f"{at}: {severity_word(str(item.get('severity', 'unknown')))}: {message}"
+    return f"{at}: {lean_label(item)}: {message}"
+
+
+def lean_label(item: Mapping[str, Any]) -> str:
+    """`error`, or `error(lean.unknownIdentifier)` when Lean names the message, as `lean` prints it."""
+    word = severity_word(str(item.get("severity", "unknown")))
+    code = item.get("code")
+    return f"{word}({code})" if isinstance(code, str) and code else word
 
 
 def diagnostic_key(item: Mapping[str, Any]) -> str:
