@@ -48,7 +48,7 @@ from ._cli.common import (
     workspace_root,
 )
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
-from ._cli.progress import Reporter, Terminal, progress_mode
+from ._cli.progress import Reporter, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
 from .config import BrokerConfig
