@@ -187,6 +187,15 @@ def test_stderr_carries_the_errors_of_a_json_sync_in_every_mode_once(
     assert code == beam_cli.EXIT_LEAN_ERRORS and err.splitlines().count(error) == 1
 
 
+def test_an_error_about_a_position_says_it_as_the_user_typed_it(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = main(capsys, "--human", "hover", "A.lean:99:0")
+    assert (code, out) == (beam_cli.EXIT_REFUSED, "")
+    last = err.splitlines()[-1]
+    assert last == "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
+
+
 def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = main(capsys, "hover", "A.lean", "--version", "7", "--line", "0", "--character", "8")
     assert code == beam_cli.EXIT_REFUSED == 4 and out == ""

@@ -48,6 +48,7 @@ from ._cli.common import (
     workspace_root,
 )
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
+from ._cli.position import in_lean_terms
 from ._cli.progress import Reporter, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
@@ -319,6 +320,8 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
         else:
             print_json(options.redactor().redact_json(dict(error)), compact=options.compact, stream=sys.stderr)
         return EXIT_LEAN_ERRORS
+    if isinstance(error, Mapping) and path is not None and isinstance(error.get("message"), str):
+        answer = {"error": {**error, "message": in_lean_terms(error["message"], sources.get(path))}}
     return out.finish(answer, lambda value: [])
 
 
