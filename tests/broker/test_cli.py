@@ -102,6 +102,28 @@ def test_help_explains_commands_exit_codes_and_examples(capsys: pytest.CaptureFi
     assert "stop" in capsys.readouterr().out
 
 
+def test_help_lists_the_commands_by_group_and_a_typo_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert beam_cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("commands:\n") : out.index("\n\npositions:")].splitlines()
+    titles = [line.strip() for line in listed if line.startswith("  ") and not line.startswith("    ")]
+    assert titles == ["files and diagnostics:", "navigation:", "goals and probes:", "save:", "daemon and setup:"]
+    assert all(len(line) <= beam_cli.HELP_LINE for line in listed)
+    assert {line.split()[0] for line in listed[1:] if line.startswith("    ")} == {
+        *(command_name(spec) for spec in OPERATIONS),
+        "daemon",
+        "stats",
+        "doctor",
+        "completion",
+    }  # every command, in one group each ("other" stays empty)
+    assert beam_cli.main(["synch", "A.lean"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("lean-beam: error: unknown command 'synch'; did you mean 'sync'?\n")
+    assert beam_cli.main(["sync", "--jsn", "A.lean"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("unrecognized arguments: --jsn; did you mean '--json'?\n")
+    assert beam_cli.main(["daemon", "strat"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("did you mean 'start' or 'status'?\n")
+
+
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
     from beam_broker import __version__
 
