@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 from beam_broker import FileProgressEvent, PreparationEvent, SetupEvent
@@ -107,3 +109,23 @@ def test_json_is_pretty_unless_compact() -> None:
     out = io.StringIO()
     print_json({"a": [1]}, compact=False, stream=out)
     assert out.getvalue() == '{\n  "a": [\n    1\n  ]\n}\n'
+
+
+_WRITE_BIG_JSON = """
+import sys
+from beam_broker._cli.render import print_json
+try:
+    print_json({"items": ["x" * 100] * 20_000}, compact=False)  # 2 MB; the pipe holds 64 KiB
+except BrokenPipeError:
+    sys.exit(141)
+"""
+
+
+def test_json_into_a_pipe_whose_reader_leaves_midway_raises_broken_pipe() -> None:
+    # Finding: `lean-beam --json ... | head` exited 0: the reader left during one large write, the pipe took part
+    # of it, and Python's buffered writer reported success for the whole.
+    with subprocess.Popen([sys.executable, "-c", _WRITE_BIG_JSON], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"{\n"  # the write has started
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == 141

@@ -27,23 +27,44 @@ def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:
     return json.dumps(value, ensure_ascii=ascii_only, indent=2)
 
 
+def _write(stream: TextIO, text: str) -> None:
+    """Write all of `text` and flush; a reader that went away raises `BrokenPipeError`, however much was written.
+
+    A file stream is written with `os.write` until every byte is out: a pipe whose reader exits in the middle of
+    one large write accepts part of it, and Python's buffered writer then reports success for the whole (so
+    `lean-beam --json ... | head` exited 0 instead of 141). The next `os.write` gets `EPIPE`.
+
+    Raises:
+        UnicodeEncodeError: The stream's encoding cannot encode the text (nothing was written).
+        BrokenPipeError: The reader is gone.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's buffer): its own write is all there is
+        stream.write(text)
+        stream.flush()
+        return
+    data = memoryview(text.encode(stream.encoding or "utf-8"))
+    stream.flush()  # what was written through the stream goes first
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 def write_text(stream: TextIO, text: str) -> None:
     """Write text (escaping what a stream that cannot encode it rejects) and flush."""
     try:
-        stream.write(text)
+        _write(stream, text)
     except UnicodeEncodeError:
-        stream.write(text.encode("ascii", "backslashreplace").decode("ascii"))
-    stream.flush()
+        _write(stream, text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
 def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> None:
     """Write JSON and a newline (falling back to ASCII escapes on a stream that cannot encode the text)."""
     out = stream if stream is not None else sys.stdout
     try:
-        out.write(_dump(value, compact) + "\n")
+        _write(out, _dump(value, compact) + "\n")
     except UnicodeEncodeError:
-        out.write(_dump(value, compact, ascii_only=True) + "\n")
-    out.flush()
+        _write(out, _dump(value, compact, ascii_only=True) + "\n")
 
 
 def preparation_text(event: PreparationEvent) -> str:
