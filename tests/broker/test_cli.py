@@ -272,11 +272,15 @@ def test_a_missing_lean_exits_3_with_runtime_setup(
     assert not list(Path(os.environ["XDG_RUNTIME_DIR"]).glob("beam/*.sock"))
 
 
-def test_without_a_daemon_stats_are_empty_status_exits_1_and_stop_has_nothing_to_stop(
+def test_without_a_daemon_stats_and_status_exit_1_and_stop_has_nothing_to_stop(
     in_project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = main(capsys, "--compact", "stats")
-    assert code == 0 and json.loads(out) == {"uptimeMs": 0, "workspaces": {}}
+    code, out, err = main(capsys, "--compact", "stats")
+    assert (code, out) == (1, "")  # not the zeros of a broker made for the question
+    assert (
+        err
+        == f"lean-beam: no daemon runs for {in_project}: no statistics to show (`lean-beam daemon start` starts one)\n"
+    )
     code, out, _ = main(capsys, "--compact", "daemon", "status")
     assert code == 1
     assert json.loads(out)["running"] is False and json.loads(out)["staleSocket"] is False

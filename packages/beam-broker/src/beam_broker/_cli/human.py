@@ -359,7 +359,8 @@ def _attempts(result: Result, view: View) -> list[str]:
     out = []
     for i, attempt in enumerate(result.get("attempts") or [], 1):
         out.append(f"attempt {i}: {'succeeded' if attempt.get('success') else 'failed'}")
-        out.extend(f"  {line}" if line else "" for line in _run(attempt, view))
+        # Indent every line of a multi-line message too, so each attempt reads as one block.
+        out.extend(f"  {piece}" if piece else "" for line in _run(attempt, view) for piece in line.split("\n"))
     return out or ["no attempts"]
 
 
