@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -125,10 +126,11 @@ def test_a_bundle_is_written_and_its_paths_printed(capsys: pytest.CaptureFixture
     out_dir = tmp_path / "bundles"
     code, out, _ = _run(capsys, *FLAGS, "--bundle", "zip", "--out", str(out_dir))
     assert code == EXIT_OK
-    bundle_dir, zip_path = out.splitlines()
-    assert Path(bundle_dir).parent == out_dir
-    assert (Path(bundle_dir) / "card.md").read_text(encoding="utf-8").startswith("# Hover never answers")
-    assert Path(zip_path).is_file()
+    [zip_path] = out.splitlines()
+    assert list(out_dir.iterdir()) == [Path(zip_path)]  # the zip alone: no folder beside it, no lock file
+    with zipfile.ZipFile(zip_path) as archive:
+        card = archive.read(f"{Path(zip_path).stem}/card.md").decode("utf-8")
+    assert card.startswith("# Hover never answers")
 
 
 def test_out_alone_implies_a_dir_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

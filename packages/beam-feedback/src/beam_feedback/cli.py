@@ -50,7 +50,7 @@ input file (--input FILE, JSON or TOML; '-' reads standard input):
 
 output:
   Without a bundle, prints the Markdown report (review it before posting anywhere).
-  With --bundle dir|zip (or --out), writes the bundle and prints its path(s).
+  With --bundle dir|zip (or --out), writes the bundle (a folder, or a zip alone) and prints its path.
   --json prints the whole result as JSON instead. Beam never uploads anything.
 
 exit codes:
@@ -208,10 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.json:
             stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
-        elif result.bundle_dir is not None:
-            stdout.write(result.bundle_dir + "\n")
-            if result.zip_path is not None:
-                stdout.write(result.zip_path + "\n")
+        elif result.bundle_dir is not None or result.zip_path is not None:
+            stdout.write(f"{result.bundle_dir or result.zip_path}\n")
         else:
             stdout.write(result.markdown)
         stdout.flush()
