@@ -78,9 +78,7 @@ def test_a_dir_bundle_goes_under_the_workspace_and_holds_every_part(
     assert _leftovers(bundle.parent) == []
 
 
-def test_a_zip_bundle_is_the_zip_alone_and_no_lock_file_is_left(
-    project: Path, env: dict[str, str], home: Path
-) -> None:
+def test_a_zip_bundle_is_the_zip_alone_and_no_lock_file_is_left(project: Path, env: dict[str, str], home: Path) -> None:
     # Finding: `--bundle zip` left the unzipped folder beside the zip, and an empty lock file stayed.
     data = minimal_input(workspace={"root": str(project)}, evidence=[{"name": "log.txt", "content": "hello"}])
     result = build_report({**data, "bundle": "zip"}, env=env, now=NOW)
