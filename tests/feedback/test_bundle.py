@@ -277,6 +277,7 @@ def test_a_held_lock_times_out_and_leaves_nothing_behind(tmp_path: Path) -> None
 def test_an_existing_bundle_of_the_same_name_is_never_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first, _ = write_bundle(out, "b", {"card.md": b"first"}, make_zip=False)
+    assert first is not None
     with pytest.raises(BundleError, match="already exists"):
         write_bundle(out, "b", {"card.md": b"second"}, make_zip=True)
     assert (first / "card.md").read_bytes() == b"first"

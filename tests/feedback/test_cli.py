@@ -356,10 +356,12 @@ open(path, "w", encoding="utf-8").write("\\n".join(out) + "\\n")
 """
 
 
-def _terminal(monkeypatch: pytest.MonkeyPatch, typed: str = "") -> None:
-    """stdin and stderr are a terminal (stdin holds what the person types)."""
+def _terminal(monkeypatch: pytest.MonkeyPatch, typed: str = "") -> _Tty:
+    """stdin and stderr are a terminal (stdin holds what the person types); returns stderr."""
+    err = _Tty()
     monkeypatch.setattr(sys, "stdin", _Tty(typed))
-    monkeypatch.setattr(sys, "stderr", _Tty())
+    monkeypatch.setattr(sys, "stderr", err)
+    return err
 
 
 def test_a_bare_run_in_a_terminal_opens_the_editor_on_a_template(
@@ -379,38 +381,38 @@ def test_a_bare_run_in_a_terminal_opens_the_editor_on_a_template(
 def test_an_empty_required_section_or_a_failing_editor_cancels(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _terminal(monkeypatch)
+    err = _terminal(monkeypatch)
     monkeypatch.setenv("EDITOR", "true")  # saves the template as it was: every required section empty
     assert main(["--title", "x"]) == EXIT_USAGE
-    assert sys.stderr.getvalue().endswith(  # type: ignore[attr-defined]
+    assert err.getvalue().endswith(
         "beam-feedback: error: no summary, reproduction, expected, actual given: no report was made\n"
     )
     monkeypatch.setenv("EDITOR", "false")
     assert main([]) == EXIT_USAGE
-    assert "the editor (false) exited with status 1: no report was made" in sys.stderr.getvalue()  # type: ignore[attr-defined]
+    assert "the editor (false) exited with status 1: no report was made" in err.getvalue()
     assert capsys.readouterr().out == ""
 
 
 def test_without_an_editor_each_missing_field_is_prompted_for(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _terminal(monkeypatch, "Hover hangs\n\nIt hangs.\nCall hover.\nAn answer.\nNothing.\n")
+    err = _terminal(monkeypatch, "Hover hangs\n\nIt hangs.\nCall hover.\nAn answer.\nNothing.\n")
     assert main([]) == EXIT_OK
-    prompts = sys.stderr.getvalue()  # type: ignore[attr-defined]
+    prompts = err.getvalue()
     assert "title (one line): summary (what went wrong, in a few sentences): summary (" in prompts  # asked again
     assert capsys.readouterr().out.startswith("# Hover hangs\n")
-    _terminal(monkeypatch, "Only a title\n")  # then Ctrl-D
+    err = _terminal(monkeypatch, "Only a title\n")  # then Ctrl-D
     assert main([]) == EXIT_USAGE
-    assert sys.stderr.getvalue().endswith("beam-feedback: error: cancelled: no report was made\n")  # type: ignore[attr-defined]
+    assert err.getvalue().endswith("beam-feedback: error: cancelled: no report was made\n")
 
 
 def test_no_input_never_asks_even_in_a_terminal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("EDITOR", "false")
-    _terminal(monkeypatch, "typed\n")
+    err = _terminal(monkeypatch, "typed\n")
     assert main(["--no-input", "--title", "x"]) == EXIT_USAGE
-    assert "error: missing --summary" in sys.stderr.getvalue()  # type: ignore[attr-defined]
+    assert "error: missing --summary" in err.getvalue()
     assert sys.stdin.read() == "typed\n"  # nothing was read
 
 

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -257,7 +257,11 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # The commands are listed by group in the epilog (`_commands_help`), not in argparse's one long list.
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog=PROG)
+    # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class): "did you mean" there too.
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog=PROG),
+    )
     cli_args.add_operations(subparsers, [common], commands.commands() if found is None else found)
     daemon_commands.add_commands(subparsers, common)
     doctor = subparsers.add_parser(
@@ -388,7 +392,7 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
 
     terminal = options.terminal
     mode = progress_mode(terminal.err, quiet=options.quiet)
-    shown = cli_args.command_name(spec) + (f" {path}" if path is not None else "")
+    shown = commands.command_name(spec) + (f" {path}" if path is not None else "")
     reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources, starting=shown)
     try:
         answer = run(lambda: call(spec.name, arguments, options, root, reporter, fresh_version=fresh), reporter.tick)
