@@ -666,6 +666,8 @@ def _minimal_arguments(spec: Any, path: str) -> dict[str, Any]:
             args[arg.name] = arg.choices[0] if arg.kind == "choice" else values[arg.kind]
         elif arg.name in ("line", "character"):  # `axioms` takes a name or a position
             args[arg.name] = 0
+        elif arg.name == "version":  # a pinned call takes exactly one of version and snapshot
+            args[arg.name] = 1
     return args
 
 

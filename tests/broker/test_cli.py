@@ -55,7 +55,7 @@ def test_every_registry_operation_is_a_dashed_subcommand_besides_the_tool_comman
     commands = list(action.choices)  # type: ignore[arg-type]
     assert commands == [
         *(spec.name.replace("_", "-") for spec in OPERATIONS),
-        *("stats", "daemon", "doctor", "completion"),
+        *("stats", "daemon", "serve", "status", "stop", "recover", "doctor", "completion"),
     ]
     assert "run-at-handle" in commands and "drop-workspace" in commands and "sync" in commands
 
@@ -112,6 +112,10 @@ def test_help_lists_the_commands_by_group_and_a_typo_gets_a_suggestion(capsys: p
     assert {line.split()[0] for line in listed[1:] if line.startswith("    ")} == {
         *(command_name(spec) for spec in OPERATIONS),
         "daemon",
+        "serve",
+        "status",
+        "stop",
+        "recover",
         "stats",
         "doctor",
         "completion",

@@ -148,7 +148,10 @@ GROUPS: Final = (
          "profile", "run-code"),
     ),
     ("save", ("save", "close-save")),
-    ("daemon and setup", ("daemon", "stats", "drop-workspace", "doctor", "completion")),
+    (
+        "daemon and setup",
+        ("serve", "status", "stop", "recover", "daemon", "stats", "drop-workspace", "doctor", "completion"),
+    ),
 )  # fmt: skip
 """How `--help` lists the commands; a command of no group (a new operation) is listed under "other"."""
 
