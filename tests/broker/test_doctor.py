@@ -231,3 +231,13 @@ def test_doctor_shows_the_project_toolchain_elan_has_installed_and_that_it_serve
     assert detail.startswith(f"project toolchain leanprover/lean4:v4.35.0 from {toolchain} serves this project: ")
     assert "Lean (version 4.35.0" in detail
     assert checks["lake"]["detail"] == str(toolchain / "bin" / "lake")  # saves build with the project's toolchain
+
+
+def test_a_lake_named_by_the_server_command_that_does_not_exist_fails(
+    setup: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finding: doctor said "ok" for a `lake` that does not exist (the server command named it).
+    monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", "/nonexistent/bin/lake serve")
+    _, checks, _ = doctor(capsys)
+    assert checks["lake"]["status"] == "fail"
+    assert checks["lake"]["detail"] == "/nonexistent/bin/lake is not an executable (`lean-beam save` needs it)"
