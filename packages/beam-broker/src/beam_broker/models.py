@@ -30,11 +30,10 @@ from beam_lsp.strict_json import find_invalid_text
 from .errors import invalid_input, invalid_text
 from .workspace import WorkspaceDescriptor, resolve
 
-PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
-VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
-LINE_DESC = "Zero-based line (LSP coordinates)."
-CHAR_DESC = "Zero-based UTF-16 character offset in the line (LSP coordinates)."
-WORKSPACE_DESC = 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
+PATH_DESC = "Lean file (workspace-relative or absolute)."
+VERSION_DESC = "Document version from lean_sync or lean_update."
+LINE_DESC = "Zero-based line."
+CHAR_DESC = "Zero-based UTF-16 character in the line."
 
 Severity = Literal["error", "warning", "information", "hint", "unknown"]
 DiagnosticScope = Literal["errors", "all"]
@@ -116,7 +115,7 @@ def parse_input(
 class WorkspaceInput(_In):
     """`lean_drop_workspace`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class PathInput(_In):
@@ -128,38 +127,35 @@ class PathInput(_In):
 class FileInput(PathInput):
     """`lean_update`, `lean_close`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class SyncInput(PathInput):
     """`lean_sync`, `lean_refresh`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
     diagnostic_scope: DiagnosticScope = Field(
-        "errors", description="Which diagnostics stream live and appear in items: 'errors' or 'all'."
+        "errors", description="Which diagnostics stream live and appear in items."
     )
-    diagnostics_in_result: bool = Field(
-        False, description="Also return the final diagnostics as diagnostics.items (for clients without logs)."
-    )
+    diagnostics_in_result: bool = Field(False, description="Return the final diagnostics in diagnostics.items.")
     rebuild_imports: bool = Field(
         False,
-        description="When imports are stale, save them in dependency order, restart this file's worker, then "
-        "answer (an import's errors fail the call with its diagnostics).",
+        description="Save stale imports first, in dependency order (an import's errors fail the call).",
     )
 
 
 class SaveInput(PathInput):
     """`lean_save`, `lean_close_save`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live: 'errors' or 'all'.")
+    workspace: WorkspaceDescriptor
+    diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live.")
 
 
 class DocumentInput(PathInput):
     """`lean_document_symbols`."""
 
     version: int = Field(description=VERSION_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class PositionInput(PathInput):
@@ -168,13 +164,13 @@ class PositionInput(PathInput):
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class ReferencesInput(PositionInput):
     """`lean_references`."""
 
-    include_declaration: bool = Field(True, description="Include the declaration itself (default true).")
+    include_declaration: bool = Field(True, description="Include the declaration itself.")
 
 
 class GoalsInput(PathInput):
@@ -183,10 +179,8 @@ class GoalsInput(PathInput):
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    mode: Literal["before", "after"] = Field(
-        description="'before': goals before the tactic at the position; 'after': goals after it."
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    mode: Literal["before", "after"] = Field(description="Goals before or after the tactic at the position.")
+    workspace: WorkspaceDescriptor
 
 
 class TodoInput(PathInput):
@@ -197,8 +191,8 @@ class TodoInput(PathInput):
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
     end_line: int = Field(description="Range end line (zero-based).", ge=0)
     end_character: int = Field(description="Range end character (UTF-16).", ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    kinds: list[TodoKind] | None = Field(None, description="Item kinds to report; omit or [] for all.")
+    workspace: WorkspaceDescriptor
+    kinds: list[TodoKind] | None = Field(None, description="Kinds to report; omit or [] for all.")
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
@@ -206,15 +200,15 @@ class CodeActionResolveInput(PathInput):
     """`lean_code_action_resolve`."""
 
     version: int = Field(description=VERSION_DESC, ge=0)
-    code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    code_action: dict[str, Any] = Field(description="A code_action from lean_todo.")
+    workspace: WorkspaceDescriptor
 
 
 class WorkspaceSymbolsInput(_In):
     """`lean_workspace_symbols`."""
 
     query: str = Field(description="Fuzzy symbol query.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 # ---- values inside replies ----------------------------------------------------------------------------
@@ -429,7 +423,7 @@ class SyncReply(SyncResult, _Reply):
 
     document_progress: DocumentProgress
     rebuilt_imports: list[str] | None = Field(
-        default=None, description="With rebuild_imports: the stale imports that were saved first, in that order."
+        default=None, description="With rebuild_imports: the imports saved first, in order."
     )
 
 
@@ -473,12 +467,12 @@ class CompletionsInput(PathInput):
     version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
     limit: int = Field(
         COMPLETIONS_LIMIT,
         ge=1,
         le=COMPLETIONS_MAX,
-        description=f"Most items to return (1..{COMPLETIONS_MAX}); the result counts the rest in 'dropped'.",
+        description="Most items to return; 'dropped' counts the rest.",
     )
 
 
@@ -486,7 +480,7 @@ class OutlineInput(PathInput):
     """`lean_outline`."""
 
     version: int = Field(description=VERSION_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class CompletionItem(_Out):
@@ -567,10 +561,8 @@ class WidgetSourceInput(PathInput):
     """`lean_widget_source`."""
 
     version: int = Field(description=VERSION_DESC, ge=0)
-    javascript_hash: str = Field(
-        description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    javascript_hash: str = Field(description="A javascriptHash from lean_widgets.", min_length=1, max_length=64)
+    workspace: WorkspaceDescriptor
 
 
 class WidgetSourceResult(_Reply):
@@ -584,11 +576,9 @@ class InteractiveDiagnosticsInput(PathInput):
     """`lean_interactive_diagnostics`."""
 
     version: int = Field(description=VERSION_DESC, ge=0)
-    start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
-    end_line: int | None = Field(
-        None, description="Zero-based line the range stops before (default: the end of the file).", ge=0
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    start_line: int | None = Field(None, description="First zero-based line.", ge=0)
+    end_line: int | None = Field(None, description="Zero-based line to stop before (default: the end).", ge=0)
+    workspace: WorkspaceDescriptor
 
 
 class InteractiveDiagnosticsResult(_Reply):

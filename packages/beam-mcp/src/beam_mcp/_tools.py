@@ -5,16 +5,20 @@ from the closed input model, its `outputSchema` from the output model, the annot
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
 the tool surfaces a server can serve (`all`; `beam`: upstream Beam's 24 tools, without the later operations;
 `lean-lsp-mcp`: lean-lsp-mcp 0.32.0's 22 tools, projected by `_compat`).
-Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
-patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
-(MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
-lists what a tool declares, for the transport to check. It must not hold Lean semantics: `ToolSet.build` receives
+Schemas are pydantic's JSON Schema made compact without changing what validates: input schemas are
+self-contained (references inlined, titles dropped; lengths, patterns, bounds, enums and defaults kept); output
+schemas also drop annotations an agent does not need (defaults, nested descriptions), say `X | None` as a type
+list, and share an object shape they repeat through `$defs`. `tools/list` stays within a budget a test pins.
+Every workspace-bound tool marks `workspace.root` with `x-mcp-header` (MCP 2026-07-28), so HTTP clients mirror
+it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers` lists what a tool declares, for the
+transport to check. It must not hold Lean semantics: `ToolSet.build` receives
 the registry and the feedback models from the server.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -43,22 +47,16 @@ WORKSPACE_HEADER: Final = "Workspace"
 (`Mcp-Param-Workspace`), on which a load balancer keeps a workspace on one replica."""
 
 VERSION_DESCRIPTION: Final = (
-    "Identity of the running lean-beam-mcp server: name, version, preferred MCP revision (mcp_protocol) and "
-    "whether a Lean runtime is active. Process-wide: takes no workspace descriptor and never starts a Lean "
-    "runtime."
+    "This server's name, version, MCP revision and whether a Lean runtime is active; never starts Lean."
 )
 STATS_DESCRIPTION: Final = (
-    "Debug statistics of every Lean workspace runtime cached in this server process (sessions, operation "
-    "counts and latencies). Process-wide: takes no workspace descriptor. Do not use it to establish context "
-    "for a later call; pass an explicit workspace descriptor instead."
+    "Debug statistics of every cached Lean workspace runtime (sessions, operation counts, latencies). It selects "
+    "nothing for later calls."
 )
 FEEDBACK_DESCRIPTION: Final = (
-    "Beam does not upload or submit feedback. Build a feedback report about Beam for this workspace: "
-    "paste-ready Markdown, metadata and local debug context (redacted by default; collecting it never starts "
-    "Lean), returned to you so you can review it before posting it anywhere. Write title, summary, "
-    "reproduction, expected and actual yourself and retain caller-authored narrative as given: Beam adds "
-    "context but never rewrites it. confidential: true collects no project-derived context and does not echo "
-    "the workspace. bundle 'dir' or 'zip' also writes a local evidence bundle under <root>/.beam/feedback. "
+    "Beam does not upload or submit feedback. Build a redacted feedback report about Beam for this workspace "
+    "(Markdown plus local context; never starts Lean) for you to review it before posting anywhere; write the "
+    "narrative fields yourself: Beam adds context and will retain caller-authored narrative as given. "
     f"{PROGRESS_SENTENCE}"
 )
 
@@ -88,13 +86,19 @@ class StatsResult(BaseModel):
 # ---- schema projection --------------------------------------------------------------------------------------------
 _FIRST: Final = ("type", "description", "enum")
 _NULL: Final = {"type": "null"}
+_DEF_MIN_BYTES: Final = 80
+"""A shape repeated in one schema moves to `$defs` when its compact JSON is at least this long (a `$ref` and its
+definition cost about 60 bytes more than one inline copy)."""
 
 
 class _Projector:
-    """Turns one pydantic JSON Schema into a self-contained one (no `$ref`, no titles).
+    """Turns one pydantic JSON Schema into a compact one (no titles; pydantic's own `$defs` inlined).
 
     Inputs collapse `X | None` to `X` (an optional argument is omitted, never null) and close every object;
-    outputs keep `null` alternatives (a result field may be null) and pydantic's own `additionalProperties`.
+    outputs keep `null` alternatives (a result field may be null) and pydantic's own `additionalProperties`, but
+    drop what does not change which results validate: defaults, model docstrings (a field's own description is
+    kept), `additionalProperties: true` and empty `required`; `anyOf: [X, null]` becomes `X` with `"null"` among
+    its types.
     """
 
     def __init__(self, defs: Mapping[str, Any], *, output: bool) -> None:
@@ -105,20 +109,22 @@ class _Projector:
         out: dict[str, Any]
         if "$ref" in node:
             out = self.node(self.defs[node["$ref"].rsplit("/", 1)[-1]])
-            if not self.output:
-                # A model's docstring is not a field description: only the referencing field's own text is kept.
-                out.pop("description", None)
+            # A model's docstring is not a field description: only the referencing field's own text is kept.
+            out.pop("description", None)
             out.update({k: v for k, v in self._plain(node).items() if k != "$ref"})
-        elif "anyOf" in node and not self.output:
+        elif "anyOf" in node:
             options = [opt for opt in node["anyOf"] if opt != _NULL]
+            nullable = self.output and len(options) < len(node["anyOf"])
             if len(options) == 1:
                 out = self.node(options[0])
+                if nullable and not _with_null(out):
+                    out = {"anyOf": [out, _NULL]}
             else:
-                out = {"anyOf": [self.node(opt) for opt in options]}
+                out = {"anyOf": [self.node(opt) for opt in (node["anyOf"] if self.output else options)]}
             out.update({k: v for k, v in self._plain(node).items() if k != "anyOf"})
         else:
             out = self._plain(node)
-            for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            for key in ("oneOf", "allOf", "prefixItems"):
                 if key in node:
                     out[key] = [self.node(sub) for sub in node[key]]
             if "items" in node and isinstance(node["items"], dict):
@@ -127,10 +133,11 @@ class _Projector:
                 out["additionalProperties"] = self.node(node["additionalProperties"])
             if "properties" in node:
                 out["properties"] = {name: self.node(sub) for name, sub in node["properties"].items()}
-                out["required"] = list(node.get("required", []))
+                if node.get("required") or not self.output:
+                    out["required"] = list(node.get("required", []))
                 if not self.output:
                     out["additionalProperties"] = False
-            elif "required" in node:
+            elif node.get("required"):
                 out["required"] = list(node["required"])
         if "const" in out:
             out["enum"] = [out.pop("const")]
@@ -138,19 +145,116 @@ class _Projector:
             del out["default"]  # an omitted optional argument, not a null one
         return {key: out[key] for key in (*_FIRST, *(k for k in out if k not in _FIRST)) if key in out}
 
-    @staticmethod
-    def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
+    def _plain(self, node: Mapping[str, Any]) -> dict[str, Any]:
         skip = {"title", "anyOf", "oneOf", "allOf", "prefixItems", "items", "properties", "required", "$defs"}
+        if self.output:
+            skip.add("default")  # an annotation: it does not change which results validate
         return {
-            k: v for k, v in node.items() if k not in skip and not (k == "additionalProperties" and isinstance(v, dict))
+            k: v
+            for k, v in node.items()
+            if k not in skip and not (k == "additionalProperties" and (isinstance(v, dict) or v is True))
         }
+
+
+def _with_null(schema: dict[str, Any]) -> bool:
+    """Make a single-typed schema also accept null (in place); False when it cannot be said by `type` alone."""
+    kind = schema.get("type")
+    if not isinstance(kind, str) or "$ref" in schema:
+        return False
+    schema["type"] = [kind, "null"]
+    if "enum" in schema:
+        schema["enum"] = [*schema["enum"], None]
+    return True
+
+
+def _shared_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Move every object shape a schema repeats into `$defs` (referenced as `#/$defs/<name>`), in place.
+
+    Only object schemas without an `x-mcp-header` move (HTTP clients find routing headers through `properties`
+    alone). A shape is named after its first property names, so a name says what it holds.
+    """
+    counts: dict[str, int] = {}
+
+    def count(node: Any) -> None:
+        if isinstance(node, dict):
+            if _shareable(node):
+                key = _canonical(node)
+                counts[key] = counts.get(key, 0) + 1
+            for value in node.values():
+                count(value)
+        elif isinstance(node, list):
+            for value in node:
+                count(value)
+
+    count(schema)
+    repeated = {key for key, n in counts.items() if n > 1 and len(key) >= _DEF_MIN_BYTES}
+    if not repeated:
+        return schema
+    names: dict[str, str] = {}
+    defs: dict[str, Any] = {}
+
+    def share(node: Any) -> Any:
+        if isinstance(node, list):
+            return [share(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        key = _canonical(node) if _shareable(node) else None
+        inner = {k: share(v) for k, v in node.items()}
+        if key not in repeated or key is None:
+            return inner
+        if key not in names:
+            name = _def_name(inner, set(defs))
+            names[key], defs[name] = name, inner
+        return {"$ref": f"#/$defs/{names[key]}"}
+
+    shared = {k: share(v) for k, v in schema.items()}
+    schema.clear()
+    schema.update(shared)
+    schema["$defs"] = defs
+    return schema
+
+
+def _shareable(node: dict[str, Any]) -> bool:
+    return "properties" in node and X_MCP_HEADER not in _canonical(node)
+
+
+def _canonical(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _def_name(node: dict[str, Any], taken: set[str]) -> str:
+    base = "_".join(list(node["properties"])[:2]) or "object"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    return name
+
+
+def _unused_defs_dropped(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema without the `$defs` nothing references any more (after properties were left out)."""
+    defs = schema.get("$defs")
+    if not defs:
+        return schema
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    used: set[str] = set()
+    pending = [_canonical(body)]
+    while pending:
+        text = pending.pop()
+        for name, sub in defs.items():
+            if name not in used and f'"#/$defs/{name}"' in text:
+                used.add(name)
+                pending.append(_canonical(sub))
+    if used:
+        body["$defs"] = {name: sub for name, sub in defs.items() if name in used}
+    return body
 
 
 def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict[str, Any]:
     """The closed `inputSchema` of a tool whose arguments are `model`.
 
     Required fields keep the model's field order, with `workspace` last among them; `require` makes optional
-    fields required (the feedback tool's workspace).
+    fields required (the feedback tool's workspace). It stays self-contained (no `$defs`): agents read input
+    schemas on every turn, and HTTP clients find `x-mcp-header` through `properties` alone.
     """
     raw = model.model_json_schema(mode="validation")
     projector = _Projector(raw.get("$defs", {}), output=False)
@@ -171,11 +275,35 @@ def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The `outputSchema` of a tool whose `structuredContent` is `model` (as serialized)."""
+    """The `outputSchema` of a tool whose `structuredContent` is `model` (as serialized), repeats in `$defs`.
+
+    It names no `$schema`: MCP's default dialect is 2020-12. Only the result's own fields keep their descriptions
+    (an agent reads the result, not its schema, for the rest).
+    """
     raw = model.model_json_schema(mode="serialization")
     schema = _Projector(raw.get("$defs", {}), output=True).node(raw)
-    schema.pop("description", None)
-    return {"$schema": JSON_SCHEMA_DIALECT, **schema}
+    described = {name: sub["description"] for name, sub in schema.get("properties", {}).items() if "description" in sub}
+    schema = _terse(schema)
+    for name, text in described.items():
+        schema["properties"][name]["description"] = text
+    return _shared_defs(schema)
+
+
+def _terse(node: Any) -> Any:
+    """A result schema without descriptions, and with string enums said by `enum` alone (the same instances)."""
+    if isinstance(node, list):
+        return [_terse(sub) for sub in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _terse(value) for key, value in node.items() if key != "description"}
+    if "properties" in node:  # property names are not keywords
+        out["properties"] = {name: _terse(sub) for name, sub in node["properties"].items()}
+    kinds = out.get("type")
+    enum = out.get("enum")
+    if enum is not None and kinds in ("string", ["string", "null"]):
+        if all(isinstance(v, str) or (v is None and kinds != "string") for v in enum):
+            del out["type"]
+    return out
 
 
 def _empty_schema() -> dict[str, Any]:
@@ -323,7 +451,10 @@ def operation_tool(spec: OperationSpec[BaseModel, BaseModel], *, surface: Surfac
     """The MCP tool of one broker operation (on the `beam` surface, without its `extension_fields`)."""
     inputs, outputs = input_schema(spec.input_model), output_schema(spec.output_model)
     if surface == "beam" and spec.extension_fields:
-        inputs, outputs = _without(inputs, spec.extension_fields), _without(outputs, spec.extension_fields)
+        inputs, outputs = (
+            _without(inputs, spec.extension_fields),
+            _unused_defs_dropped(_without(outputs, spec.extension_fields)),
+        )
     return _tool(spec.tool, spec.description, inputs, outputs, tool_annotations(spec), spec)
 
 
