@@ -58,7 +58,9 @@ examples:
   lean-beam-mcp --tools lean-lsp-mcp              serve lean-lsp-mcp 0.32.0's tools (a drop-in; the project is
                                                   $LEAN_PROJECT_PATH, else found from each file_path)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
-  lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
+  lean-beam-mcp --lean-cmd "lake serve -- -Dserver.reportDelayMs=0"
+                                                  use a specific Lean server command (keep the option:
+                                                  without it Lean holds every report for 200 ms)
 """
 
 
