@@ -34,7 +34,11 @@ CHECKOUT = "/path/to/beam"
 PROJECT = "/path/to/your/lean/project"
 VENV = Path(sys.prefix)
 """The environment running the tests: it has the four packages installed, as the Quickstart's `.venv` does."""
-EXPECTED = {"README.md": {"install": 1, "json": 1, "console": 1}, "docs/mcp-clients.md": {"json": 3, "toml": 1}}
+EXPECTED = {
+    "README.md": {"install": 1, "json": 1, "console": 1},
+    "docs/mcp-clients.md": {"json": 3, "toml": 1},
+    "docs/mcp-http.md": {"sh": 1},
+}
 """How many runnable blocks of each kind a page has at least: a marker that goes missing fails here."""
 __all__ = ["lean_toolchain"]  # the fixture
 
