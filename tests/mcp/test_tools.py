@@ -378,7 +378,7 @@ def test_every_tool_has_an_output_schema_that_refers_only_to_its_own_defs(full: 
     assert full["lean_hover"]["outputSchema"]["$defs"], "a shape repeated in one schema is shared"
 
 
-LIST_BUDGET = {"all": 70_000, "beam": 49_000}
+LIST_BUDGET = {"all": 70_000, "beam": 50_000}
 """Bytes of a compact `tools/list` result per surface (issue 22: 96 KB and 67 KB before the schemas were compacted;
 the seed's fixed sentences, its `$schema` on every input and closed result schemas set the floor)."""
 
