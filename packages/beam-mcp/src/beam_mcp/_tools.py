@@ -11,8 +11,8 @@ schemas also drop annotations an agent does not need (defaults, nested descripti
 list, and share an object shape they repeat through `$defs`. `tools/list` stays within a budget a test pins.
 Every workspace-bound tool marks `workspace.root` with `x-mcp-header` (MCP 2026-07-28), so HTTP clients mirror
 it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers` lists what a tool declares, for the
-transport to check. It must not hold Lean semantics: `ToolSet.build` receives
-the registry and the feedback models from the server.
+transport to check. It must not hold Lean semantics: `ToolSet.build` receives the registry and the feedback
+models from the server.
 """
 
 from __future__ import annotations
