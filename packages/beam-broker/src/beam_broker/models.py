@@ -23,6 +23,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
+    model_validator,
 )
 
 from beam_lsp.strict_json import find_invalid_text
@@ -32,6 +33,9 @@ from .workspace import WorkspaceDescriptor, resolve
 
 PATH_DESC = "Lean file (workspace-relative or absolute)."
 VERSION_DESC = "Document version from lean_sync or lean_update."
+SNAPSHOT_DESC = "Snapshot token from lean_sync or lean_update, passed back as is (or pass version)."
+SNAPSHOT_MAX = 256
+"""Longest snapshot token accepted (Beam's are far shorter; a longer one cannot be current)."""
 LINE_DESC = "Zero-based line."
 CHAR_DESC = "Zero-based UTF-16 character in the line."
 
@@ -124,6 +128,26 @@ class PathInput(_In):
     path: str = Field(description=PATH_DESC)
 
 
+class PinnedInput(PathInput):
+    """Every input bound to one document state: exactly one of `version` (numeric) and `snapshot` (opaque token).
+
+    Upstream Beam's current contract names the state with `snapshot` only, the specified surface with `version`
+    only; Beam takes either (`OperationSpec.extension_fields` lists `snapshot`, so `--tools beam` keeps the
+    specified schema).
+    """
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["version"]}, {"required": ["snapshot"]}]})
+
+    version: int | None = Field(None, description=VERSION_DESC, ge=0)
+    snapshot: str | None = Field(None, description=SNAPSHOT_DESC, min_length=1, max_length=SNAPSHOT_MAX)
+
+    @model_validator(mode="after")
+    def _one_pin(self) -> PinnedInput:
+        if (self.version is None) == (self.snapshot is None):
+            raise ValueError("pass exactly one of version and snapshot")
+        return self
+
+
 class FileInput(PathInput):
     """`lean_update`, `lean_close`."""
 
@@ -151,17 +175,15 @@ class SaveInput(PathInput):
     diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live.")
 
 
-class DocumentInput(PathInput):
+class DocumentInput(PinnedInput):
     """`lean_document_symbols`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor
 
 
-class PositionInput(PathInput):
+class PositionInput(PinnedInput):
     """`lean_hover`, `lean_signature_help`, `lean_definition`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor
@@ -173,20 +195,18 @@ class ReferencesInput(PositionInput):
     include_declaration: bool = Field(True, description="Include the declaration itself.")
 
 
-class GoalsInput(PathInput):
+class GoalsInput(PinnedInput):
     """`lean_goals`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     mode: Literal["before", "after"] = Field(description="Goals before or after the tactic at the position.")
     workspace: WorkspaceDescriptor
 
 
-class TodoInput(PathInput):
+class TodoInput(PinnedInput):
     """`lean_todo`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int = Field(description="Range start line (zero-based).", ge=0)
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
     end_line: int = Field(description="Range end line (zero-based).", ge=0)
@@ -196,10 +216,9 @@ class TodoInput(PathInput):
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
-class CodeActionResolveInput(PathInput):
+class CodeActionResolveInput(PinnedInput):
     """`lean_code_action_resolve`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     code_action: dict[str, Any] = Field(description="A code_action from lean_todo.")
     workspace: WorkspaceDescriptor
 
@@ -276,6 +295,7 @@ class SyncResult(_Out):
 
     path: str
     version: int
+    snapshot: str
     diagnostics: Diagnostics
     readiness: Readiness
 
@@ -295,6 +315,7 @@ class SaveResult(_Out):
     path: str
     module: str
     version: int
+    snapshot: str
     source_hash: str
     olean: str
     ilean: str
@@ -400,6 +421,7 @@ class TodoResult(_Reply):
     """`lean_todo`."""
 
     version: int
+    snapshot: str
     range: dict[str, Any]
     items: list[TodoItem]
 
@@ -408,13 +430,15 @@ class CodeActionResolveResult(_Reply):
     """`lean_code_action_resolve`: the resolved action; the client applies its edit."""
 
     version: int
+    snapshot: str
     code_action: dict[str, Any]
 
 
 class UpdateResult(_Reply):
-    """`lean_update`: the document version and whether this call sent didOpen/didChange."""
+    """`lean_update`: the document version and snapshot, and whether this call sent didOpen/didChange."""
 
     version: int
+    snapshot: str
     changed: bool
 
 
@@ -461,10 +485,9 @@ CompletionKind = Literal[
 """LSP `CompletionItemKind` names, in the order of their numbers (1 = text ... 25 = typeParameter)."""
 
 
-class CompletionsInput(PathInput):
+class CompletionsInput(PinnedInput):
     """`lean_completions`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor
@@ -476,10 +499,9 @@ class CompletionsInput(PathInput):
     )
 
 
-class OutlineInput(PathInput):
+class OutlineInput(PinnedInput):
     """`lean_outline`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor
 
 
@@ -557,10 +579,9 @@ class WidgetsResult(_Reply):
     widgets: list[dict[str, Any]]
 
 
-class WidgetSourceInput(PathInput):
+class WidgetSourceInput(PinnedInput):
     """`lean_widget_source`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     javascript_hash: str = Field(description="A javascriptHash from lean_widgets.", min_length=1, max_length=64)
     workspace: WorkspaceDescriptor
 
@@ -572,10 +593,9 @@ class WidgetSourceResult(_Reply):
     source: dict[str, Any]
 
 
-class InteractiveDiagnosticsInput(PathInput):
+class InteractiveDiagnosticsInput(PinnedInput):
     """`lean_interactive_diagnostics`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int | None = Field(None, description="First zero-based line.", ge=0)
     end_line: int | None = Field(None, description="Zero-based line to stop before (default: the end).", ge=0)
     workspace: WorkspaceDescriptor

@@ -16,8 +16,8 @@ from pydantic import Field, model_validator
 from beam_broker.models import (
     CHAR_DESC,
     LINE_DESC,
-    VERSION_DESC,
     PathInput,
+    PinnedInput,
     ProofState,
     _In,
     _Out,
@@ -26,10 +26,9 @@ from beam_broker.models import (
 from beam_broker.workspace import WorkspaceDescriptor
 
 
-class RunAtInput(PathInput):
+class RunAtInput(PinnedInput):
     """`lean_run_at`, `lean_run_at_handle`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     text: str = Field(description="Lean tactics or a command to run at the position.")
@@ -84,10 +83,9 @@ NAME_PATTERN = rf"^{_NAME_PART}(?:\.{_NAME_PART})*$"
 outside `«»` (which would let a second command follow) nor a character no identifier has."""
 
 
-class AttemptsInput(PathInput):
+class AttemptsInput(PinnedInput):
     """`lean_attempts`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     texts: list[str] = Field(
@@ -99,10 +97,9 @@ class AttemptsInput(PathInput):
     handles: bool = Field(False, description="Return next_handle for each successful attempt.")
 
 
-class AxiomsInput(PathInput):
+class AxiomsInput(PinnedInput):
     """`lean_axioms`: the declaration at (`line`, `character`), or `name`, or `name` as it resolves there."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor
     name: str | None = Field(
         None,
@@ -124,10 +121,9 @@ class AxiomsInput(PathInput):
         return self
 
 
-class ProfileInput(PathInput):
+class ProfileInput(PinnedInput):
     """`lean_profile`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=f"{LINE_DESC} A position in the declaration.", ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor
