@@ -12,14 +12,18 @@ reference (docs/lsp-api.md) is generated from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from lsprotocol import types
+from typing import TYPE_CHECKING, Any
 
 from . import _convert
 from ._convert import PositionLike, RangeLike, position_json, range_json
 from .documents import TextDocument
+from .lazy import lazy_module
 from .lean import LeanDiagnostic, SemanticToken
+
+if TYPE_CHECKING:
+    from lsprotocol import types
+else:
+    types = lazy_module("lsprotocol.types")  # loaded by the first typed answer (see `lazy_module`)
 
 __all__ = ["LspRequests", "PositionLike", "RangeLike"]
 
@@ -27,7 +31,10 @@ __all__ = ["LspRequests", "PositionLike", "RangeLike"]
 class RequestBase:
     """What the request mixins need from `LeanClient` (it provides every one of these)."""
 
-    capabilities: types.ServerCapabilities
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        """What the server announced in the handshake (see `LeanClient.capabilities`)."""
+        raise NotImplementedError
 
     async def _request(self, method: str, params: Any = None) -> Any:
         raise NotImplementedError
