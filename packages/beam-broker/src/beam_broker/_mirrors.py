@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from ._documents import Loaded
     from ._freshness import Freshness
 
+SCRATCH = "_beamScratch.lean"
+"""The `run_code` scratch document's name under a workspace root (never on disk; its mirrors are
+`_beamScratch_beamProbe<k>`; `_probes/scratch.py` runs texts in it, the runtime may start it ahead)."""
 SPLIT_CHARS = 8192
 """A probe that would make the best idle mirror re-elaborate more source than this gets a new mirror (if allowed)."""
 FOLLOW_CHARS = 65536

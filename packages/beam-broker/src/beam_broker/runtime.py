@@ -42,7 +42,7 @@ from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents, header_imports, read_source, text_hash
+from ._documents import DocState, Documents, header_imports, header_text, read_source, text_hash
 from ._freshness import Freshness
 from ._handles import HandleStore
 from ._metrics import Metrics
@@ -113,6 +113,7 @@ class WorkspaceRuntime:
         self._session_lock = anyio.Lock()
         self._next_epoch = 1
         self._reaping = False
+        self._scratch_started = False
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -315,6 +316,9 @@ class WorkspaceRuntime:
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text)
+                if self.config.warm_scratch and not self._scratch_started:
+                    self._scratch_started = True
+                    self._tg.start_soon(self._warm_scratch, client, header_text(text))
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
@@ -408,6 +412,20 @@ class WorkspaceRuntime:
                     await pool.close_idle(client, idle)
                 except Exception as exc:  # a background task must not take the runtime (and its Lean) down
                     log_failure(log, self.redactor, exc, "closing idle probe mirrors of %s failed", self.root)
+
+    async def _warm_scratch(self, client: LeanClient, header: str) -> None:
+        """Open the scratch document with `header` (`config.warm_scratch`): its worker starts and loads the imports.
+
+        A `run_code` text with the same header is then a change of an open document, which keeps the worker and
+        its imports (a new header is a new worker: about 200 ms for the demo project, seconds with Mathlib).
+        """
+        pool = self.pool(path_to_uri(Path(self.root) / mirrors.SCRATCH))
+        try:
+            async with pool.checkout(header) as mirror:
+                if not mirror.opened:  # a run_code got there first
+                    await mirrors.show(client, mirror, header, freshness=self.freshness)
+        except Exception as exc:  # a background task must not take the runtime (and its Lean) down
+            log_failure(log, self.redactor, exc, "starting the scratch document of %s failed", self.root)
 
     async def _follow(self, client: LeanClient, pool: MirrorPool, old: str, new: str) -> None:
         try:
