@@ -40,9 +40,23 @@ def test_importing_the_package_the_redactor_and_the_parsers_does_not_load_the_cl
 
 _LSP_TYPES_SCRIPT = """
 import sys
+import threading
 from pathlib import Path
 
 import anyio
+
+where: list[str] = []
+
+
+class Watch:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "lsprotocol.types":
+            where.append(threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, Watch)
 
 from beam_lsp import LeanClient, Position, path_to_uri
 from tests.support.fixtures import fake_cmd
@@ -63,6 +77,7 @@ async def main(root: Path) -> None:
         with anyio.fail_after(30):
             await client.hover(uri, Position(line=0, character=8))
         print("after hover:", loaded(), client.capabilities.hover_provider)
+        print("loaded on the event loop's thread:", where == [threading.main_thread().name])
 
 
 anyio.run(main, Path(sys.argv[1]))
@@ -71,7 +86,8 @@ anyio.run(main, Path(sys.argv[1]))
 
 def test_lsprotocol_loads_with_the_first_standard_lsp_answer_not_with_the_client(tmp_path: Path) -> None:
     # lsprotocol (about 1 s of CPU and 16 MiB) is only needed to read an answer into its types: a client that
-    # syncs and asks Lean's own requests never loads it, and the server's capabilities are read when asked.
+    # syncs and asks Lean's own requests never loads it, and the server's capabilities are read when asked. The
+    # first typed request loads it on a worker thread: never on the event loop, which would stop every task.
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", _LSP_TYPES_SCRIPT, str(tmp_path)],
@@ -82,7 +98,11 @@ def test_lsprotocol_loads_with_the_first_standard_lsp_answer_not_with_the_client
         env={**os.environ, "PYTHONPATH": str(root)},
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["after sync and goal: False", "after hover: True True"]
+    assert done.stdout.split("\n")[:3] == [
+        "after sync and goal: False",
+        "after hover: True True",
+        "loaded on the event loop's thread: False",
+    ]
 
 
 def _named(annotation: object) -> Iterator[object]:

@@ -113,7 +113,6 @@ class WorkspaceRuntime:
         self._session_lock = anyio.Lock()
         self._next_epoch = 1
         self._reaping = False
-        self._scratch_started = False
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -316,9 +315,10 @@ class WorkspaceRuntime:
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text)
-                if self.config.warm_scratch and not self._scratch_started:
-                    self._scratch_started = True
-                    self._tg.start_soon(self._warm_scratch, client, header_text(text))
+                scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
+                if self.config.warm_scratch and scratch not in self.pools:  # the first document: see `mirrors.warm`
+                    warm = self.pool(scratch)
+                    self._tg.start_soon(mirrors.warm, client, warm, header_text(text), self.freshness, self.redactor)
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
@@ -412,20 +412,6 @@ class WorkspaceRuntime:
                     await pool.close_idle(client, idle)
                 except Exception as exc:  # a background task must not take the runtime (and its Lean) down
                     log_failure(log, self.redactor, exc, "closing idle probe mirrors of %s failed", self.root)
-
-    async def _warm_scratch(self, client: LeanClient, header: str) -> None:
-        """Open the scratch document with `header` (`config.warm_scratch`): its worker starts and loads the imports.
-
-        A `run_code` text with the same header is then a change of an open document, which keeps the worker and
-        its imports (a new header is a new worker: about 200 ms for the demo project, seconds with Mathlib).
-        """
-        pool = self.pool(path_to_uri(Path(self.root) / mirrors.SCRATCH))
-        try:
-            async with pool.checkout(header) as mirror:
-                if not mirror.opened:  # a run_code got there first
-                    await mirrors.show(client, mirror, header, freshness=self.freshness)
-        except Exception as exc:  # a background task must not take the runtime (and its Lean) down
-            log_failure(log, self.redactor, exc, "starting the scratch document of %s failed", self.root)
 
     async def _follow(self, client: LeanClient, pool: MirrorPool, old: str, new: str) -> None:
         try:

@@ -12,8 +12,11 @@ It sends nothing and knows nothing about documents (`_requests.py` does).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
 
 from .documents import PositionLike, RangeLike
 from .errors import InvalidResult
@@ -46,26 +49,47 @@ T = TypeVar("T")
 M = TypeVar("M", bound=Model)
 
 
-@functools.cache
-def converter() -> Converter:
-    """Lsprotocol's converter (cattrs), made on first use: one per process.
+_MAKING: Final = threading.Lock()
+"""Held while the converter is made: lsprotocol's first `get_converter()` resolves its types' forward references
+in place, and two threads doing it at once break each other (`dictionary changed size during iteration`)."""
 
-    lsprotocol builds a new one, registering hundreds of hooks, on every `get_converter()` call; importing it
-    costs lsprotocol's and cattrs' import, which a client that never converts a standard LSP answer never pays.
-    """
+
+@functools.cache
+def _make_converter() -> Converter:
     from lsprotocol import converters
 
     return converters.get_converter()
 
 
+def converter() -> Converter:
+    """The converter of lsprotocol (cattrs), made on first use: one per process, made by one thread.
+
+    lsprotocol builds a new one, registering hundreds of hooks, on every `get_converter()` call; importing it
+    costs lsprotocol's and cattrs' import, which a client that never converts a standard LSP answer never pays.
+    """
+    with _MAKING:
+        return _make_converter()
+
+
 def load_lsp_types() -> None:
     """Load lsprotocol and its converter now, rather than with the first standard LSP answer.
 
-    beam-lsp loads them when it first reads an answer into lsprotocol's types (a hover, locations, the server's
-    capabilities), which costs about 1 s of CPU and 16 MiB; a long-running program can call this on a worker
-    thread (`anyio.to_thread.run_sync(load_lsp_types)`) while Lean starts, so that no answer waits for it.
+    beam-lsp loads them when it first reads an answer into lsprotocol's types (a hover, locations, symbols),
+    which costs about 1 s of CPU and 16 MiB; a long-running program can call this on a worker thread
+    (`anyio.to_thread.run_sync(load_lsp_types)`) while Lean starts, so that no answer waits for it. Safe to call
+    from several threads at once (one makes the converter, the others wait for it).
     """
     converter()
+
+
+async def loaded() -> None:
+    """Load lsprotocol and its converter on a worker thread unless they are loaded (the event loop never blocks).
+
+    Every request whose answer is read into lsprotocol's types awaits this first: the import would otherwise run
+    on the event loop (a second or more, every other task stopped) or wait there for a loading thread.
+    """
+    if _make_converter.cache_info().currsize == 0:
+        await anyio.to_thread.run_sync(load_lsp_types)
 
 
 def position_json(position: PositionLike) -> dict[str, int]:
