@@ -16,8 +16,7 @@ import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
-from beam_broker._mirrors import is_mirror_path
-from beam_broker._probes.scratch import SCRATCH
+from beam_broker._mirrors import SCRATCH, is_mirror_path
 
 from .support import call, error_of, fake_project, open_broker
 

@@ -12,8 +12,9 @@ LSP passthrough answers keep Lean's JSON (hover's `{contents, range}`), and a nu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -23,15 +24,25 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
+    model_validator,
 )
 
 from beam_lsp.strict_json import find_invalid_text
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 from .errors import invalid_input, invalid_text
 from .workspace import WorkspaceDescriptor, resolve
 
 PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
 VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
+SNAPSHOT_DESC = (
+    "Opaque document snapshot returned by lean_update or lean_sync for this path, passed back unchanged (or pass "
+    "version instead)."
+)
+SNAPSHOT_MAX = 256
+"""Longest snapshot token accepted (Beam's are far shorter; a longer one cannot be current)."""
 LINE_DESC = "Zero-based line (LSP coordinates)."
 CHAR_DESC = "Zero-based UTF-16 character offset in the line (LSP coordinates)."
 WORKSPACE_DESC = 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
@@ -108,8 +119,41 @@ def parse_input(
     try:
         return model.model_validate({**arguments, "workspace": descriptor})
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
+        problems = [_problem(err) for err in exc.errors()]
         raise invalid_input(f"{tool}: " + "; ".join(problems), {"errors": problems}) from None
+
+
+_PLAIN: Final = (
+    ("Value error, ", ""),
+    ("Assertion failed, ", ""),
+    ("Field required", "is required"),
+    ("Input should be a valid string", "must be a string"),
+    ("Input should be a valid integer", "must be an integer"),
+    ("Input should be a valid boolean", "must be true or false"),
+    ("Input should be a valid list", "must be a list"),
+    ("Input should be a valid dictionary", "must be an object"),
+    ("Input should be ", "must be "),
+    ("String should match pattern", "does not match the pattern"),
+    ("String should have ", "must have "),
+    ("List should have ", "must have "),
+)
+"""The validation library's phrasings and the plain words an error says instead (a prefix each)."""
+
+
+def _problem(err: ErrorDetails) -> str:
+    """One validation problem in plain words: `kinds[0] must be 'a' or 'b' (got 'x')`, never the library's."""
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    message = err["msg"]
+    for library, plain in _PLAIN:
+        if message.startswith(library):
+            message = plain + message[len(library) :]
+            break
+    value = err.get("input")
+    if message.startswith("must be") and isinstance(value, str | int | float | bool) and value is not None:
+        message += f" (got {json.dumps(value, ensure_ascii=False)})"
+    if not where:
+        return message
+    return f"{where} {message}" if message.startswith(("must ", "is ", "does ")) else f"{where}: {message}"
 
 
 # ---- inputs -------------------------------------------------------------------------------------------
@@ -123,6 +167,25 @@ class PathInput(_In):
     """Every input that names a Lean source file (`path` first)."""
 
     path: str = Field(description=PATH_DESC)
+
+
+class PinnedInput(PathInput):
+    """Every input bound to one document state: exactly one of `version` (numeric) and `snapshot` (opaque token).
+
+    Upstream Beam's current contract names the state with `snapshot` only, the seed's with `version` only; Beam
+    takes either (`OperationSpec.extension_fields` lists `snapshot`, so `--tools beam` keeps the seed's schema).
+    """
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["version"]}, {"required": ["snapshot"]}]})
+
+    version: int | None = Field(None, description=VERSION_DESC, ge=0)
+    snapshot: str | None = Field(None, description=SNAPSHOT_DESC, min_length=1, max_length=SNAPSHOT_MAX)
+
+    @model_validator(mode="after")
+    def _one_pin(self) -> PinnedInput:
+        if (self.version is None) == (self.snapshot is None):
+            raise ValueError("pass exactly one of version and snapshot")
+        return self
 
 
 class FileInput(PathInput):
@@ -155,17 +218,15 @@ class SaveInput(PathInput):
     diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live: 'errors' or 'all'.")
 
 
-class DocumentInput(PathInput):
+class DocumentInput(PinnedInput):
     """`lean_document_symbols`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class PositionInput(PathInput):
+class PositionInput(PinnedInput):
     """`lean_hover`, `lean_signature_help`, `lean_definition`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
@@ -177,10 +238,9 @@ class ReferencesInput(PositionInput):
     include_declaration: bool = Field(True, description="Include the declaration itself (default true).")
 
 
-class GoalsInput(PathInput):
+class GoalsInput(PinnedInput):
     """`lean_goals`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     mode: Literal["before", "after"] = Field(
@@ -189,10 +249,9 @@ class GoalsInput(PathInput):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class TodoInput(PathInput):
+class TodoInput(PinnedInput):
     """`lean_todo`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int = Field(description="Range start line (zero-based).", ge=0)
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
     end_line: int = Field(description="Range end line (zero-based).", ge=0)
@@ -202,10 +261,9 @@ class TodoInput(PathInput):
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
-class CodeActionResolveInput(PathInput):
+class CodeActionResolveInput(PinnedInput):
     """`lean_code_action_resolve`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
@@ -240,6 +298,8 @@ class DiagItem(_Out):
     completion_blocking: bool
     save_blocking: bool | None = None
     version: int | None = None
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class Diagnostics(_Out):
@@ -257,6 +317,8 @@ class BlockingDiagnostic(_Out):
     message: str
     save_blocking: bool
     completion_blocking: bool
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class BlockingMessage(_Out):
@@ -282,6 +344,7 @@ class SyncResult(_Out):
 
     path: str
     version: int
+    snapshot: str
     diagnostics: Diagnostics
     readiness: Readiness
 
@@ -301,6 +364,7 @@ class SaveResult(_Out):
     path: str
     module: str
     version: int
+    snapshot: str
     source_hash: str
     olean: str
     ilean: str
@@ -406,6 +470,7 @@ class TodoResult(_Reply):
     """`lean_todo`."""
 
     version: int
+    snapshot: str
     range: dict[str, Any]
     items: list[TodoItem]
 
@@ -414,13 +479,15 @@ class CodeActionResolveResult(_Reply):
     """`lean_code_action_resolve`: the resolved action; the client applies its edit."""
 
     version: int
+    snapshot: str
     code_action: dict[str, Any]
 
 
 class UpdateResult(_Reply):
-    """`lean_update`: the document version and whether this call sent didOpen/didChange."""
+    """`lean_update`: the document version and snapshot, and whether this call sent didOpen/didChange."""
 
     version: int
+    snapshot: str
     changed: bool
 
 
@@ -467,10 +534,9 @@ CompletionKind = Literal[
 """LSP `CompletionItemKind` names, in the order of their numbers (1 = text ... 25 = typeParameter)."""
 
 
-class CompletionsInput(PathInput):
+class CompletionsInput(PinnedInput):
     """`lean_completions`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
@@ -482,10 +548,9 @@ class CompletionsInput(PathInput):
     )
 
 
-class OutlineInput(PathInput):
+class OutlineInput(PinnedInput):
     """`lean_outline`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
@@ -563,10 +628,9 @@ class WidgetsResult(_Reply):
     widgets: list[dict[str, Any]]
 
 
-class WidgetSourceInput(PathInput):
+class WidgetSourceInput(PinnedInput):
     """`lean_widget_source`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     javascript_hash: str = Field(
         description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
     )
@@ -580,10 +644,9 @@ class WidgetSourceResult(_Reply):
     source: dict[str, Any]
 
 
-class InteractiveDiagnosticsInput(PathInput):
+class InteractiveDiagnosticsInput(PinnedInput):
     """`lean_interactive_diagnostics`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
     end_line: int | None = Field(
         None, description="Zero-based line the range stops before (default: the end of the file).", ge=0
