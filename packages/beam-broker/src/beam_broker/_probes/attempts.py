@@ -59,7 +59,8 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
         basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
 
         texts = list(inp.texts)
-        shared = basis.mode == "command" and probe.isolated(texts)
+        start = probe.declaration_start(text_doc, pos)
+        shared = probe.shareable(texts, basis, source[start : basis.prefix_end])
         wanted = min(len(texts), _cores()) if shared else len(texts)
         async with pool.spares(source[: basis.prefix_end], wanted - 1) as spares:
             mirrors = [first, *spares]
@@ -68,7 +69,7 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
             async def run(mirror: Mirror, index: int) -> list[Outcome]:
                 members = [texts[i] for i in groups[index]]
                 if len(members) > 1:
-                    together = await run_batch(call, client, doc, mirror, source, basis, members)
+                    together = await run_batch(call, client, doc, mirror, source, basis, members, start)
                     if together is not None:
                         return together
                 return [await run_probe(call, client, doc, mirror, source, basis, [text]) for text in members]
