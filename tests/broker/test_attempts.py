@@ -469,6 +469,7 @@ def random_command(rng: random.Random) -> str:
     return rng.choice(
         [
             f"theorem {name} : MyTrue := {body}",
+            f"theorem {name} : MyNat := {body}",  # not a proposition: Lean names the theorem
             f"theorem {name} (p : Prop) (hp : p) : p := {rng.choice(['hp', 'p', body])}",
             f"def {name} : MyNat := {body}",
             f"private def {name} : MyNat := MyNat.succ {body}",
@@ -499,8 +500,8 @@ async def test_random_alternatives_get_exactly_run_ats_answers(
         await call(broker, "sync", demo_root, path=path)
     rng = random.Random(23)
     fixed = [
-        (True, ["theorem alt0 : MyTrue := myTrue", "theorem alt0 : MyTrue := nope", "theorem alt0 : MyNat := myTrue"]),
-        (True, ["theorem byTerm : MyTrue := myTrue", "theorem byTerm : MyTrue := nope"]),  # already declared
+        (True, ["theorem alt0 : MyTrue := myTrue", "theorem alt0 : MyNat := MyNat.zero", "theorem alt0 : MyTrue := x"]),
+        (True, ["theorem byTerm : MyTrue := nope"] * 4),  # already declared: not a word about `nope`
         (False, ["{}", "bogus", "{ }"]),
     ]
     for round_ in range(30):
