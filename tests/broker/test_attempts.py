@@ -99,6 +99,22 @@ async def test_a_batch_runs_on_spare_mirrors_within_the_per_document_bound(
     assert not [p for p in root.rglob("*") if "_beamProbe" in p.name], "mirrors are never written to disk"
 
 
+@pytest.mark.parametrize(("count", "mirrors"), [(8, 1), (9, 2), (24, 3)])
+async def test_alternatives_sharing_versions_take_a_mirror_per_eight_within_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, mirrors: int
+) -> None:
+    monkeypatch.setattr(attempts_module, "_cores", lambda: 3)
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    texts = [f"theorem t : T := n{i}" for i in range(count)]  # one name: the copies after the first are renamed
+    async with open_broker({"elab_ms": 5}, mirrors_per_document=4) as broker:
+        await call(broker, "update", root, path="A.lean")
+        result = await call(broker, "attempts", root, **at("A.lean", 2, 0, texts))
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        assert len(runtime.pools[(root / "A.lean").as_uri()].mirrors) == mirrors
+    assert [a["success"] for a in result["attempts"]] == [True] * count
+
+
 async def test_a_batch_leaves_mirrors_busy_with_other_probes_alone(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
     async with open_broker(mirrors_per_document=2) as broker:
