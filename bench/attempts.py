@@ -5,14 +5,15 @@ default mirror bound (2 probe mirrors per document), at the top of a file of 150
 (`tests.support.projects.long_file(1500)`): each call brings fresh texts (new theorem names), so nothing is cached
 between calls but Lean's unchanged prefix. Rows:
 
-- warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (the issue's target: at most 3x). The
-  alternatives are theorems of their own names, which cannot see each other, so they share mirror versions
-  (`_probe_text.isolated`);
+- warm: 8 alternatives in one `lean_attempts` call vs one `lean_run_at` (issue 23's target: at most 2x). The
+  alternatives are theorems of their own names, which cannot see each other, so they share a mirror version
+  (`_probe_text.shareable`);
 - per alternative: the same batch divided by 8, against the same `lean_run_at`;
-- one name: 8 alternatives declaring the same theorem (one mirror version each, as alternatives that might see
-  each other run) vs one `lean_run_at`;
-- proof mode: 8 tactic alternatives at a `by` block of the same long file (one version each) vs one `lean_run_at`
-  of one of them (prelude fixtures parse only `{}`, which fails: each answer also asks Lean for the goals);
+- one name: 8 alternatives declaring the same theorem (they share a version too: all but the first declare fresh
+  names, mapped back in their messages) vs one `lean_run_at` (target: at most 2x);
+- proof mode: 8 tactic alternatives at a `by` block of the same long file (copies of the declaration in one
+  version) vs one `lean_run_at` of one of them (prelude fixtures parse only `{}`, which fails: each answer also
+  asks Lean for the goals; target: at most 2x);
 - tail: the 8-alternative batch on the 1500-declaration file vs on a file with none after the target (the cost
   follows the enclosing declaration, not the file: the ratio should stay near 1);
 - cold: the first call on a freshly opened document (its mirrors start their Lean workers): a batch of 8 vs one
@@ -115,7 +116,7 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
             long_run_at = run_at("Demo/Long.lean")
             same, single = await interleaved(attempts("Demo/Long.lean", one_name=True), long_run_at, rounds)
             ratios["one_name_attempts8_vs_run_at"] = report(
-                f"lean_attempts N={N}, one theorem name (a version each) vs one lean_run_at", same, single,
+                f"lean_attempts N={N}, one theorem name vs one lean_run_at", same, single,
                 f"attempts N={N}", "run_at",
             )  # fmt: skip
             proof, single = await interleaved(tactic_attempts, tactic_run_at, rounds)

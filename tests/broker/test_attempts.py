@@ -228,7 +228,7 @@ async def test_the_first_failure_cancels_the_other_alternatives_and_is_raised_al
     ],
 )
 def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str]) -> None:
-    assert shareable(texts, COMMAND, "")
+    assert shareable(texts, COMMAND, "", 0)
 
 
 @pytest.mark.parametrize(
@@ -256,7 +256,7 @@ def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str
     ],
 )
 def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
-    assert not shareable(texts, COMMAND, ""), why
+    assert not shareable(texts, COMMAND, "", 0), why
 
 
 def test_a_batch_text_keeps_each_alternative_where_a_probe_alone_would_put_it() -> None:
@@ -332,7 +332,19 @@ def test_tactic_alternatives_run_in_copies_of_the_declaration_under_fresh_names(
     ],
 )
 def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list[str], shares: bool) -> None:
-    assert shareable(texts, Basis("proof", 0, 2), declaration) is shares
+    assert shareable(texts, Basis("proof", len(declaration), 2), declaration, 0) is shares
+
+
+@pytest.mark.parametrize(
+    ("prefix", "shares"),
+    [("def x := 1\n", True), ("mutual\ndef x := 1\n", False), ("def x := 1\nmutual\ndef y := 2\nend\n", True)],
+)
+def test_nothing_is_shared_inside_a_mutual_block(prefix: str, shares: bool) -> None:
+    declaration = "theorem t : p := by\n"
+    source = prefix + declaration
+    tactics = Basis("proof", len(source), 2)
+    assert shareable(["exact hp", "simp"], tactics, source, len(prefix)) is shares
+    assert shareable(["#check a", "#check b"], Basis("command", len(source), 0), source, len(prefix)) is shares
 
 
 @pytest.mark.parametrize(

@@ -328,7 +328,7 @@ def _fresh(name: str, index: int, text: str, texts: list[str]) -> Rename:
         k += 1000
 
 
-def shareable(texts: list[str], basis: Basis, declaration: str) -> bool:
+def shareable(texts: list[str], basis: Basis, source: str, declaration_start: int) -> bool:
     """Whether the alternatives can share one mirror version (`shared`), each answered as if run alone.
 
     Conservative, from the text alone (a `False` only costs a version per alternative).
@@ -340,19 +340,20 @@ def shareable(texts: list[str], basis: Basis, declaration: str) -> bool:
     is mentioned nowhere but in their heads (their copies after the first declare fresh names: Lean elaborates
     each command in the environment the earlier ones left, and they left nothing this one uses).
 
-    Proof mode (`declaration` is the enclosing command from its first line to the basis): the declaration is
+    Proof mode (the declaration is the enclosing command, from `declaration_start` to the basis): it is
     short (`COPY_LIMIT`), one `theorem`/`lemma`/`def`/`abbrev`/`example` that changes no shared state and
     mentions its own name nowhere but in its head; the texts hold no command and change no shared state, and
     none mentions the declaration's name. Each copy of the declaration then elaborates as the declaration would.
 
-    Parse errors are the one leak (Lean resumes at the next command, so a message may land in the next
-    alternative's span): `batch_parse_error` catches them. A name whose first declaration Lean mentions in a
-    message (already declared, say) sends the batch back to one version each (`run.run_batch`).
+    Nothing is shared inside a `mutual` block (every command after it joins the block). Parse errors are the one
+    leak (Lean resumes at the next command, so a message may land in the next alternative's span):
+    `batch_parse_error` catches them. A name whose first declaration Lean mentions in a message (already
+    declared, say) sends the batch back to one version each (`run.run_batch`).
     """
-    if len(texts) < 2:
+    if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]):
         return False
     if basis.mode == "proof":
-        return _tactics_shareable(texts, declaration)
+        return _tactics_shareable(texts, source[declaration_start : basis.prefix_end])
     heads: list[tuple[str, int, int] | None] = []
     for raw in texts:
         text = _DOC_COMMENT.sub("", raw.strip(), count=1)
@@ -374,6 +375,12 @@ def shareable(texts: list[str], basis: Basis, declaration: str) -> bool:
         if any(other is not None and j != i and mentions(rest, other[0]) for j, other in enumerate(heads)):
             return False
     return True
+
+
+def _in_mutual(prefix: str) -> bool:
+    """Whether the text ends inside a `mutual` block (every command after it would join the block)."""
+    start = max(prefix.rfind("\nmutual"), 0 if prefix.startswith("mutual") else -1)
+    return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
 
 
 def _tactics_shareable(texts: list[str], declaration: str) -> bool:

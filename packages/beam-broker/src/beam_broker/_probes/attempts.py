@@ -68,7 +68,7 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
 
         texts = list(inp.texts)
         start = probe.declaration_start(text_doc, pos)
-        shared = probe.shareable(texts, basis, source[start : basis.prefix_end])
+        shared = probe.shareable(texts, basis, source, start)
         wanted = min(-(-len(texts) // PER_VERSION), _cores()) if shared else len(texts)
         async with pool.spares(source[: basis.prefix_end], wanted - 1) as spares:
             mirrors = [first, *spares]
