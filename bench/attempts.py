@@ -14,6 +14,9 @@ between calls but Lean's unchanged prefix. Rows:
 - proof mode: 8 tactic alternatives at a `by` block of the same long file (copies of the declaration in one
   version) vs one `lean_run_at` of one of them (prelude fixtures parse only `{}`, which fails: each answer also
   asks Lean for the goals; target: at most 2x);
+- CPU: the CPU seconds (user + system) of `lean-beam-mcp` and every Lean process below it over the same number
+  of calls of each of the three batches above and of its `lean_run_at`, in alternate blocks: what a call costs,
+  whatever else the cores run (wall-time ratios on a loaded machine measure the queue too);
 - tail: the 8-alternative batch on the 1500-declaration file vs on a file with none after the target (the cost
   follows the enclosing declaration, not the file: the ratio should stay near 1);
 - cold: the first call on a freshly opened document (its mirrors start their Lean workers): a batch of 8 vs one
@@ -35,7 +38,8 @@ from typing import Any
 import anyio
 from tests.support import projects
 
-from bench._common import built_project, interleaved, report
+from beam_lsp._process import descendants
+from bench._common import built_project, cpu_seconds, interleaved, report
 from bench.mcp_overhead import META, StdioMcp, server_binary
 
 N = 8
@@ -123,6 +127,19 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
             ratios["proof_attempts8_vs_run_at"] = report(
                 f"proof mode: lean_attempts N={N} vs one lean_run_at", proof, single, f"attempts N={N}", "run_at"
             )
+            pairs: list[tuple[str, Callable[[], Awaitable[object]], Callable[[], Awaitable[object]]]] = [
+                ("own names", attempts("Demo/Long.lean"), long_run_at),
+                ("one name", attempts("Demo/Long.lean", one_name=True), long_run_at),
+                ("proof mode", tactic_attempts, tactic_run_at),
+            ]
+            for label, subject, baseline in pairs:
+                used, base = await cpu_blocks(proc.pid, subject, baseline, rounds)
+                ratios[f"cpu_{label.replace(' ', '_')}"] = ratio = used / base
+                print(
+                    f"CPU (lean-beam-mcp + Lean), {label}: attempts N={N} {used / rounds * 1e3:.1f} ms per call, "
+                    f"run_at {base / rounds * 1e3:.1f} ms per call, ratio {ratio:.2f} (n={rounds})",
+                    flush=True,
+                )
             tail, none = await interleaved(attempts("Demo/Long.lean"), attempts("Demo/Short.lean"), rounds)
             ratios["tail1500_vs_tail0"] = report(
                 f"lean_attempts N={N}, {DECLARATIONS} vs 0 declarations after", tail, none, "tail 1500", "tail 0"
@@ -146,6 +163,30 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
             await proc.stdin.aclose()
             await proc.wait()
         return ratios
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and every process below it (the Lean server and its workers)."""
+    return sum(cpu_seconds(p) or 0.0 for p in (pid, *descendants(pid)))
+
+
+async def cpu_blocks(
+    pid: int, subject: Callable[[], Awaitable[object]], baseline: Callable[[], Awaitable[object]], rounds: int
+) -> tuple[float, float]:
+    """CPU seconds `rounds` calls of `subject` and of `baseline` cost the server's process tree, in alternate blocks.
+
+    Wall time on a machine whose cores other work shares measures the queue; CPU time is what a call costs.
+    Workers stay up between calls (warm mirrors), so the tree's sum before and after a block is the block's cost.
+    """
+    used = [0.0, 0.0]
+    block = max(1, rounds // 4)
+    for start in range(0, rounds, block):
+        for which, work in ((0, subject), (1, baseline)):
+            before = tree_cpu(pid)
+            for _ in range(min(block, rounds - start)):
+                await work()
+            used[which] += tree_cpu(pid) - before
+    return used[0], used[1]
 
 
 if __name__ == "__main__":
