@@ -14,9 +14,10 @@ between calls but Lean's unchanged prefix. Rows:
 - proof mode: 8 tactic alternatives at a `by` block of the same long file (copies of the declaration in one
   version) vs one `lean_run_at` of one of them (prelude fixtures parse only `{}`, which fails: each answer also
   asks Lean for the goals; target: at most 2x);
-- CPU: the CPU seconds (user + system) of `lean-beam-mcp` and every Lean process below it over the same number
-  of calls of each of the three batches above and of its `lean_run_at`, in alternate blocks: what a call costs,
-  whatever else the cores run (wall-time ratios on a loaded machine measure the queue too);
+- CPU: the CPU seconds (user + system) of `lean-beam-mcp` and of every Lean process below it (printed as
+  beam + Lean) over the same number of calls of each of the three batches above and of its `lean_run_at`, in
+  alternate blocks: what a call costs, whatever else the cores run (wall-time ratios on a loaded machine measure
+  the queue too); /proc counts in 10 ms ticks, so take it over 40 calls or more;
 - tail: the 8-alternative batch on the 1500-declaration file vs on a file with none after the target (the cost
   follows the enclosing declaration, not the file: the ratio should stay near 1);
 - cold: the first call on a freshly opened document (its mirrors start their Lean workers): a batch of 8 vs one
@@ -133,11 +134,13 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
                 ("proof mode", tactic_attempts, tactic_run_at),
             ]
             for label, subject, baseline in pairs:
-                used, base = await cpu_blocks(proc.pid, subject, baseline, rounds)
-                ratios[f"cpu_{label.replace(' ', '_')}"] = ratio = used / base
+                (beam, lean), (beam1, lean1) = await cpu_blocks(proc.pid, subject, baseline, rounds)
+                ratios[f"cpu_{label.replace(' ', '_')}"] = ratio = (beam + lean) / (beam1 + lean1)
+                ms = [v / rounds * 1e3 for v in (beam + lean, beam, lean, beam1 + lean1, beam1, lean1)]
                 print(
-                    f"CPU (lean-beam-mcp + Lean), {label}: attempts N={N} {used / rounds * 1e3:.1f} ms per call, "
-                    f"run_at {base / rounds * 1e3:.1f} ms per call, ratio {ratio:.2f} (n={rounds})",
+                    f"CPU (lean-beam-mcp + Lean), {label}: attempts N={N} {ms[0]:.1f} ms per call "
+                    f"({ms[1]:.1f} + {ms[2]:.1f}), run_at {ms[3]:.1f} ms ({ms[4]:.1f} + {ms[5]:.1f}), "
+                    f"ratio {ratio:.2f} (n={rounds})",
                     flush=True,
                 )
             tail, none = await interleaved(attempts("Demo/Long.lean"), attempts("Demo/Short.lean"), rounds)
@@ -165,28 +168,30 @@ async def main(rounds: int = 40, cold_rounds: int = 6) -> dict[str, float]:
         return ratios
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and every process below it (the Lean server and its workers)."""
-    return sum(cpu_seconds(p) or 0.0 for p in (pid, *descendants(pid)))
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) of a process, and of every process below it (the Lean server and its workers)."""
+    return cpu_seconds(pid) or 0.0, sum(cpu_seconds(p) or 0.0 for p in descendants(pid))
 
 
 async def cpu_blocks(
     pid: int, subject: Callable[[], Awaitable[object]], baseline: Callable[[], Awaitable[object]], rounds: int
-) -> tuple[float, float]:
-    """CPU seconds `rounds` calls of `subject` and of `baseline` cost the server's process tree, in alternate blocks.
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """CPU seconds `rounds` calls of `subject` and of `baseline` cost the server and its Lean, in alternate blocks.
 
     Wall time on a machine whose cores other work shares measures the queue; CPU time is what a call costs.
     Workers stay up between calls (warm mirrors), so the tree's sum before and after a block is the block's cost.
     """
-    used = [0.0, 0.0]
+    used = [[0.0, 0.0], [0.0, 0.0]]
     block = max(1, rounds // 4)
     for start in range(0, rounds, block):
         for which, work in ((0, subject), (1, baseline)):
             before = tree_cpu(pid)
             for _ in range(min(block, rounds - start)):
                 await work()
-            used[which] += tree_cpu(pid) - before
-    return used[0], used[1]
+            after = tree_cpu(pid)
+            used[which][0] += after[0] - before[0]
+            used[which][1] += after[1] - before[1]
+    return (used[0][0], used[0][1]), (used[1][0], used[1][1])
 
 
 if __name__ == "__main__":
