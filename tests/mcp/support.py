@@ -277,8 +277,15 @@ class Harness:
         return sink.response
 
     async def stats(self) -> dict[str, Any]:
-        """`beam_stats` (the broker's view: workspaces, sessions, per-operation counts)."""
+        """`beam_stats` (the broker's view: workspaces, sessions, per-operation counts).
+
+        A surface that does not serve `beam_stats` (`--tools lean-lsp-mcp`) is read from its broker directly.
+        """
+        if "beam_stats" not in (await self.server.tools()).by_name:
+            broker = self.server._host.current()
+            return broker.stats() if broker is not None else {"uptimeMs": 0, "workspaces": {}}
         response = await self.side("tools/call", {"name": "beam_stats", "arguments": {}})
+        assert "result" in response, response
         out: dict[str, Any] = response["result"]["structuredContent"]
         return out
 
