@@ -117,6 +117,7 @@ async def test_a_parsed_input_model_is_accepted_and_its_root_canonicalized(tmp_p
         parsed = await broker.call("update", inp, CallContext(emit=events.append))
         by_hand = m.FileInput(path="A.lean", workspace=WorkspaceDescriptor(root=str(tmp_path / "alias")))
         again = await broker.call("update", by_hand)
+    assert isinstance(parsed.pop("snapshot"), str)
     assert parsed == {"workspace": {"root": str(root)}, "version": 1, "changed": True}
     assert again["workspace"] == {"root": str(root)} and again["changed"] is False
     assert events[0] == PreparationEvent("lean_update on A.lean: preparing the Lean workspace", "A.lean")

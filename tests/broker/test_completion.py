@@ -68,7 +68,8 @@ def shell_or_skip(name: str) -> str:
 def test_the_tree_is_read_from_the_parser() -> None:
     tree = completion.read(beam_cli.build_parser())
     names = [c.name for c in tree.commands]
-    assert names == [*(command_name(spec) for spec in OPERATIONS), "stats", "daemon", "doctor", "completion"]
+    daemon = ["stats", "daemon", "serve", "status", "stop", "recover"]
+    assert names == [*(command_name(spec) for spec in OPERATIONS), *daemon, "doctor", "completion"]
     by_name = {c.name: c for c in tree.commands}
     sync = {f: o for o in by_name["sync"].options for f in o.flags}
     assert sync["--diagnostic-scope"].values == "choices" and sync["--diagnostic-scope"].choices == ("errors", "all")
@@ -78,6 +79,7 @@ def test_the_tree_is_read_from_the_parser() -> None:
     assert todo["--kinds"].choices == ("sorry", "hole", "diagnostic", "code_action", "incomplete_proof")
     serve = next(c for c in by_name["daemon"].commands if c.name == "serve")
     assert not [o for o in serve.options if "--ready-fd" in o.flags]  # hidden options stay hidden
+    assert not [o for o in by_name["serve"].options if "--ready-fd" in o.flags]
     with pytest.raises(ValueError, match="no completion"):
         completion.script(beam_cli.build_parser(), "tcsh")
 

@@ -90,7 +90,7 @@ class _Call:
     client: _Client
     workspace: WorkspaceDescriptor = WS
 
-    async def checked(self, rel: str, version: int) -> tuple[_Client, _Doc]:
+    async def checked(self, pin: m.PinnedInput) -> tuple[_Client, _Doc]:
         return self.client, _Doc()
 
 

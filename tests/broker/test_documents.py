@@ -15,10 +15,10 @@ pytestmark = pytest.mark.anyio
 def test_a_new_version_forgets_the_goal_modes_of_the_old_one() -> None:
     doc = DocState(Path("/w/A.lean"), "file:///w/A.lean", "A", "", 1)
     doc.goal_modes[(0, 0)] = True
-    doc.changed(2, "def x := 1\n")
+    doc.changed(2, "def x := 1\n", "s/2")
     assert doc.goal_modes == {} and doc.version == 2
     doc.goal_modes[(1, 0)] = False
-    doc.opened(1, "def x := 1\n")
+    doc.opened(1, "def x := 1\n", "s/1")
     assert doc.goal_modes == {}
 
 
@@ -30,10 +30,10 @@ def test_held_texts_are_the_open_modules_and_a_sync_or_save_is_recorded_on_the_d
     docs = documents(tmp_path)
     basic = docs.track(tmp_path / "Demo/Basic.lean", "def one := 1\n")
     outside = docs.track(tmp_path.parent / "Outside.lean", "def q := 1\n")
-    basic.opened(1, "def one := 1\n")
-    outside.opened(1, "def q := 1\n")
+    basic.opened(1, "def one := 1\n", "s/1")
+    outside.opened(1, "def q := 1\n", "s/1")
     assert docs.held() == {"Demo.Basic": text_hash("def one := 1\n")}  # a file outside the root is no module
-    basic.changed(2, "def one := 2\n")
+    basic.changed(2, "def one := 2\n", "s/2")
     assert docs.held() == {"Demo.Basic": text_hash("def one := 2\n")}
     assert (basic.synced_version, basic.checkpointed_version) == (None, None)
     docs.record_sync(basic, ProgressTracker(done=True))

@@ -130,6 +130,7 @@ async def test_code_action_resolve_checks_the_action_targets_this_document(tmp_p
         no_data = await error_of(broker, "code_action_resolve", root, path="A.lean", version=1, code_action={"x": 1})
         other = await error_of(broker, "code_action_resolve", root, path="B.lean", version=1, code_action=action)
         stale = await error_of(broker, "code_action_resolve", root, path="A.lean", version=7, code_action=action)
+    assert isinstance(resolved.pop("snapshot"), str)
     assert resolved == {"workspace": {"root": str(root)}, "version": 1, "code_action": action}
     assert no_data.code == codes.INVALID_PARAMS and "requires codeAction.data" in no_data.message
     assert other.code == codes.INVALID_PARAMS and "targets" in other.message

@@ -104,6 +104,7 @@ def test_a_sample_reply_validates_against_its_schema_and_a_wrong_one_does_not() 
         workspace=WorkspaceDescriptor(root="/r"),
         path="A.lean",
         version=1,
+        snapshot="s/1",
         diagnostics=m.Diagnostics(counts=m.DiagnosticCounts()),
         readiness=m.Readiness(
             save_ready=True, reason="ok", blocking_error_count=0, blocking_diagnostics=[], blocking_messages=[]

@@ -304,10 +304,14 @@ def _valid(annotation: Any, root: str) -> Any:
 
 
 def _arguments(spec: Operation, root: str) -> dict[str, Any]:
-    """Valid arguments: each field's default when it has one (a bounded `limit`), else a value of its type."""
+    """Valid arguments: each field's default when it has one (a bounded `limit`), else a value of its type.
+
+    A document state is named by its version (a pinned input takes a version or a snapshot, never both).
+    """
     return {
         name: field.default if field.default not in (None, PydanticUndefined) else _valid(field.annotation, root)
         for name, field in spec.input_model.model_fields.items()
+        if name != "snapshot"
     }
 
 
@@ -366,7 +370,7 @@ def _typed_fields(kind: type) -> list[tuple[Operation, str]]:
         (spec, name)
         for spec in OPERATIONS
         for name, field in spec.input_model.model_fields.items()
-        if field.annotation is kind
+        if field.annotation is kind or (kind is int and name == "version")  # optional beside a snapshot
     ]
 
 
@@ -375,6 +379,7 @@ STRICT_CASES = [
     for kind, values in [(int, ["3", 3.0, True, None]), (bool, ["true", 1, "false", 0, None])]
     for spec, name in _typed_fields(kind)
     for value in values
+    if not (name == "version" and value is None)  # no version: a snapshot is required (the one-pin tests)
 ]
 
 
@@ -386,7 +391,8 @@ def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
         "threshold_ms",
     }  # fmt: skip
     assert bools == {"diagnostics_in_result", "include_declaration", "handles", "rebuild_imports"}
-    assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) + 5 * len(_typed_fields(bool))
+    versions = sum(name == "version" for _, name in _typed_fields(int))
+    assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) - versions + 5 * len(_typed_fields(bool))
 
 
 @pytest.mark.parametrize(("spec", "field", "value"), STRICT_CASES)

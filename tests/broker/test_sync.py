@@ -33,6 +33,7 @@ async def test_update_follows_the_disk_and_reports_whether_it_sent_anything(tmp_
         again = await call(broker, "update", root, path="A.lean")
         (root / "A.lean").write_text(CLEAN + "-- more\n")
         changed = await call(broker, "update", root, path="A.lean")
+    assert isinstance(first.pop("snapshot"), str)
     assert first == {"workspace": {"root": str(root)}, "version": 1, "changed": True}
     assert (again["version"], again["changed"]) == (1, False)
     assert (changed["version"], changed["changed"]) == (2, True)

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import anyio
 import pytest
@@ -159,7 +160,7 @@ async def test_lean_results_echo_the_canonical_workspace(root: str, tmp_path: Pa
         response, _ = await h.call("lean_update", ws(alias, path="A.lean"))
         assert structured(response)["workspace"] == {"root": root}
         response, _ = await h.call("lean_update", ws(root, path="A.lean"))
-        assert structured(response) == {"workspace": {"root": root}, "version": 1, "changed": False}
+        assert structured(response) == {"workspace": {"root": root}, "version": 1, "snapshot": ANY, "changed": False}
         assert list((await h.stats())["workspaces"]) == [f"local:{root}"]  # aliases share one runtime
 
 

@@ -45,6 +45,8 @@ def test_version_lines_name_the_server_binary_when_known() -> None:
         (["--allowed-origin", "http://x:1"], "need --http"),
         (["--http-token-file", "/x"], "need --http"),
         (["--tools", "seed"], "invalid choice: 'seed'"),
+        (["--contract", "upstream"], "invalid choice: 'upstream'"),
+        (["--contract", "upstream-2026-11", "--tools", "lean-lsp-mcp"], "not --tools lean-lsp-mcp"),
         (["--http", "127.0.0.1:99999"], "--http"),
         (["--http", "::1:80"], "brackets"),
         (["--max-open-documents", "0"], "positive whole number"),
@@ -150,14 +152,25 @@ def test_the_limit_flags_reach_the_broker(tmp_path: Path) -> None:
     assert error["data"]["limitBytes"] == 1024 * 1024, error
 
 
-@pytest.mark.parametrize(("flags", "count"), [([], 34), (["--tools", "all"], 34), (["--tools", "beam"], 24)])
+@pytest.mark.parametrize(
+    ("flags", "count"),
+    [([], 34), (["--tools", "all"], 34), (["--tools", "beam"], 24), (["--contract", "upstream-2026-11"], 24)],
+)
 def test_the_tools_flag_picks_the_listed_surface(flags: list[str], count: int) -> None:
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
     line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}) + "\n"
     done = subprocess.run([*SERVER, *flags], input=line, capture_output=True, text=True, timeout=60, check=True)
-    tools = [tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]]
+    listed = {tool["name"]: tool for tool in json.loads(done.stdout)["result"]["tools"]}
+    tools = list(listed)
     assert len(tools) == count and tools[23] == "lean_close"
     assert ("lean_outline" in tools) is ("lean_run_code" in tools) is (count == 34)
+    hover = listed["lean_hover"]["inputSchema"]["properties"]
+    assert ("version" in hover, "snapshot" in hover) == {
+        (): (True, True),
+        ("--tools", "all"): (True, True),
+        ("--tools", "beam"): (True, False),
+        ("--contract", "upstream-2026-11"): (False, True),
+    }[tuple(flags)]
 
 
 @pytest.mark.parametrize(

@@ -687,10 +687,11 @@ async def test_a_get_stream_ends_at_its_lease_and_another_may_follow() -> None:
 
 
 # ---- listen streams ---------------------------------------------------------------------------------------------
-async def test_a_listen_stream_acknowledges_updates_and_ends_at_its_lease_without_a_result(tmp_path: Path) -> None:
+async def test_a_listen_stream_acknowledges_and_carries_updates(tmp_path: Path) -> None:
     root = str(project(tmp_path / "proj"))
     uri = path_to_uri(str(Path(root) / "A.lean"))
-    async with served(server_config(), stream_lease=(1.0, 1.5)) as client:
+    # A lease far longer than a sync on a loaded machine: the update must come on this stream, not after its end.
+    async with served(server_config(), stream_lease=(120.0, 121.0)) as client:
         listen = request("L", "subscriptions/listen", {"notifications": {"resourceSubscriptions": [uri]}})
         async with client.stream(listen) as stream:
             assert stream.status == 200 and stream.content_type == "text/event-stream"
@@ -705,8 +706,16 @@ async def test_a_listen_stream_acknowledges_updates_and_ends_at_its_lease_withou
                 "method": "notifications/resources/updated",
                 "params": {"uri": uri, "_meta": {SUB_ID: "L"}},
             }
-            later = await stream.rest()  # the lease ended the stream, with no final result
-            assert {m["method"] for m in later} <= {"notifications/resources/updated"}
+
+
+async def test_a_listen_stream_ends_at_its_lease_without_a_result(tmp_path: Path) -> None:
+    uri = path_to_uri(str(project(tmp_path / "proj") / "A.lean"))
+    async with served(server_config(), stream_lease=(0.05, 0.1), keepalive=0.01) as client:
+        listen = request("L", "subscriptions/listen", {"notifications": {"resourceSubscriptions": [uri]}})
+        async with client.stream(listen) as stream:
+            ack = await stream.next()
+            assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged"
+            assert await stream.rest() == []  # the lease ended the stream, with no final result
 
 
 async def test_a_listen_that_honours_nothing_closes_gracefully_with_its_result() -> None:

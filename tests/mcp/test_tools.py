@@ -94,6 +94,8 @@ FORBIDDEN_PROPERTIES = {
     "include_diagnostics",
 }
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
+PINNED = [{"required": ["version"]}, {"required": ["snapshot"]}]
+"""The `oneOf` of a tool bound to a document state (a version or a snapshot)."""
 EXECUTION = ("lean_run_at", "lean_run_at_handle", "lean_run_with", "lean_run_with_linear", "lean_attempts")
 
 
@@ -146,17 +148,20 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
         listed = await h.side("tools/list")
         assert [tool["name"] for tool in listed["result"]["tools"]] == UPSTREAM_ORDER
         beam = {tool["name"]: tool for tool in listed["result"]["tools"]}
-        extended = ("lean_sync", "lean_refresh")  # rebuild_imports / rebuilt_imports are beyond the seed
-        assert [beam[n] for n in UPSTREAM_ORDER if n not in extended] == [
-            full[n] for n in UPSTREAM_ORDER if n not in extended
-        ], "the same descriptors"
-        for name in extended:
+        for name in UPSTREAM_ORDER:
+            assert beam[name] == _seed(full[name]), name
+        for name in ("lean_sync", "lean_refresh"):  # rebuild_imports / rebuilt_imports are beyond the seed
             assert set(full[name]["inputSchema"]["properties"]) - set(beam[name]["inputSchema"]["properties"]) == {
                 "rebuild_imports"
             }
             assert set(full[name]["outputSchema"]["properties"]) - set(beam[name]["outputSchema"]["properties"]) == {
-                "rebuilt_imports"
+                "rebuilt_imports",
+                "snapshot",
             }
+        for name in ("lean_hover", "lean_todo", "lean_run_at"):  # the seed's own: a required version, no snapshot
+            schema = beam[name]["inputSchema"]
+            assert "snapshot" not in schema["properties"] and "oneOf" not in schema
+            assert schema["required"][:2] == ["path", "version"]
         await h.initialize()
         legacy = await h.request("tools/list")
         assert [tool["name"] for tool in legacy["result"]["tools"]] == UPSTREAM_ORDER
@@ -166,12 +171,45 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
             assert refused["error"]["code"] == -32602 and refused["error"]["message"] == f"Unknown tool: {tool}"
         synced, _ = await h.call("lean_sync", {"workspace": {"root": str(root)}, "path": "Main.lean"}, modern=False)
         assert structured(synced)["version"] == 1
+        assert "snapshot" not in structured(synced), "results are cut to the seed's outputSchema"
+        pinned = {"workspace": {"root": str(root)}, "path": "Main.lean", "snapshot": "s/1"}
+        refused, _ = await h.call("lean_document_symbols", pinned, modern=False)
+        assert structured(refused)["code"] == "invalidInput" and structured(refused)["data"]["fields"] == ["snapshot"]
         extra = {"workspace": {"root": str(root)}, "path": "Main.lean", "rebuild_imports": True}
         refused, _ = await h.call("lean_sync", extra, modern=False)
         assert structured(refused)["code"] == "invalidInput" and structured(refused)["data"]["fields"] == [
             "rebuild_imports"
         ]
         assert (await h.ops(root)).keys() == {"sync_file"}, "a refused tool never reached the broker"
+
+
+SEED_LESS = {"rebuild_imports", "rebuilt_imports", "snapshot"}
+"""Fields beyond the seed's surface (`OperationSpec.extension_fields`)."""
+
+
+def _seed(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """A descriptor of the full surface as the seed has it: no field beyond it, and a version where one is pinned."""
+
+    def cut(node: Any) -> Any:
+        if isinstance(node, list):
+            return [cut(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: cut(value) for key, value in node.items() if key != "oneOf"}
+        if isinstance(node.get("properties"), dict):
+            out["properties"] = {k: cut(v) for k, v in node["properties"].items() if k not in SEED_LESS}
+            required = [k for k in node.get("required", []) if k not in SEED_LESS]
+            if node.get("oneOf") == PINNED:
+                required = [k for k in out["properties"] if k in {*required, "version"}]
+                required = [k for k in required if k != "workspace"] + ["workspace"]
+            out["required"] = required
+        return out
+
+    return {
+        **descriptor,
+        "inputSchema": cut(descriptor["inputSchema"]),
+        "outputSchema": cut(descriptor["outputSchema"]),
+    }
 
 
 def test_the_annotation_matrix_is_exact(full: dict[str, dict[str, Any]]) -> None:
@@ -293,8 +331,15 @@ def test_per_tool_inputs_match_upstream(
     full: dict[str, dict[str, Any]], tool: str, required: list[str], optional: list[str]
 ) -> None:
     schema = full[tool]["inputSchema"]
+    properties = set(schema["properties"])
+    if "version" in required:  # a document state: the seed's version or upstream's snapshot, exactly one
+        assert schema["oneOf"] == PINNED
+        required = [name for name in required if name != "version"]
+        properties -= {"version", "snapshot"}
+    else:
+        assert "oneOf" not in schema
     assert schema["required"] == required
-    assert sorted(set(schema["properties"]) - set(required)) == sorted(optional)
+    assert sorted(properties - set(required)) == sorted(optional)
 
 
 def test_field_shapes_follow_the_helper_conventions(full: dict[str, dict[str, Any]]) -> None:
@@ -458,3 +503,64 @@ async def test_modern_tools_list_is_a_public_cacheable_result() -> None:
     async with harness() as h:
         listed = await h.request("tools/list", {"_meta": modern_meta()})
         assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (3600000, "public")
+
+
+def _versions_beside_snapshots(node: Any) -> list[str]:
+    """Objects of a schema that declare both `version` and `snapshot` (by their property names)."""
+    if isinstance(node, list):
+        return [found for item in node for found in _versions_beside_snapshots(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [f"{sorted(node['properties'])}"] if {"version", "snapshot"} <= set(node.get("properties", {})) else []
+    return found + [f for value in node.values() for f in _versions_beside_snapshots(value)]
+
+
+async def test_the_upstream_contract_lists_upstreams_24_tools_with_snapshots_only(
+    full: dict[str, dict[str, Any]],
+) -> None:
+    async with harness(contract="upstream-2026-11") as h:
+        listed = await h.side("tools/list")
+    upstream = {tool["name"]: tool for tool in listed["result"]["tools"]}
+    assert list(upstream) == UPSTREAM_ORDER
+    for name, tool in upstream.items():
+        schema = tool["inputSchema"]
+        assert "version" not in schema["properties"] and "oneOf" not in schema, name
+        assert "rebuild_imports" not in schema["properties"], name
+        assert _versions_beside_snapshots(tool["outputSchema"]) == [], name
+        assert tool.get("annotations") == full[name].get("annotations"), "upstream's annotations are the seed's"
+        if "snapshot" in full[name]["inputSchema"]["properties"]:
+            assert schema["required"][:2] == ["path", "snapshot"], name
+    assert "(version" not in upstream["lean_refresh"]["description"]
+    assert "document snapshot" in upstream["lean_hover"]["description"]
+    update = upstream["lean_update"]["outputSchema"]
+    assert update["required"] == ["workspace", "snapshot", "changed"]
+    sync = upstream["lean_save"]["outputSchema"]["properties"]["sync"]
+    assert "snapshot" in sync["required"] and "version" not in sync["properties"]
+    items = sync["properties"]["diagnostics"]["properties"]["items"]["anyOf"][0]["items"]
+    assert "version" in items["properties"], "a diagnostic keeps the version Lean published it for"
+
+
+def test_the_upstream_contract_is_for_upstreams_tools_only() -> None:
+    assert ServerConfig().contract == "seed"
+    with pytest.raises(ValueError, match=r"ServerConfig\.contract must be one of seed, upstream-2026-11, not 'x'"):
+        ServerConfig(contract="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not lean-lsp-mcp's"):
+        ServerConfig(tools="lean-lsp-mcp", contract="upstream-2026-11")
+
+
+async def test_the_upstream_contract_answers_snapshots_without_versions(fake_project: Callable[..., Path]) -> None:
+    root = fake_project("proj", {"Main.lean": SOURCE})
+    ws = {"workspace": {"root": str(root)}, "path": "Main.lean"}
+    async with harness(contract="upstream-2026-11") as h:
+        await h.initialize()
+        updated, _ = await h.call("lean_update", ws, modern=False)
+        synced, _ = await h.call("lean_sync", ws, modern=False)
+        token = structured(updated)["snapshot"]
+        assert structured(updated) == {"workspace": {"root": str(root)}, "snapshot": token, "changed": True}
+        assert structured(synced)["snapshot"] == token and "version" not in structured(synced)
+        listed, _ = await h.call("lean_document_symbols", {**ws, "snapshot": token}, modern=False)
+        assert [symbol["name"] for symbol in structured(listed)["result"]] == ["t", "d"]
+        stale, _ = await h.call("lean_document_symbols", {**ws, "snapshot": token + "0"}, modern=False)
+        assert structured(stale)["code"] == "contentModified"
+        assert structured(stale)["data"]["reason"] == "snapshotMismatch"
+        assert structured(stale)["data"]["currentSnapshot"] == token

@@ -155,10 +155,10 @@ class Call:
         doc, changed = await self.runtime.update(client, rel, hold=self._held)
         return client, doc, changed
 
-    async def checked(self, rel: str, version: int) -> tuple[LeanClient, DocState]:
-        """`update`, insisting on the caller's document version (see `WorkspaceRuntime.checked`)."""
+    async def checked(self, pin: m.PinnedInput) -> tuple[LeanClient, DocState]:
+        """`update`, insisting on the caller's document version or snapshot (see `WorkspaceRuntime.checked`)."""
         client = await self.client()
-        return client, await self.runtime.checked(client, rel, version, hold=self._held)
+        return client, await self.runtime.checked(client, pin, hold=self._held)
 
     def release(self) -> None:
         """The call is over: let go of the documents it held."""
@@ -303,6 +303,7 @@ class Call:
         sync = m.SyncResult(
             path=path,
             version=doc.version,
+            snapshot=doc.snapshot,
             diagnostics=m.Diagnostics(counts=verdict.counts(diags), items=items),
             readiness=verdict.readiness(diags, elaborated=True),
         )

@@ -14,6 +14,7 @@ import dataclasses
 import errno
 import hashlib
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -231,6 +232,8 @@ class DocState:
     module: str | None
     text_hash: str
     version: int
+    snapshot: str = ""
+    """The opaque token of the document's current state (`Documents.next_snapshot`); empty until it is opened."""
     progress: ProgressTracker = dataclasses.field(default_factory=ProgressTracker)
     checkpointed_version: int | None = None
     synced_version: int | None = None
@@ -247,17 +250,18 @@ class DocState:
     outline: Any = None
     """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
 
-    def opened(self, version: int, text: str) -> None:
-        """The text was sent with didOpen at `version`."""
+    def opened(self, version: int, text: str, snapshot: str) -> None:
+        """The text was sent with didOpen at `version`; `snapshot` is the token of this state."""
         self.version = version
+        self.snapshot = snapshot
         self.text_hash = text_hash(text)
         self.imports = header_imports(text)
         self.goal_modes = {}
         self.outline = None
 
-    def changed(self, version: int, text: str) -> None:
+    def changed(self, version: int, text: str, snapshot: str) -> None:
         """The text was sent with didChange at `version`: checkpoint and progress start over."""
-        self.opened(version, text)
+        self.opened(version, text, snapshot)
         self.checkpointed_version = None
         self.progress = ProgressTracker()
 
@@ -274,6 +278,20 @@ class Documents:
         self.max_source_bytes = max_source_bytes
         self.docs: dict[str, DocState] = {}
         self._use_seq = 0
+        self._session = secrets.token_hex(6)
+        self._revision = 0
+
+    def next_snapshot(self) -> str:
+        """A token for a document state no other token of this runtime names: `<session>/<revision>`.
+
+        Upstream Beam's shape (its tokens are opaque all the same). The revision counts over every document of
+        the workspace and never restarts (a cleared session keeps counting), so a token names one file in one
+        state: a token of another file, of an earlier text, or of a document closed since is never current, even
+        for identical text. The session part is random per runtime, so a workspace dropped and created again
+        never repeats a token either.
+        """
+        self._revision += 1
+        return f"{self._session}/{self._revision}"
 
     def clear(self) -> None:
         """Forget every document (new session, or drop)."""

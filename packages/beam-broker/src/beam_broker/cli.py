@@ -104,6 +104,8 @@ daemon:
   `lean-beam daemon start` keeps a broker with a warm Lean server for the project on a unix socket;
   commands use it when it answers (so handles survive between commands), else run Lean in this process.
   `daemon status` / `daemon stop` inspect and stop it. --no-daemon forces an in-process run.
+  Upstream Beam's spellings work too: `lean-beam serve` runs the daemon in the foreground, `status` / `stop`
+  as above, and `recover` clears what a dead daemon left (--force: also ends one that does not answer).
 
 exit codes:
   {EXIT_OK}    success (sync/save: the file has no errors; a failing probe is a success)
@@ -284,7 +286,7 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     arguments["workspace"] = {"root": root}
     if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
-    fresh = form.versioned and VERSION not in arguments
+    fresh = form.versioned and VERSION not in arguments and "snapshot" not in arguments
 
     terminal = Terminal(sys.stdout, sys.stderr)
     mode = progress_mode(sys.stderr, quiet=options.quiet)

@@ -23,6 +23,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
+    model_validator,
 )
 
 from beam_lsp.strict_json import find_invalid_text
@@ -32,6 +33,12 @@ from .workspace import WorkspaceDescriptor, resolve
 
 PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
 VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
+SNAPSHOT_DESC = (
+    "Opaque document snapshot returned by lean_update or lean_sync for this path, passed back unchanged (or pass "
+    "version instead)."
+)
+SNAPSHOT_MAX = 256
+"""Longest snapshot token accepted (Beam's are far shorter; a longer one cannot be current)."""
 LINE_DESC = "Zero-based line (LSP coordinates)."
 CHAR_DESC = "Zero-based UTF-16 character offset in the line (LSP coordinates)."
 WORKSPACE_DESC = 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
@@ -125,6 +132,25 @@ class PathInput(_In):
     path: str = Field(description=PATH_DESC)
 
 
+class PinnedInput(PathInput):
+    """Every input bound to one document state: exactly one of `version` (numeric) and `snapshot` (opaque token).
+
+    Upstream Beam's current contract names the state with `snapshot` only, the seed's with `version` only; Beam
+    takes either (`OperationSpec.extension_fields` lists `snapshot`, so `--tools beam` keeps the seed's schema).
+    """
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["version"]}, {"required": ["snapshot"]}]})
+
+    version: int | None = Field(None, description=VERSION_DESC, ge=0)
+    snapshot: str | None = Field(None, description=SNAPSHOT_DESC, min_length=1, max_length=SNAPSHOT_MAX)
+
+    @model_validator(mode="after")
+    def _one_pin(self) -> PinnedInput:
+        if (self.version is None) == (self.snapshot is None):
+            raise ValueError("pass exactly one of version and snapshot")
+        return self
+
+
 class FileInput(PathInput):
     """`lean_update`, `lean_close`."""
 
@@ -155,17 +181,15 @@ class SaveInput(PathInput):
     diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live: 'errors' or 'all'.")
 
 
-class DocumentInput(PathInput):
+class DocumentInput(PinnedInput):
     """`lean_document_symbols`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class PositionInput(PathInput):
+class PositionInput(PinnedInput):
     """`lean_hover`, `lean_signature_help`, `lean_definition`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
@@ -177,10 +201,9 @@ class ReferencesInput(PositionInput):
     include_declaration: bool = Field(True, description="Include the declaration itself (default true).")
 
 
-class GoalsInput(PathInput):
+class GoalsInput(PinnedInput):
     """`lean_goals`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     mode: Literal["before", "after"] = Field(
@@ -189,10 +212,9 @@ class GoalsInput(PathInput):
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
-class TodoInput(PathInput):
+class TodoInput(PinnedInput):
     """`lean_todo`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int = Field(description="Range start line (zero-based).", ge=0)
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
     end_line: int = Field(description="Range end line (zero-based).", ge=0)
@@ -202,10 +224,9 @@ class TodoInput(PathInput):
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
-class CodeActionResolveInput(PathInput):
+class CodeActionResolveInput(PinnedInput):
     """`lean_code_action_resolve`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
@@ -282,6 +303,7 @@ class SyncResult(_Out):
 
     path: str
     version: int
+    snapshot: str
     diagnostics: Diagnostics
     readiness: Readiness
 
@@ -301,6 +323,7 @@ class SaveResult(_Out):
     path: str
     module: str
     version: int
+    snapshot: str
     source_hash: str
     olean: str
     ilean: str
@@ -406,6 +429,7 @@ class TodoResult(_Reply):
     """`lean_todo`."""
 
     version: int
+    snapshot: str
     range: dict[str, Any]
     items: list[TodoItem]
 
@@ -414,13 +438,15 @@ class CodeActionResolveResult(_Reply):
     """`lean_code_action_resolve`: the resolved action; the client applies its edit."""
 
     version: int
+    snapshot: str
     code_action: dict[str, Any]
 
 
 class UpdateResult(_Reply):
-    """`lean_update`: the document version and whether this call sent didOpen/didChange."""
+    """`lean_update`: the document version and snapshot, and whether this call sent didOpen/didChange."""
 
     version: int
+    snapshot: str
     changed: bool
 
 
@@ -467,10 +493,9 @@ CompletionKind = Literal[
 """LSP `CompletionItemKind` names, in the order of their numbers (1 = text ... 25 = typeParameter)."""
 
 
-class CompletionsInput(PathInput):
+class CompletionsInput(PinnedInput):
     """`lean_completions`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
@@ -482,10 +507,9 @@ class CompletionsInput(PathInput):
     )
 
 
-class OutlineInput(PathInput):
+class OutlineInput(PinnedInput):
     """`lean_outline`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
 
 
@@ -563,10 +587,9 @@ class WidgetsResult(_Reply):
     widgets: list[dict[str, Any]]
 
 
-class WidgetSourceInput(PathInput):
+class WidgetSourceInput(PinnedInput):
     """`lean_widget_source`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     javascript_hash: str = Field(
         description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
     )
@@ -580,10 +603,9 @@ class WidgetSourceResult(_Reply):
     source: dict[str, Any]
 
 
-class InteractiveDiagnosticsInput(PathInput):
+class InteractiveDiagnosticsInput(PinnedInput):
     """`lean_interactive_diagnostics`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
     end_line: int | None = Field(
         None, description="Zero-based line the range stops before (default: the end of the file).", ge=0

@@ -15,6 +15,7 @@ Lean client stack) only when a handler first runs, so the MCP server answers `to
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -478,7 +479,20 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
 )
 
-OPERATIONS: tuple[Operation, ...] = _DECLARED
+_SNAPSHOT = frozenset({"snapshot"})
+"""Upstream Beam's current snapshot tokens beside the seed's versions: beyond the seed's tool surface."""
+_ANSWERS_SNAPSHOT = frozenset({"update", "sync", "refresh", "save", "close_save", "todo", "code_action_resolve"})
+"""The operations whose results carry the document's `snapshot` (at the top, or in the save they nest)."""
+
+
+def _snapshots(op: Operation) -> Operation:
+    """`op` with `snapshot` among its extension fields when it takes one (a `PinnedInput`) or answers one."""
+    if op.name in _ANSWERS_SNAPSHOT or issubclass(op.input_model, m.PinnedInput):
+        return dataclasses.replace(op, extension_fields=op.extension_fields | _SNAPSHOT)
+    return op
+
+
+OPERATIONS: tuple[Operation, ...] = tuple(_snapshots(op) for op in _DECLARED)
 """Every operation, in public tool order."""
 REGISTRY = Registry(OPERATIONS)
 """The registry every broker and MCP server serves unless given another."""

@@ -50,6 +50,7 @@ from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
 from .config import BrokerConfig, server_command, slow_reports
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
+from .models import PinnedInput
 from .workspace import cache_key, display_path, resolve_path
 
 log = logging.getLogger("beam_broker")
@@ -314,7 +315,7 @@ class WorkspaceRuntime:
             opened = not client.is_open(doc.uri)
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
-                doc.opened(await client.open(doc.uri, text), text)
+                doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
@@ -324,7 +325,7 @@ class WorkspaceRuntime:
                 before = client.document(doc.uri).text
                 version = await client.change(doc.uri, text, defer=self.config.change_delay)
                 self.handles.invalidate_document(doc.uri, keep_version=version)
-                doc.changed(version, text)
+                doc.changed(version, text, self.documents.next_snapshot())
                 pool = self.pools.get(doc.uri)
                 if pool is not None and pool.mirrors:
                     self._tg.start_soon(self._follow, client, pool, before, text)
@@ -339,15 +340,29 @@ class WorkspaceRuntime:
             doc.users -= 1
         held.clear()
 
-    async def checked(
-        self, client: LeanClient, rel: str, version: int, *, hold: list[DocState] | None = None
-    ) -> DocState:
-        """`update`, then insist the caller's version is the current one.
+    async def checked(self, client: LeanClient, pin: PinnedInput, *, hold: list[DocState] | None = None) -> DocState:
+        """`update`, then insist the caller's version (or snapshot) is the current one.
 
         Raises:
-            BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`.
+            BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
+                `"snapshotMismatch"` (upstream Beam's error data: `expectedSnapshot`, `currentSnapshot`, `uri`).
         """
-        doc, _ = await self.update(client, rel, hold=hold)
+        doc, _ = await self.update(client, pin.path, hold=hold)
+        if pin.snapshot is not None:
+            if doc.snapshot != pin.snapshot:
+                raise BrokerError(
+                    CONTENT_MODIFIED,
+                    f"source snapshot changed for {doc.uri}; read the source and resolve the intended target again "
+                    "before retrying",
+                    {
+                        "reason": "snapshotMismatch",
+                        "expectedSnapshot": pin.snapshot,
+                        "currentSnapshot": doc.snapshot,
+                        "uri": doc.uri,
+                    },
+                )
+            return doc
+        version = pin.version
         if doc.version != version:
             raise BrokerError(
                 CONTENT_MODIFIED,

@@ -27,7 +27,7 @@ from ._jsonrpc import Request
 from ._notify import CallNotifier
 from ._params import MRTR_REJECTED, CallParams
 from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope, tool_result
-from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet, conform
 from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:
@@ -192,7 +192,11 @@ class Calls:
             await run.call.wait_turn()
             broker = await self._host.broker()
             ctx = CallContext(emit=run.notifier.on_event, request_id=run.call.rid.value)
-            return await broker.call(spec.name, inp, ctx)
+            result = await broker.call(spec.name, inp, ctx)
+            if run.tool.conform:  # the listed outputSchema leaves fields out (`--tools beam`, `--contract`)
+                cut: dict[str, Any] = conform(result, run.tool.descriptor["outputSchema"])
+                return cut
+            return result
 
         return await self._watched(run, work)
 

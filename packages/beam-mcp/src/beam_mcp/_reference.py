@@ -56,8 +56,12 @@ def render() -> str:
             lines.append("No arguments.")
             continue
         lines += ["| argument | type | required | meaning |", "| --- | --- | --- | --- |"]
+        alternatives = [alt["required"] for alt in schema.get("oneOf", ()) if len(alt.get("required", ())) == 1]
+        either = " or ".join(f"`{names[0]}`" for names in alternatives)
         for name, prop in schema["properties"].items():
             required = "yes" if name in schema["required"] else "no"
+            if [name] in alternatives:  # exactly one of them (a version or a snapshot)
+                required = f"one of {either}"
             meaning = prop.get("description", "").replace("|", "\\|").replace("\n", " ")
             if "default" in prop:
                 meaning += f" Default `{json.dumps(prop['default'])}`."

@@ -161,13 +161,16 @@ def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict
     required = [name for name in properties if name in raw.get("required", []) or name in extra_required]
     if "workspace" in required:
         required = [name for name in required if name != "workspace"] + ["workspace"]
-    return {
+    schema: dict[str, Any] = {
         "$schema": JSON_SCHEMA_DIALECT,
         "type": "object",
         "properties": properties,
         "required": required,
         "additionalProperties": False,
     }
+    if "oneOf" in raw:  # alternatives of required fields (a version or a snapshot), as the model declares them
+        schema["oneOf"] = [dict(alt) for alt in raw["oneOf"]]
+    return schema
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -261,6 +264,8 @@ class Tool:
         param_headers: The inputs HTTP clients mirror as `Mcp-Param-*` headers (`workspace.root`, if bound).
         answer: For a tool of another server's surface (`_compat`): what answers the whole `CallToolResult`
             (the runners of `_calls` answer only its `structuredContent`).
+        conform: Results are cut to the listed `outputSchema` (`conform`): it leaves out fields the operation
+            answers (`--tools beam`, the upstream contract).
     """
 
     name: str
@@ -271,6 +276,8 @@ class Tool:
     fence: bool = False
     param_headers: tuple[ParamHeader, ...] = ()
     answer: Callable[[Calls, CallRun], Awaitable[dict[str, Any]]] | None = None
+    conform: bool = False
+    """Its listed output schema leaves out fields the operation answers: results are cut to it (`conform`)."""
 
 
 def _tool(
@@ -313,26 +320,131 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
     return _tool(BEAM_FEEDBACK_REPORT, FEEDBACK_DESCRIPTION, schema, output_schema(result), None)
 
 
+Contract = Literal["seed", "upstream-2026-11"]
+"""How Lean tools name a document state: `seed`, by numeric `version` (Beam for Python also takes and returns
+`snapshot` tokens beside it, except on the `beam` surface, which keeps the seed's exact schemas); `upstream-2026-11`,
+upstream Beam's current contract: upstream's 24 tools, `snapshot` only (a `version` argument is undeclared, and
+results carry no `version` where they carry a `snapshot`)."""
+CONTRACTS: Final[tuple[Contract, ...]] = ("seed", "upstream-2026-11")
+UPSTREAM_CONTRACT: Final = "upstream-2026-11"
+_UPSTREAM_WORDS: Final = (
+    ("(version 1)", "(a fresh snapshot)"),
+    ("document version", "document snapshot"),
+    ("that version", "that snapshot"),
+)
+"""The seed's descriptions reworded for the upstream contract (its tools name document snapshots)."""
+
 Surface = Literal["all", "beam", "lean-lsp-mcp"]
 """Which tools a server lists and serves: `all`; `beam`, upstream Beam's exact 24; `lean-lsp-mcp`, lean-lsp-mcp
 0.32.0's 22 tools (`_compat`)."""
 SURFACES: Final[tuple[Surface, ...]] = ("all", "beam", "lean-lsp-mcp")
 
 
-def operation_tool(spec: OperationSpec[BaseModel, BaseModel], *, surface: Surface = "all") -> Tool:
-    """The MCP tool of one broker operation (on the `beam` surface, without its `extension_fields`)."""
+def operation_tool(
+    spec: OperationSpec[BaseModel, BaseModel], *, surface: Surface = "all", contract: Contract = "seed"
+) -> Tool:
+    """The MCP tool of one broker operation.
+
+    On the `beam` surface it has none of its `extension_fields`; under the upstream contract it has none of them
+    but `snapshot`, and no `version` beside a `snapshot` (in the input, and in every object of the output).
+    Either way its results are cut to the listed output schema (`Tool.conform`).
+    """
     inputs, outputs = input_schema(spec.input_model), output_schema(spec.output_model)
-    if surface == "beam" and spec.extension_fields:
+    description = spec.description
+    conform = False
+    if contract == UPSTREAM_CONTRACT:
+        dropped = spec.extension_fields - {"snapshot"}
+        inputs, outputs = _retire(_without(inputs, dropped)), _retire(_without(outputs, dropped))
+        for seed, upstream in _UPSTREAM_WORDS:
+            description = description.replace(seed, upstream)
+        conform = bool(spec.extension_fields)
+    elif surface == "beam" and spec.extension_fields:
         inputs, outputs = _without(inputs, spec.extension_fields), _without(outputs, spec.extension_fields)
-    return _tool(spec.tool, spec.description, inputs, outputs, tool_annotations(spec), spec)
+        conform = True
+    return dataclasses.replace(
+        _tool(spec.tool, description, inputs, outputs, tool_annotations(spec), spec), conform=conform
+    )
 
 
-def _without(schema: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
-    """An object schema without some of its properties."""
-    out = {**schema, "properties": {k: v for k, v in schema["properties"].items() if k not in fields}}
+def _without(schema: dict[str, Any], fields: frozenset[str], *, deep: bool = True) -> dict[str, Any]:
+    """A schema without some properties, in every object it describes (a save result nests its sync result).
+
+    A `oneOf` of required fields loses the alternatives that name a dropped field; when one is left, its fields
+    are simply required (the seed's schemas: `version` required, no `snapshot`). With `deep=False` only the
+    schema's own object loses them.
+    """
+    if not fields:
+        return schema
+    out = dict(schema)
+
+    def inner(sub: dict[str, Any]) -> dict[str, Any]:
+        return _without(sub, fields) if deep else sub
+
+    if isinstance(schema.get("properties"), dict):
+        out["properties"] = {k: inner(v) for k, v in schema["properties"].items() if k not in fields}
     if "required" in schema:
         out["required"] = [k for k in schema["required"] if k not in fields]
+    for key in ("anyOf", "allOf"):
+        if key in schema:
+            out[key] = [inner(sub) for sub in schema[key]]
+    if isinstance(schema.get("items"), dict):
+        out["items"] = inner(schema["items"])
+    if "oneOf" in schema:
+        kept = [alt for alt in schema["oneOf"] if not set(alt.get("required", ())) & fields]
+        if len(kept) == 1 and set(kept[0]) == {"required"}:
+            del out["oneOf"]
+            wanted = set(out.get("required", ())) | set(kept[0]["required"])
+            out["required"] = [k for k in out["properties"] if k in wanted]
+            if "workspace" in out["required"]:
+                out["required"] = [k for k in out["required"] if k != "workspace"] + ["workspace"]
+        else:
+            out["oneOf"] = [_without(alt, fields) for alt in kept]
     return out
+
+
+def _retire(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema without `version` wherever `snapshot` stands beside it (upstream Beam's current contract).
+
+    Only there: a diagnostic item keeps the `version` Lean published it for.
+    """
+    out = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        if "snapshot" in properties and "version" in properties:
+            out = _without(out, frozenset({"version"}), deep=False)
+            properties = out["properties"]
+        out["properties"] = {k: _retire(v) for k, v in properties.items()}
+    for key in ("anyOf", "allOf"):
+        if key in out:
+            out[key] = [_retire(sub) for sub in out[key]]
+    if isinstance(out.get("items"), dict):
+        out["items"] = _retire(out["items"])
+    return out
+
+
+def conform(value: Any, schema: Mapping[str, Any]) -> Any:
+    """`value` cut to a listed output schema: keys a closed object does not declare are left out, at any depth.
+
+    An object schema with `properties` and `additionalProperties: false` keeps only its properties; `anyOf`
+    descends into its one object alternative (a nullable field); arrays descend into `items`. Open objects and
+    anything else are kept as they are.
+    """
+    if isinstance(value, dict):
+        objects = [alt for alt in schema.get("anyOf", ()) if isinstance(alt, dict) and "properties" in alt]
+        if "properties" not in schema and len(objects) == 1:
+            return conform(value, objects[0])
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return value
+        closed = schema.get("additionalProperties") is False
+        return {
+            k: conform(v, properties[k]) if k in properties else v
+            for k, v in value.items()
+            if k in properties or not closed
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [conform(v, schema["items"]) for v in value]
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,21 +456,31 @@ class ToolSet:
 
     @classmethod
     def build(
-        cls, operations: Iterable[OperationSpec[BaseModel, BaseModel]], feedback: Tool, *, surface: Surface = "all"
+        cls,
+        operations: Iterable[OperationSpec[BaseModel, BaseModel]],
+        feedback: Tool,
+        *,
+        surface: Surface = "all",
+        contract: Contract = "seed",
     ) -> ToolSet:
         """The process tools and the feedback tool, then one tool per broker operation in registry order.
 
         `surface="beam"` leaves out the operations beyond upstream Beam's (`OperationSpec.extension`), so the
         list is exactly upstream Beam's 24 tools, and calling another tool is an unknown tool. `surface="lean-lsp-mcp"`
         lists lean-lsp-mcp 0.32.0's tools only, each answered by a projection of the operations (`_compat`).
+        `contract="upstream-2026-11"` lists upstream Beam's 24 tools in its current contract (`Contract`), whatever
+        the surface says.
         """
-        if surface == "lean-lsp-mcp":
+        if contract == UPSTREAM_CONTRACT:
+            surface = "beam"
+        elif surface == "lean-lsp-mcp":
             from ._compat import compat_tools
 
             compat = compat_tools()
             return cls(compat, {tool.name: tool for tool in compat})
         specs = [spec for spec in operations if surface == "all" or not spec.extension]
-        tools = (*process_tools(), feedback, *(operation_tool(spec, surface=surface) for spec in specs))
+        made = (operation_tool(spec, surface=surface, contract=contract) for spec in specs)
+        tools = (*process_tools(), feedback, *made)
         return cls(tools, {tool.name: tool for tool in tools})
 
     def descriptors(self) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 if TYPE_CHECKING:
     from ._http import HttpConfig
     from ._http.auth import BearerToken
-    from ._tools import Surface
+    from ._tools import Contract, Surface
     from .server import ServerConfig
 
 TRACE_ENV = "LEAN_BEAM_MCP_TRACE"
@@ -33,6 +33,8 @@ TOKEN_ENV = "LEAN_BEAM_MCP_TOKEN"
 TOOLS_ENV = "LEAN_BEAM_TOOLS"
 """The tool surface when no `--tools` is given (`all`, `beam` or `lean-lsp-mcp`)."""
 TOOL_SURFACES = ("all", "beam", "lean-lsp-mcp")
+CONTRACTS = ("seed", "upstream-2026-11")
+"""How Lean tools name a document state (`--contract`; `_tools.CONTRACTS`, listed here so `--help` loads no models)."""
 """The bearer token of `--http` when no `--http-token-file` is given (the same name as `_http.auth.TOKEN_ENV`)."""
 
 _EPILOG = f"""\
@@ -55,6 +57,8 @@ examples:
   lean-beam-mcp --http 127.0.0.1:8765 --http-token-file ~/.config/beam/token
                                                   ... requiring that bearer token
   lean-beam-mcp --tools beam                      list only Beam's 24 specified tools
+  lean-beam-mcp --contract upstream-2026-11       upstream Beam's current contract: its 24 tools, snapshot tokens
+                                                  instead of document versions
   lean-beam-mcp --tools lean-lsp-mcp              serve lean-lsp-mcp 0.32.0's tools (a drop-in; the project is
                                                   $LEAN_PROJECT_PATH, else found from each file_path)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
@@ -124,6 +128,15 @@ def _parser() -> argparse.ArgumentParser:
         help="which tools to serve: all (default); beam: exactly the 24 tools of Beam's specified surface "
         "(upstream's tool list), without the later additions; lean-lsp-mcp: lean-lsp-mcp 0.32.0's 22 tools, "
         f"names, arguments and results (a drop-in replacement); default: ${TOOLS_ENV} when set, else all",
+    )
+    parser.add_argument(
+        "--contract",
+        choices=CONTRACTS,
+        default="seed",
+        help="how Lean tools name a document state: seed (default): numeric version arguments, with opaque snapshot "
+        "tokens accepted and returned beside them (except with --tools beam, which keeps the seed's schemas "
+        "exactly); upstream-2026-11: upstream Beam's current contract, its 24 tools taking and returning snapshot "
+        "tokens only (not with --tools lean-lsp-mcp)",
     )
     parser.add_argument(
         "--self-check",
@@ -304,7 +317,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     tools = args.tools or os.environ.get(TOOLS_ENV) or "all"
     if tools not in TOOL_SURFACES:
         parser.error(f"${TOOLS_ENV} must be one of {', '.join(TOOL_SURFACES)}, not {tools!r}")
-    config = ServerConfig(lean_cmd=lean_cmd, server_binary=binary, broker=broker, tools=cast("Surface", tools))
+    if args.contract != "seed" and tools == "lean-lsp-mcp":
+        parser.error(f"--contract {args.contract} serves upstream Beam's tools, not --tools lean-lsp-mcp")
+    config = ServerConfig(
+        lean_cmd=lean_cmd,
+        server_binary=binary,
+        broker=broker,
+        tools=cast("Surface", tools),
+        contract=cast("Contract", args.contract),
+    )
     try:
         if address is not None:
             from ._http import HttpConfig, require_extra

@@ -48,7 +48,7 @@ from ._protocol import (
 )
 from ._resources import ResourceMethods
 from ._subscriptions import UpdateHub
-from ._tools import SURFACES, Surface, ToolSet, feedback_tool
+from ._tools import CONTRACTS, SURFACES, Contract, Surface, ToolSet, feedback_tool
 from .errors import PARSE_ERROR, JsonRpcError, invalid_params, invalid_request, method_not_found
 
 __all__ = ["Channel", "McpServer", "Outlet", "ServerConfig"]
@@ -81,6 +81,9 @@ class ServerConfig:
         broker: More `beam_broker.BrokerConfig` settings (e.g. `mirrors_per_document`).
         tools: Which tools `tools/list` lists and `tools/call` serves (`--tools`): `all`, or `beam`, upstream Beam's
             24 tools exactly, for clients that want nothing else.
+        contract: How Lean tools name a document state (`--contract`): `seed` (numeric versions; snapshot tokens
+            beside them except on the `beam` surface) or `upstream-2026-11` (upstream Beam's 24 tools with
+            snapshot tokens only; `tools` must then be `all` or `beam`).
         registry: The broker operations it serves (tests inject handlers by passing another).
     """
 
@@ -93,11 +96,16 @@ class ServerConfig:
     update_interval: float = _subscriptions.UPDATE_INTERVAL
     broker: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tools: Surface = "all"
+    contract: Contract = "seed"
     registry: Registry = REGISTRY
 
     def __post_init__(self) -> None:
         if self.tools not in SURFACES:
             raise ValueError(f"ServerConfig.tools must be one of {', '.join(SURFACES)}, not {self.tools!r}")
+        if self.contract not in CONTRACTS:
+            raise ValueError(f"ServerConfig.contract must be one of {', '.join(CONTRACTS)}, not {self.contract!r}")
+        if self.contract != "seed" and self.tools == "lean-lsp-mcp":
+            raise ValueError(f"ServerConfig.contract {self.contract} serves upstream Beam's tools, not lean-lsp-mcp's")
 
     def delay(self) -> float:
         """The effective `beam.status` delay in seconds."""
@@ -260,7 +268,9 @@ class McpServer:
             from beam_feedback.models import FeedbackReport, FeedbackResult  # pydantic models: loaded when listed
 
             feedback = feedback_tool(FeedbackReport, FeedbackResult)
-            self._toolset = ToolSet.build(self.config.registry, feedback, surface=self.config.tools)
+            self._toolset = ToolSet.build(
+                self.config.registry, feedback, surface=self.config.tools, contract=self.config.contract
+            )
         return self._toolset
 
     def _document(self, path: str) -> dict[str, Any]:

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 Kind = Literal["str", "text", "texts", "int", "bool", "choice", "list", "json"]
 
-_SKIPPED = frozenset({"workspace"})
+_SKIPPED = frozenset({"workspace", "snapshot"})
+"""Fields no option sets: the workspace is `--root`'s, and the document state is the version (or the update step's)."""
 _POSITIONAL = "path"
 _TEXT_FIELDS = frozenset({"text"})
 _TEXTS_FIELDS = frozenset({"texts"})

@@ -328,10 +328,12 @@ def run_foreground(
             os.close(ready_fd)
 
     try:
+        paths.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")  # who holds the lock, should it stop answering
         reason = anyio.run(
             lambda: serve(paths, config, info=info, watch_interval=watch_interval, handle_signals=True, on_ready=ready)
         )
     finally:
+        paths.pid.unlink(missing_ok=True)
         lock.release()
     log.info("stopped: %s", reason)
     return True

@@ -60,6 +60,11 @@ class DaemonPaths:
         """The private (0700) directory holding the files."""
         return self.socket.parent
 
+    @property
+    def pid(self) -> Path:
+        """The pid of the daemon holding the lock, written once it holds it (for `recover --force`)."""
+        return self.lock.with_suffix(".pid")
+
 
 def state_dir(env: Mapping[str, str]) -> Path:
     """`$XDG_RUNTIME_DIR/beam` when that is an absolute directory, else `~/.cache/beam`."""

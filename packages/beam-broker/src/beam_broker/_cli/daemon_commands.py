@@ -1,22 +1,27 @@
-"""`lean-beam stats` and `lean-beam daemon start|stop|status|serve`: the commands around the daemon.
+"""`lean-beam stats`, `lean-beam daemon start|stop|status|serve` and `serve|status|stop|recover`: the daemon's commands.
 
 Owns their subparsers and handlers: starting a detached daemon (after checking that a Lean server command
-exists), stopping it, reporting its status and statistics (JSON, or a few lines for a person). The server is
+exists), stopping it, reporting its status and statistics (JSON, or a few lines for a person), and recovering from
+a daemon that died or stopped answering. `serve`, `status`, `stop` and `recover` are upstream Beam's spellings
+(a foreground `lean-beam serve` owns the session); `daemon serve|status|stop` do the same. The server is
 `daemon`'s and the protocol `daemon_client`'s; this module only drives them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
 from beam_broker.config import BrokerConfig, server_command
-from beam_broker.errors import INTERNAL_ERROR, RUNTIME_SETUP, BrokerError
+from beam_broker.errors import INTERNAL_ERROR, RUNTIME_SETUP, BrokerError, invalid_params
+from beam_lsp import kill_tree
 
 from . import daemon_client as client
 from .common import EXIT_OK, Options, Output, run, workspace_root
@@ -24,6 +29,9 @@ from .common import EXIT_OK, Options, Output, run, workspace_root
 DEFAULT_TIMEOUT: Final = 60.0
 EXIT_NOT_RUNNING: Final = 1
 """`daemon status` when no daemon runs (its own meaning of 1, kept from before the exit-code table)."""
+SERVE_HELP: Final = "run the daemon in the foreground (logs on stderr; Ctrl-C or `stop` ends it)"
+STATUS_HELP: Final = "print root, pid, uptime and statistics; exit 1 when not running"
+STOP_HELP: Final = "stop the daemon and wait until its Lean servers exit"
 
 
 def add_commands(
@@ -55,11 +63,40 @@ def add_commands(
     stop = actions.add_parser("stop", parents=[common], help="stop the daemon and wait until its Lean servers exit")
     stop.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help="wait this long for it")
     stop.set_defaults(handler=_daemon_stop)
-    status = actions.add_parser(
-        "status", parents=[common], help="print root, pid, uptime and statistics; exit 1 when not running"
-    )
+    status = actions.add_parser("status", parents=[common], help=STATUS_HELP)
     status.set_defaults(handler=_daemon_status)
-    serve = actions.add_parser("serve", parents=[common], help="run the daemon in the foreground (logs on stderr)")
+    _serve_parser(actions.add_parser("serve", parents=[common], help=SERVE_HELP))
+    # upstream Beam's spellings: a foreground `lean-beam serve` owning the session, and its status/stop/recover
+    _serve_parser(
+        commands.add_parser(
+            "serve",
+            parents=[common],
+            help=f"{SERVE_HELP} (as `daemon serve`)",
+            description="Serve this project's broker (and its warm Lean server) on its unix socket in the "
+            "foreground, as upstream Beam's `lean-beam serve` does: commands use it while it runs. Ctrl-C, SIGTERM "
+            "or `lean-beam stop` ends it. `lean-beam daemon start` runs the same daemon in the background.",
+        )
+    )
+    top_status = commands.add_parser("status", parents=[common], help=f"{STATUS_HELP} (as `daemon status`)")
+    top_status.set_defaults(handler=_daemon_status)
+    top_stop = commands.add_parser("stop", parents=[common], help=f"{STOP_HELP} (as `daemon stop`)")
+    top_stop.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help="wait this long for it")
+    top_stop.set_defaults(handler=_daemon_stop)
+    recover = commands.add_parser(
+        "recover",
+        parents=[common],
+        help="clear what a dead or unresponsive daemon left behind (--force: also end a daemon that holds the "
+        "project but does not answer, or one that runs)",
+        description="Recover this project's daemon state. A daemon that died leaves its socket file: it is removed. "
+        "A daemon that holds the project's lock but does not answer is ended only with --force (SIGTERM to it and "
+        "its Lean servers), as is a healthy one. Prints what was done.",
+    )
+    recover.add_argument("--force", action="store_true", help="also end a daemon that runs or does not answer")
+    recover.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help="wait this long for it")
+    recover.set_defaults(handler=_recover)
+
+
+def _serve_parser(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--watch-interval", type=float, default=None, help=argparse.SUPPRESS)
     serve.set_defaults(handler=_daemon_serve)
@@ -129,23 +166,27 @@ def _daemon_start(args: argparse.Namespace, options: Options) -> int:
     return EXIT_OK
 
 
-def _daemon_stop(args: argparse.Namespace, options: Options) -> int:
+def _stop(paths: client.DaemonPaths, timeout: float) -> dict[str, Any] | None:
+    """Ask the daemon to stop and wait until its Lean servers exit: its answer, or None when none runs."""
     import anyio
-
-    paths = _daemon_paths(options)
 
     async def stop() -> dict[str, Any] | None:
         try:
-            with anyio.fail_after(args.timeout):
+            with anyio.fail_after(timeout):
                 return await client.request(paths, client.SHUTDOWN, linger=True)
         except client.DaemonUnavailable:
             return None
         except TimeoutError:
             raise BrokerError(
-                INTERNAL_ERROR, f"the daemon for {paths.root} did not stop within {args.timeout:g} s"
+                INTERNAL_ERROR, f"the daemon for {paths.root} did not stop within {timeout:g} s"
             ) from None
 
-    answer = run(stop)
+    return run(stop)
+
+
+def _daemon_stop(args: argparse.Namespace, options: Options) -> int:
+    paths = _daemon_paths(options)
+    answer = _stop(paths, args.timeout)
     out = Output(options)
     if answer is None:
         value: dict[str, Any] = {"stopped": False, "reason": "notRunning", "root": paths.root}
@@ -206,3 +247,81 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     interval = args.watch_interval if args.watch_interval is not None else _daemon.ROOT_CHECK_SECONDS
     served = _daemon.run_foreground(paths, config, info=info, ready_fd=args.ready_fd, watch_interval=interval)
     return EXIT_OK if served else EXIT_NOT_RUNNING
+
+
+def _lock_free(paths: client.DaemonPaths, timeout: float = 0) -> bool:
+    """Whether no process holds the root's daemon lock (waiting up to `timeout` seconds for it to be let go)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(paths.lock), timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        return False
+    lock.release()
+    return True
+
+
+def _recorded_pid(paths: client.DaemonPaths) -> int | None:
+    try:
+        text = paths.pid.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _end(paths: client.DaemonPaths, pid: int, timeout: float) -> bool:
+    """SIGTERM a daemon that holds the lock (and its Lean servers), then SIGKILL; whether the lock came free."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        kill_tree(pid, sig=sig)  # its process group and every descendant (the Lean servers)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)  # a foreground `serve` leads no process group of its own
+        if _lock_free(paths, timeout):
+            return True
+    return False
+
+
+def _recovered_text(value: Mapping[str, Any]) -> list[str]:
+    if value.get("reason") == "running":
+        return [
+            f"a daemon runs for {value.get('root')} (pid {value.get('pid')}) and answers: nothing to recover "
+            "(--force stops it)"
+        ]
+    done = list(value.get("actions") or [])
+    return done or [f"nothing to recover for {value.get('root')}"]
+
+
+def _recover(args: argparse.Namespace, options: Options) -> int:
+    """Recover the root's daemon state: stale files of a dead daemon; with --force, a daemon that runs or hangs."""
+    paths = _daemon_paths(options)
+    out = Output(options)
+    actions: list[str] = []
+    current = run(lambda: client.status(paths))
+    if current is not None and not args.force:
+        out.value(
+            {"recovered": False, "reason": "running", "pid": current.get("pid"), "root": paths.root}, _recovered_text
+        )
+        return EXIT_OK
+    if current is not None:
+        _stop(paths, args.timeout)
+        _lock_free(paths, args.timeout)  # the process lets the lock go as it exits, just after it answered
+        actions.append(f"stopped the daemon for {paths.root} (pid {current.get('pid')})")
+    elif not _lock_free(paths):
+        pid = _recorded_pid(paths)
+        hung = {"reason": "daemonNotAnswering", "lock": str(paths.lock), "pid": pid, "root": paths.root}
+        if not args.force:
+            raise BrokerError(
+                RUNTIME_SETUP,
+                f"a daemon holds {paths.lock} (pid {pid}) but does not answer; `lean-beam recover --force` ends it",
+                hung,
+            )
+        if pid is None or not _end(paths, pid, args.timeout):
+            raise invalid_params(f"could not end the daemon holding {paths.lock} (pid {pid})", hung)
+        actions.append(f"ended the daemon for {paths.root} that did not answer (pid {pid})")
+    if _lock_free(paths):
+        for leftover in (paths.socket, paths.pid):
+            if leftover.is_socket() or leftover.is_file() or leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
+                actions.append(f"removed {leftover}")
+    out.value({"recovered": bool(actions), "actions": actions, "root": paths.root}, _recovered_text)
+    return EXIT_OK

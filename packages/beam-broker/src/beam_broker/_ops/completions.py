@@ -23,7 +23,7 @@ KINDS: Final[tuple[str, ...]] = get_args(m.CompletionKind)
 
 async def completions(call: Call, inp: m.CompletionsInput) -> m.CompletionsResult:
     """Lean's completions at a position: the first `limit` items, resolved, and how many were dropped."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     pos = Position(line=inp.line, character=inp.character)
     client.document(doc.uri).validate(pos)
     listed = await client.completion(doc.uri, pos)

@@ -50,7 +50,7 @@ async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState 
 
 async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
     """Structured goals before or after the tactic at a position."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     pos = Position(line=inp.line, character=inp.character)
     text_doc = client.document(doc.uri)
     text_doc.validate(pos)
@@ -65,7 +65,7 @@ async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
 
 async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
     """Actionable items in a range of a document version (after a complete barrier)."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     text_doc = client.document(doc.uri)
     query = document_range((inp.start_line, inp.start_character), (inp.end_line, inp.end_character))
     text_doc.validate_range(query)
@@ -102,7 +102,9 @@ async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:
             )
             for action in actions
         )
-    return m.TodoResult(workspace=call.workspace, version=doc.version, range=qjson, items=verdict.finish(items))
+    return m.TodoResult(
+        workspace=call.workspace, version=doc.version, snapshot=doc.snapshot, range=qjson, items=verdict.finish(items)
+    )
 
 
 async def _diagnostic_items(
@@ -142,9 +144,11 @@ async def code_action_resolve(call: Call, inp: m.CodeActionResolveInput) -> m.Co
     data = inp.code_action.get("data")
     if not isinstance(data, dict):
         raise invalid_params("code_action_resolve requires codeAction.data (pass an action returned by lean_todo)")
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     target = ((data.get("params") or {}).get("textDocument") or {}).get("uri")
     if target != doc.uri:
         raise invalid_params(f"codeAction.data targets {target}, not requested document {doc.uri}")
     resolved = await client.resolve_code_action(code_action(inp.code_action))
-    return m.CodeActionResolveResult(workspace=call.workspace, version=doc.version, code_action=lsp_json(resolved))
+    return m.CodeActionResolveResult(
+        workspace=call.workspace, version=doc.version, snapshot=doc.snapshot, code_action=lsp_json(resolved)
+    )

@@ -80,7 +80,7 @@ PositionRequest = Callable[["LeanClient", str, Position], Awaitable[Any]]
 
 
 async def _at(call: Call, inp: m.PositionInput) -> tuple[LeanClient, DocState, Position]:
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     pos = Position(line=inp.line, character=inp.character)
     client.document(doc.uri).validate(pos)
     return client, doc, pos
@@ -124,7 +124,7 @@ async def references(call: Call, inp: m.ReferencesInput) -> m.LspList:
 
 async def document_symbols(call: Call, inp: m.DocumentInput) -> m.LspList:
     """Declarations and sections of the document version."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     return m.LspList(workspace=call.workspace, result=lsp_json(await client.document_symbols(doc.uri)))
 
 

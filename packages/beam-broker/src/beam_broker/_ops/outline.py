@@ -56,7 +56,7 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
     watch = Watch(path_to_uri(path), runtime.display(path))
     with unwrap_group():
         async with call.watch(client, watch, None):
-            client, doc = await call.checked(inp.path, inp.version)
+            client, doc = await call.checked(inp)
             version = doc.version
             cached = doc.outline
             if isinstance(cached, m.OutlineResult) and cached.version == version:  # asked again, unchanged

@@ -157,6 +157,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
         path=path,
         module=doc.module,
         version=doc.version,
+        snapshot=doc.snapshot,
         source_hash=doc.text_hash,
         sync=sync,
         olean=arts["olean"],

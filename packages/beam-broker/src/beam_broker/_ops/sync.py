@@ -20,7 +20,7 @@ from .save import save_module
 async def update(call: Call, inp: m.FileInput) -> m.UpdateResult:
     """Read the file into Lean's mirror: its version and whether didOpen/didChange was sent."""
     _, doc, changed = await call.update(inp.path)
-    return m.UpdateResult(workspace=call.workspace, version=doc.version, changed=changed)
+    return m.UpdateResult(workspace=call.workspace, version=doc.version, snapshot=doc.snapshot, changed=changed)
 
 
 async def sync(call: Call, inp: m.SyncInput) -> m.SyncReply:

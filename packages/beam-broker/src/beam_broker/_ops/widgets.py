@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from beam_lsp import LeanClient
 
 
-async def _at(call: Call, path: str, version: int, line: int, character: int) -> tuple[LeanClient, DocState, Position]:
-    client, doc = await call.checked(path, version)
+async def _at(call: Call, pin: m.PinnedInput, line: int, character: int) -> tuple[LeanClient, DocState, Position]:
+    client, doc = await call.checked(pin)
     pos = Position(line=line, character=character)
     client.document(doc.uri).validate(pos)
     return client, doc, pos
@@ -31,7 +31,7 @@ async def _at(call: Call, path: str, version: int, line: int, character: int) ->
 
 async def term_goal(call: Call, inp: m.PositionInput) -> m.TermGoalResult:
     """The expected type of the term at a position (`$/lean/plainTermGoal`), or nulls when there is no term."""
-    client, doc, pos = await _at(call, inp.path, inp.version, inp.line, inp.character)
+    client, doc, pos = await _at(call, inp, inp.line, inp.character)
     async with call.position(client, doc, pos) as uri:
         found = await client.plain_term_goal(uri, pos)
     if found is None:
@@ -41,7 +41,7 @@ async def term_goal(call: Call, inp: m.PositionInput) -> m.TermGoalResult:
 
 async def widgets(call: Call, inp: m.PositionInput) -> m.WidgetsResult:
     """The panel widgets Lean shows at a position (`Lean.Widget.getWidgets`)."""
-    client, doc, pos = await _at(call, inp.path, inp.version, inp.line, inp.character)
+    client, doc, pos = await _at(call, inp, inp.line, inp.character)
     async with call.position(client, doc, pos) as uri:
         found = await client.widgets(uri, pos)
     return m.WidgetsResult(workspace=call.workspace, version=doc.version, widgets=[w.wire() for w in found])
@@ -53,7 +53,7 @@ async def widget_source(call: Call, inp: m.WidgetSourceInput) -> m.WidgetSourceR
     Raises:
         BrokerError: `invalidParams` (Lean's answer) when Lean knows no widget module with that hash.
     """
-    client, doc, pos = await _at(call, inp.path, inp.version, 0, 0)
+    client, doc, pos = await _at(call, inp, 0, 0)
     found = await client.widget_source(doc.uri, pos, inp.javascript_hash)
     return m.WidgetSourceResult(workspace=call.workspace, version=doc.version, source=found.wire())
 
@@ -64,7 +64,7 @@ async def interactive_diagnostics(call: Call, inp: m.InteractiveDiagnosticsInput
     Raises:
         BrokerError: `syncBarrierIncomplete` when Lean did not finish elaborating the version.
     """
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     result = await client.sync(doc.uri)
     if result.elaboration is not Elaboration.COMPLETE:
         raise BrokerError(

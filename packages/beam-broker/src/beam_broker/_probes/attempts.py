@@ -56,7 +56,7 @@ HELP_AFTER: Final = 2.0
 
 async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
     """Run every text at the position on its own; one attempt per text, in order."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     text_doc = client.document(doc.uri)
     pos = Position(line=inp.line, character=inp.character)
     text_doc.validate(pos)

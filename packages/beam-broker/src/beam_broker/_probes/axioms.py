@@ -27,7 +27,7 @@ _NONE: Final = re.compile(r"\A'(?P<name>.*)' does not depend on any axioms\s*\Z"
 
 async def axioms(call: Call, inp: pm.AxiomsInput) -> pm.AxiomsResult:
     """`#print axioms` of a declaration, by name or at a position, on a mirror."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     text_doc = client.document(doc.uri)
     source = text_doc.text
     pool = call.runtime.pool(doc.uri)

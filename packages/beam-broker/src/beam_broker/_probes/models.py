@@ -16,9 +16,9 @@ from pydantic import Field, model_validator
 from beam_broker.models import (
     CHAR_DESC,
     LINE_DESC,
-    VERSION_DESC,
     WORKSPACE_DESC,
     PathInput,
+    PinnedInput,
     ProofState,
     _In,
     _Out,
@@ -27,10 +27,9 @@ from beam_broker.models import (
 from beam_broker.workspace import WorkspaceDescriptor
 
 
-class RunAtInput(PathInput):
+class RunAtInput(PinnedInput):
     """`lean_run_at`, `lean_run_at_handle`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     text: str = Field(description="Lean text to run speculatively at the position (tactics or a command).")
@@ -85,10 +84,9 @@ NAME_PATTERN = rf"^{_NAME_PART}(?:\.{_NAME_PART})*$"
 outside `«»` (which would let a second command follow) nor a character no identifier has."""
 
 
-class AttemptsInput(PathInput):
+class AttemptsInput(PinnedInput):
     """`lean_attempts`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     texts: list[str] = Field(
@@ -100,10 +98,9 @@ class AttemptsInput(PathInput):
     handles: bool = Field(False, description="Also return next_handle for each successful attempt (for lean_run_with).")
 
 
-class AxiomsInput(PathInput):
+class AxiomsInput(PinnedInput):
     """`lean_axioms`: the declaration at (`line`, `character`), or `name`, or `name` as it resolves there."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
     name: str | None = Field(
         None,
@@ -128,10 +125,9 @@ class AxiomsInput(PathInput):
         return self
 
 
-class ProfileInput(PathInput):
+class ProfileInput(PinnedInput):
     """`lean_profile`."""
 
-    version: int = Field(description=VERSION_DESC, ge=0)
     line: int = Field(description=f"{LINE_DESC} A position in the declaration to profile.", ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)

@@ -41,7 +41,7 @@ _STATUS: Final = re.compile("\\A(?:\u2705|\u274c|\U0001f4a5)\ufe0f?\\s*")
 
 async def profile(call: Call, inp: pm.ProfileInput) -> pm.ProfileResult:
     """Elaborate the declaration at a position with Lean's profiler on, and read Lean's report."""
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     source = client.document(doc.uri)
     pos = Position(line=inp.line, character=inp.character)
     source.validate(pos)

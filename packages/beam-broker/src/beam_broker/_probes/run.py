@@ -70,7 +70,7 @@ async def release(call: Call, inp: pm.ReleaseInput) -> m.NullResult:
 
 
 async def _run_at(call: Call, inp: pm.RunAtInput, *, keep_handle: bool) -> pm.RunResult:
-    client, doc = await call.checked(inp.path, inp.version)
+    client, doc = await call.checked(inp)
     text_doc = client.document(doc.uri)
     pos = Position(line=inp.line, character=inp.character)
     text_doc.validate(pos)
