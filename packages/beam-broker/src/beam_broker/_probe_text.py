@@ -4,8 +4,8 @@ A probe never touches the source document: its text is placed in a private mirro
 the insertion point, the probe text, and nothing after it (truncation keeps a probe's cost proportional to the
 enclosing declaration; an unchanged prefix lets Lean reuse its snapshots). Pure text surgery on LSP positions
 (including the text a position request needs in a mirror, the `by` rule that settles a probe's mode without
-Lean, and the rule that lets a batch of command alternatives share one mirror version) plus the rules that
-attribute Lean's messages to the probe; no I/O.
+Lean, and the rules that let a batch of alternatives share one mirror version: side by side, under fresh names,
+in copies of the enclosing declaration) plus the rules that attribute Lean's messages to the probe; no I/O.
 """
 
 from __future__ import annotations
@@ -383,6 +383,7 @@ def _in_mutual(prefix: str) -> bool:
 
 
 def _tactics_shareable(texts: list[str], declaration: str) -> bool:
+    """Whether tactic alternatives can run in copies of `declaration` (`shareable`, proof mode)."""
     text = _DOC_COMMENT.sub("", declaration.lstrip(), count=1)
     lead = _LEAD.match(text)
     if len(declaration) > COPY_LIMIT or lead is None or lead.group(1).startswith("#"):
