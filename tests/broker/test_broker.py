@@ -120,7 +120,9 @@ async def test_a_parsed_input_model_is_accepted_and_its_root_canonicalized(tmp_p
     assert isinstance(parsed.pop("snapshot"), str)
     assert parsed == {"workspace": {"root": str(root)}, "version": 1, "changed": True}
     assert again["workspace"] == {"root": str(root)} and again["changed"] is False
-    assert events[0] == PreparationEvent("lean_update on A.lean: preparing the Lean workspace", "A.lean")
+    assert events[0] == PreparationEvent(
+        "lean_update on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
+    )
 
 
 async def test_an_unexpected_failure_is_a_logged_internal_error_and_counted(
@@ -179,7 +181,9 @@ async def test_drop_is_idempotent_reports_the_files_it_knew_and_a_later_call_rec
         assert first == {"workspace": {"root": str(root)}, "dropped": True, "invalidated_handles": True}
         assert sorted(set(changed)) == [str(root / "A.lean"), str(root / "B.lean")]
         assert broker.diagnostics(str(root / "A.lean"))["tracked"] is False
-        assert events == [PreparationEvent("lean_drop_workspace: preparing workspace eviction", None)]
+        assert events == [
+            PreparationEvent("lean_drop_workspace: preparing workspace eviction", None, "preparing workspace eviction")
+        ]
         second = await call(broker, "drop_workspace", root)
         assert (second["dropped"], second["invalidated_handles"], second["reason"]) == (False, False, "notFound")
         assert not broker.active and broker.cached(str(root)) is None
@@ -648,3 +652,47 @@ async def test_a_document_closed_by_the_bound_keeps_its_errors_on_real_lean(
         again = await call(broker, "sync", demo_root, path="Demo/Broken.lean")
         assert again["version"] == 1 and again["diagnostics"]["counts"]["error"] == 1
         assert broker.open_documents() == [broken]
+
+
+# ---- the one path check -------------------------------------------------------------------------------
+def _minimal_arguments(spec: Any, path: str) -> dict[str, Any]:
+    """Arguments a file-taking operation accepts, with `path` (each required field gets a value of its kind)."""
+    from beam_broker._cli.commands import field_args
+
+    values = {"str": "x", "text": "x", "texts": ["x"], "int": 0, "bool": False, "list": ["x"], "json": {}}
+    args: dict[str, Any] = {"path": path}
+    for arg in field_args(spec):
+        if arg.required and arg.name != "path":
+            args[arg.name] = arg.choices[0] if arg.kind == "choice" else values[arg.kind]
+        elif arg.name in ("line", "character"):  # `axioms` takes a name or a position
+            args[arg.name] = 0
+        elif arg.name == "version":  # a pinned call takes exactly one of version and snapshot
+            args[arg.name] = 1
+    return args
+
+
+async def test_every_file_taking_operation_refuses_a_file_that_is_no_lean_source_before_lean_starts(
+    tmp_path: Path,
+) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "theorem x : True := trivial\n", "notes.txt": "hello\n"})
+    (root / "Notes.lean").symlink_to(root / "notes.txt")  # Lean would see notes.txt
+    taking_files = [spec for spec in REGISTRY if issubclass(spec.input_model, m.PathInput)]
+    assert len(taking_files) > 20  # every operation on a file, whatever the registry adds
+    events: list[object] = []
+    async with open_broker(cmd=[str(tmp_path / "no-such-lean")]) as broker:
+        for spec in taking_files:
+            for path in ("notes.txt", "lakefile.toml", "/etc/hostname", "Notes.lean", ".lean"):
+                args = {"workspace": {"root": str(root)}, **_minimal_arguments(spec, path)}
+                with anyio.fail_after(60), pytest.raises(BrokerError) as info:
+                    await broker.call(spec.name, args, CallContext(emit=events.append))
+                assert info.value.code == codes.INVALID_PARAMS, (spec.name, path, info.value)
+                assert info.value.data is not None and info.value.data["reason"] == "notLeanSource"
+                assert "not a Lean source file" in info.value.message
+            # The same arguments with a Lean file pass the check (and reach the missing Lean, or need none).
+            lean = {"workspace": {"root": str(root)}, **_minimal_arguments(spec, "A.lean")}
+            try:
+                with anyio.fail_after(60):
+                    await broker.call(spec.name, lean, CallContext(emit=lambda _event: None))
+            except BrokerError as exc:
+                assert exc.data is None or exc.data.get("reason") != "notLeanSource", spec.name
+        assert events == []  # refused before the preparation event

@@ -55,7 +55,7 @@ def test_every_registry_operation_is_a_dashed_subcommand_besides_the_tool_comman
     commands = list(action.choices)  # type: ignore[arg-type]
     assert commands == [
         *(spec.name.replace("_", "-") for spec in OPERATIONS),
-        *("stats", "daemon", "doctor", "completion"),
+        *("stats", "daemon", "serve", "status", "stop", "recover", "doctor", "completion"),
     ]
     assert "run-at-handle" in commands and "drop-workspace" in commands and "sync" in commands
 
@@ -102,6 +102,32 @@ def test_help_explains_commands_exit_codes_and_examples(capsys: pytest.CaptureFi
     assert "stop" in capsys.readouterr().out
 
 
+def test_help_lists_the_commands_by_group_and_a_typo_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert beam_cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("commands:\n") : out.index("\n\npositions:")].splitlines()
+    titles = [line.strip() for line in listed if line.startswith("  ") and not line.startswith("    ")]
+    assert titles == ["files and diagnostics:", "navigation:", "goals and probes:", "save:", "daemon and setup:"]
+    assert all(len(line) <= beam_cli.HELP_LINE for line in listed)
+    assert {line.split()[0] for line in listed[1:] if line.startswith("    ")} == {
+        *(command_name(spec) for spec in OPERATIONS),
+        "daemon",
+        "serve",
+        "status",
+        "stop",
+        "recover",
+        "stats",
+        "doctor",
+        "completion",
+    }  # every command, in one group each ("other" stays empty)
+    assert beam_cli.main(["synch", "A.lean"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("lean-beam: error: unknown command 'synch'; did you mean 'sync'?\n")
+    assert beam_cli.main(["sync", "--jsn", "A.lean"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("unrecognized arguments: --jsn; did you mean '--json'?\n")
+    assert beam_cli.main(["daemon", "strat"]) == beam_cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("did you mean 'start' or 'status'?\n")
+
+
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
     from beam_broker import __version__
 
@@ -115,10 +141,10 @@ def test_sync_prints_json_on_stdout_and_events_on_stderr(in_project: Path, capsy
     assert code == 0 and out.startswith("{\n  ")  # pretty by default
     result = json.loads(out)
     assert result["workspace"] == {"root": str(in_project)} and result["readiness"]["save_ready"] is True
-    assert "beam: lean_sync on A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
+    assert "beam: A.lean: preparing the Lean workspace" in err and "beam: A.lean: elaborated" in err
     code, out, err = main(capsys, "--compact", "-q", "--no-daemon", "sync", "Sub/B.lean")
     assert code == beam_cli.EXIT_LEAN_ERRORS == 1  # Lean reported errors: the JSON says which, the status that
-    assert len(out.splitlines()) == 1 and err == ""
+    assert len(out.splitlines()) == 1 and err == "Sub/B.lean:1:9: error: unknown identifier 'ERROR_HERE'\n"
     assert json.loads(out)["diagnostics"]["counts"]["error"] == 1
 
 
@@ -147,6 +173,55 @@ def test_the_root_is_discovered_from_a_subdirectory_and_paths_follow_the_cwd(
     assert isinstance(answer.pop("snapshot"), str)
     assert answer == {"workspace": {"root": str(in_project)}, "version": 1, "changed": True}
     assert "no daemon socket" in err and "running Lean in this process" in err
+
+
+def test_a_path_beam_printed_pastes_back_from_a_subdirectory(
+    in_project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finding: output paths are root-relative, input paths were cwd-relative: `Sub/B.lean` from Sub was not found.
+    monkeypatch.chdir(in_project / "Sub")
+    code, out, err = main(capsys, "--compact", "update", "Sub/B.lean")
+    assert code == 0, err
+    assert json.loads(out)["version"] == 1
+
+
+def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_one_line(
+    in_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (in_project / "notes.txt").write_text("hello\n", encoding="utf-8")
+    (tmp_path / "Other.lean").write_text(CLEAN, encoding="utf-8")
+    code, out, err = main(capsys, "--human", "sync", "notes.txt")
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert (
+        err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files) [invalidInput]\n"
+    )
+    code, out, err = main(capsys, "--human", "hover", str(tmp_path / "Other.lean:1:8"))
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err == (
+        f"lean-beam: error: {tmp_path / 'Other.lean'}: outside the project {in_project}; run lean-beam from the "
+        "file's own project, or pass --root DIR [invalidInput]\n"
+    )
+
+
+def test_stderr_carries_the_errors_of_a_json_sync_in_every_mode_once(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding: a warm sync in a pipe (nothing streamed) exited 1 with nothing on stderr.
+    error = "Sub/B.lean:1:9: error: unknown identifier 'ERROR_HERE'"
+    code, out, err = main(capsys, "-q", "sync", "Sub/B.lean")
+    assert code == beam_cli.EXIT_LEAN_ERRORS and json.loads(out)["readiness"]["save_ready"] is False
+    assert err.splitlines() == [error]
+    code, out, err = main(capsys, "sync", "Sub/B.lean")  # streamed as it came: not printed again
+    assert code == beam_cli.EXIT_LEAN_ERRORS and err.splitlines().count(error) == 1
+
+
+def test_an_error_about_a_position_says_it_as_the_user_typed_it(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = main(capsys, "--human", "hover", "A.lean:99:0")
+    assert (code, out) == (beam_cli.EXIT_REFUSED, "")
+    last = err.splitlines()[-1]
+    assert last == "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
 
 
 def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,11 +278,15 @@ def test_a_missing_lean_exits_3_with_runtime_setup(
     assert not list(Path(os.environ["XDG_RUNTIME_DIR"]).glob("beam/*.sock"))
 
 
-def test_without_a_daemon_stats_are_empty_status_exits_1_and_stop_has_nothing_to_stop(
+def test_without_a_daemon_stats_and_status_exit_1_and_stop_has_nothing_to_stop(
     in_project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = main(capsys, "--compact", "stats")
-    assert code == 0 and json.loads(out) == {"uptimeMs": 0, "workspaces": {}}
+    code, out, err = main(capsys, "--compact", "stats")
+    assert (code, out) == (1, "")  # not the zeros of a broker made for the question
+    assert (
+        err
+        == f"lean-beam: no daemon runs for {in_project}: no statistics to show (`lean-beam daemon start` starts one)\n"
+    )
     code, out, _ = main(capsys, "--compact", "daemon", "status")
     assert code == 1
     assert json.loads(out)["running"] is False and json.loads(out)["staleSocket"] is False
@@ -274,7 +353,7 @@ def test_ctrl_c_cancels_a_call_in_flight_and_exits_130(fake_cli: Cli) -> None:
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the call has started once its preparation line is out
-        assert "lean_hover on A.lean" in first
+        assert first == "beam: A.lean: preparing the Lean workspace\n"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -309,7 +388,7 @@ def test_sync_of_a_clean_and_a_broken_file_both_exit_0_with_json_and_stderr_line
     assert clean.code == 0, clean.stderr
     assert clean.json["path"] == "Demo/Proofs.lean" and clean.json["readiness"]["save_ready"] is True
     assert clean.stdout.startswith("{\n  ")  # pretty by default
-    assert "beam: lean_sync on Demo/Proofs.lean: preparing the Lean workspace" in clean.stderr
+    assert "beam: Demo/Proofs.lean: preparing the Lean workspace" in clean.stderr
     assert "beam: Demo/Proofs.lean: elaborated" in clean.stderr
     broken = lean_cli("--compact", "sync", "Demo/Broken.lean", "--diagnostics-in-result")
     assert broken.code == 1, broken.stderr  # Lean reported errors
@@ -317,7 +396,8 @@ def test_sync_of_a_clean_and_a_broken_file_both_exit_0_with_json_and_stderr_line
     assert broken.json["diagnostics"]["counts"]["error"] == 1 and broken.json["readiness"]["save_ready"] is False
     assert "Demo/Broken.lean:4:20: error: Type mismatch" in broken.stderr.splitlines()  # as `lean` prints it
     quiet = lean_cli("-q", "sync", "Demo/Broken.lean")
-    assert quiet.code == 1 and quiet.stderr == ""
+    assert quiet.code == 1 and "beam:" not in quiet.stderr  # no progress, but the errors, whole, as Lean prints them
+    assert quiet.stderr.startswith("Demo/Broken.lean:4:20: error: Type mismatch\n  MyNat.zero\nhas type\n")
 
 
 @pytest.mark.lean
@@ -372,3 +452,22 @@ def test_axioms_by_name_need_no_position_and_by_position_name_the_declaration(le
     at = lean_cli("axioms", "Demo/Proofs.lean:4:10")
     assert at.code == 0, at.stderr
     assert at.json["axioms"] == [] and at.json["uses_sorry"] is False
+
+
+@pytest.mark.lean
+def test_text_shows_warnings_and_lean_error_names_and_json_items_keep_the_names(lean_cli: Cli, demo_root: Path) -> None:
+    unknown = demo_root / "Demo" / "Unknown.lean"
+    unknown.write_text("prelude\nimport Demo.Basic\n\ndef oops : MyTrue := notThere\n", encoding="utf-8")
+    warn = lean_cli("--human", "sync", "Warn.lean", cwd=demo_root / "Demo")
+    assert warn.code == 0, warn.stderr  # a warning is shown, errors alone decide the exit status
+    assert warn.stdout.startswith("Demo/Warn.lean:5:8: warning: Variable name `x` is not explicitly referenced.")
+    assert warn.stdout.splitlines()[-1] == "Demo/Warn.lean (version 1): 1 warning, save-ready"
+    named = lean_cli("--human", "sync", "Demo/Unknown.lean", cwd=demo_root / "Demo")  # a printed path, pasted
+    assert named.code == 1, named.stderr
+    assert named.stdout.splitlines() == [
+        "Demo/Unknown.lean:4:21: error(lean.unknownIdentifier): Unknown identifier `notThere`",  # as `lean` prints it
+        "Demo/Unknown.lean (version 1): 1 error, not save-ready",
+    ]
+    items = lean_cli("--compact", "sync", "Demo/Unknown.lean", "--diagnostics-in-result")
+    assert items.json["diagnostics"]["items"][0]["code"] == "lean.unknownIdentifier"
+    assert items.json["readiness"]["blocking_diagnostics"][0]["code"] == "lean.unknownIdentifier"

@@ -24,6 +24,7 @@ from beam_broker._cli import commands as cli_commands
 from beam_broker._cli.args import (
     HelpFormatter,
     Inputs,
+    check_file,
     commands_table,
     locate,
     operation_arguments,
@@ -163,14 +164,34 @@ def test_an_at_file_value_is_read_up_to_the_source_size_limit(monkeypatch: pytes
     assert info.value.code == codes.INVALID_INPUT and "longer than 1000 characters" in info.value.message
 
 
-def test_relative_paths_follow_the_current_directory_inside_the_project(tmp_path: Path) -> None:
-    root = fake_project(tmp_path / "p", {"A.lean": ""})
-    (root / "Sub").mkdir()
+def test_relative_paths_follow_the_current_directory_then_the_project_root(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": "", "Sub/B.lean": "", "Sub/C.lean": "", "Sub/Sub/C.lean": ""})
+    sub = str(root / "Sub")
     assert resolve_cli_path("A.lean", str(root), str(root)) == "A.lean"
-    assert resolve_cli_path("B.lean", str(root), str(root / "Sub")) == "Sub/B.lean"
-    assert resolve_cli_path("../A.lean", str(root), str(root / "Sub")) == "A.lean"
+    assert resolve_cli_path("B.lean", str(root), sub) == "Sub/B.lean"
+    assert resolve_cli_path("../A.lean", str(root), sub) == "A.lean"
+    # A path Beam printed (root-relative) pasted in a subdirectory: not there, so the project root's.
+    assert resolve_cli_path("Sub/B.lean", str(root), sub) == "Sub/B.lean"
+    assert resolve_cli_path("A.lean", str(root), sub) == "A.lean"
+    assert resolve_cli_path("Sub/C.lean", str(root), sub) == "Sub/Sub/C.lean"  # both exist: the current directory's
+    assert resolve_cli_path("New.lean", str(root), sub) == "Sub/New.lean"  # neither: the current directory's
     assert resolve_cli_path("Sub/B.lean", str(root), str(tmp_path)) == "Sub/B.lean"  # outside: root-relative
-    assert resolve_cli_path("/abs/X.lean", str(root), str(root / "Sub")) == "/abs/X.lean"
+    assert resolve_cli_path("/abs/X.lean", str(root), sub) == "/abs/X.lean"
+    assert resolve_cli_path(str(root / "A.lean"), str(root), sub) == "A.lean"  # absolute inside: root-relative
+
+
+def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_is_refused_in_one_line(tmp_path: Path) -> None:
+    root = str(fake_project(tmp_path / "p", {"A.lean": ""}))
+    check_file("A.lean", "A.lean", root)
+    for raw, path, needle in [
+        ("notes.txt", "notes.txt", "notes.txt: not a Lean source file"),
+        ("../lakefile.toml", "lakefile.toml", "not a Lean source file"),
+        ("/tmp/X.lean", "/tmp/X.lean", f"/tmp/X.lean: outside the project {root}; "),
+    ]:
+        with pytest.raises(BrokerError) as info:
+            check_file(raw, path, root)
+        assert info.value.code == codes.INVALID_INPUT and needle in info.value.message
+        assert "\n" not in info.value.message
 
 
 def test_descriptions_become_cli_help() -> None:

@@ -90,3 +90,17 @@ def test_a_background_task_runs_beside_the_call_until_it_returns() -> None:
         return 7
 
     assert common.run(fn, background) == 7 and seen == ["background"]
+
+
+def test_notes_and_verbose_lines_never_run_into_the_live_line() -> None:
+    # Finding: `-v` lines were printed straight to stderr and ran into the live line ("…0.1 sbeam: answered").
+    clear = "\r\x1b[K"
+    err = io.StringIO()
+    options = common.Options(verbose=True, terminal=Terminal(io.StringIO(), err))
+    options.terminal.status("beam: A.lean: 1/9 lines, 0.3 s")
+    options.note("answered by the daemon")
+    options.say("the daemon runs another Lean command")
+    live = clear + "beam: A.lean: 1/9 lines, 0.3 s"
+    assert err.getvalue() == (
+        f"{live}{clear}beam: answered by the daemon\n{live}{clear}beam: the daemon runs another Lean command\n{live}"
+    )

@@ -37,7 +37,7 @@ def test_socket_paths_hash_the_canonical_root_under_a_private_directory(tmp_path
 
 def test_every_event_kind_round_trips_through_the_wire() -> None:
     events: list[BrokerEvent] = [
-        PreparationEvent("lean_sync on A.lean: preparing", "A.lean"),
+        PreparationEvent("lean_sync on A.lean: preparing", "A.lean", "preparing"),
         SetupEvent("Built Demo.Basic"),
         FileProgressEvent("A.lean", {"updates": 2, "done": True}),
         DiagnosticEvent({"path": "A.lean", "severity": "error", "message": "boom"}),

@@ -203,3 +203,13 @@ def test_a_server_command_without_report_delay_zero_passes_with_a_hint(
     monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", f"{server} --stdio -Dserver.reportDelayMs=0")
     _, checks, _ = doctor(capsys)
     assert checks["Lean server command"]["status"] == "ok" and "hint" not in checks["Lean server command"]
+
+
+def test_a_lake_named_by_the_server_command_that_does_not_exist_fails(
+    setup: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finding: doctor said "ok" for a `lake` that does not exist (the server command named it).
+    monkeypatch.setenv("BEAM_LEAN_SERVER_CMD", "/nonexistent/bin/lake serve")
+    _, checks, _ = doctor(capsys)
+    assert checks["lake"]["status"] == "fail"
+    assert checks["lake"]["detail"] == "/nonexistent/bin/lake is not an executable (`lean-beam save` needs it)"

@@ -275,6 +275,18 @@ def test_batch_attempts_print_one_block_per_text_in_order(view: View) -> None:
     ]
 
 
+def test_a_multi_line_message_of_an_attempt_stays_inside_its_block(view: View) -> None:
+    mismatch = "Type mismatch\n  MyNat.zero\nhas type\n  MyNat"
+    bad = {"success": False, "messages": [{"severity": "error", "text": mismatch}], "proof_state": None}
+    assert render("AttemptsResult", {"mode": "proof", "attempts": [bad]}, view) == [
+        "attempt 1: failed",
+        "  error: Type mismatch",
+        "    MyNat.zero",
+        "  has type",
+        "    MyNat",
+    ]
+
+
 def test_axioms_print_lean_s_answer_and_flag_sorry_and_nonstandard_axioms(view: View) -> None:
     said = "'t' depends on axioms: [sorryAx, myAx]"
     result = {"name": "t", "axioms": ["sorryAx", "myAx"], "uses_sorry": True, "nonstandard": ["sorryAx", "myAx"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 import subprocess
 import sys
 import types
@@ -255,7 +256,7 @@ def test_parse_resolves_the_workspace_and_returns_the_input_model(tmp_path: Path
         ({"path": "A.lean"}, "workspace is required", None),
         ({"path": "A.lean", "diagnostics_in_result": "true", "WS": None}, "undeclared", None),
         ({"path": "A.lean", "diagnostics_in_result": "true"}, "diagnostics_in_result", None),
-        ({"path": 3}, "lean_sync: path: Input should be a valid string", None),
+        ({"path": 3}, "lean_sync: path must be a string (got 3)", None),
     ],
 )
 def test_parse_rejects_bad_arguments_as_invalid_input(
@@ -283,7 +284,7 @@ def test_parse_errors_list_every_problem(tmp_path: Path) -> None:
             {"path": "A.lean", "version": "1", "line": -1, "character": 0, "workspace": {"root": str(root)}}
         )
     assert info.value.data is not None
-    assert [p.split(":")[0] for p in info.value.data["errors"]] == ["version", "line"]
+    assert [re.split(r"[ :\[]", p)[0] for p in info.value.data["errors"]] == ["version", "line"]
 
 
 # ---- tables over every operation's fields -------------------------------------------------------------
@@ -407,4 +408,19 @@ def test_integer_and_boolean_fields_refuse_strings_and_other_types(
     with pytest.raises(BrokerError) as info:
         spec.parse({**arguments, field: value})
     assert info.value.code == codes.INVALID_INPUT and info.value.data is not None
-    assert [problem.split(":")[0] for problem in info.value.data["errors"]] == [field]
+    assert [re.split(r"[ :\[]", problem)[0] for problem in info.value.data["errors"]] == [field]
+
+
+def test_validation_problems_are_said_in_plain_words_never_the_validation_library_s(tmp_path: Path) -> None:
+    # Finding: `Value error, ...` and `kinds.0: Input should be ...` reached people and agents.
+    root = {"root": str(fake_project(tmp_path / "p"))}
+    with pytest.raises(BrokerError) as info:
+        BY_NAME["todo"].parse(
+            {"workspace": root, "path": "A.lean", "version": 1, "kinds": ["nope"]}
+            | dict.fromkeys(["start_line", "start_character", "end_line", "end_character"], 0)
+        )
+    message = info.value.message
+    assert message.startswith("lean_todo: kinds[0] must be ") and message.endswith(' (got "nope")'), message
+    with pytest.raises(BrokerError) as missing:
+        BY_NAME["axioms"].parse({"workspace": root, "path": "A.lean", "version": 1})
+    assert missing.value.message == "lean_axioms: name, or line and character, is required"

@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beam_broker._cli.position import LeanPosition, PositionError, Source, Target, lean_position, parse_target
+from beam_broker._cli.position import (
+    LeanPosition,
+    PositionError,
+    Source,
+    Target,
+    in_lean_terms,
+    lean_position,
+    parse_target,
+)
 
 
 def test_targets_split_into_file_position_and_range() -> None:
@@ -53,3 +61,21 @@ def test_a_file_is_read_as_utf8_text_or_not_at_all(tmp_path: Path) -> None:
     assert source is not None and source.lines == ("α", "β")
     assert Source.read(tmp_path / "bad.lean") is None
     assert Source.read(tmp_path / "missing.lean") is None
+
+
+def test_broker_messages_say_positions_as_lean_does() -> None:
+    # Finding: `hover FILE:99:0` said "line 98 is out of range", `goals FILE:4:31` said "position (3, 31)".
+    source = Source.of("prelude\nimport X\n\ndef 𝔸x := 1\n")
+    assert in_lean_terms("line 98 is out of range (document has 5 lines)", source) == (
+        "line 99 is past the end of the file (it has 4 lines)"
+    )
+    assert in_lean_terms("line 98 is out of range (document has 5 lines)", None) == (
+        "line 99 is past the end of the file (it has 5 lines)"
+    )
+    assert in_lean_terms("character 40 is out of range on line 3 (13 UTF-16 code units)", source) == (
+        "column 39 is past the end of line 4 (it has 11 characters)"  # code points, as Lean counts columns
+    )
+    assert in_lean_terms("position (3, 6) is inside the document, but no goals", source) == (
+        "position 4:5 is inside the document, but no goals"
+    )
+    assert in_lean_terms("file not found: /x/A.lean", source) == "file not found: /x/A.lean"

@@ -32,11 +32,23 @@ class Clock:
         return self.now
 
 
-def reporter(tmp_path: Path, mode: Mode, *, human: bool) -> tuple[Reporter, io.StringIO, io.StringIO, Clock]:
+PREPARING = PreparationEvent(
+    "lean_sync on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
+)
+
+
+def reporter(
+    tmp_path: Path, mode: Mode, *, human: bool, started: bool = True
+) -> tuple[Reporter, io.StringIO, io.StringIO, Clock]:
+    """A reporter on terminals; `started`: the call has already run for the live line's delay."""
     root = fake_project(tmp_path / "p", {"A.lean": "a\nb\nc\nd\ne\nf\ng\nh\ni\n"})
     out, err, clock = Tty(), Tty(), Clock()
+    sources = Sources(str(root))
+    report = Reporter(Terminal(out, err), mode=mode, human=human, sources=sources, clock=clock, starting="sync A.lean")
+    if started:
+        report.started -= progress.TICK_SECONDS
     return (
-        Reporter(Terminal(out, err), mode=mode, human=human, sources=Sources(str(root)), clock=clock),
+        report,
         out,
         err,
         clock,
@@ -56,9 +68,12 @@ def test_the_mode_follows_stderr_and_quiet(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_on_a_terminal_one_line_is_replaced_in_place_and_cleared_at_the_end(tmp_path: Path) -> None:
-    report, out, err, clock = reporter(tmp_path, Mode.LIVE, human=True)
-    report(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean"))
-    clock.now += 0.5
+    report, out, err, clock = reporter(tmp_path, Mode.LIVE, human=True, started=False)
+    report(PREPARING)
+    assert err.getvalue() == ""  # a warm call answers before the live line's delay: nothing flashes
+    clock.now += progress.TICK_SECONDS
+    report.redraw()
+    clock.now += 0.25
     report(SetupEvent("✔ [1/2] Built Demo.Basic", "A.lean"))
     clock.now += 0.7
     report(FileProgressEvent("A.lean", {"updates": 1, "done": False, "range_start_line": 4, "range_end_line": 9}))
@@ -70,7 +85,7 @@ def test_on_a_terminal_one_line_is_replaced_in_place_and_cleared_at_the_end(tmp_
     report.close()
     assert err.getvalue().split(CLEAR) == [
         "",
-        "beam: lean_sync on A.lean: preparing the Lean workspace, 0.0 s",
+        "beam: A.lean: preparing the Lean workspace, 0.2 s",  # no MCP tool name on screen
         "beam: setup: ✔ [1/2] Built Demo.Basic, 0.5 s",
         "beam: A.lean: 3/9 lines, 1.2 s",
         "",  # cleared for the diagnostic on stdout...
@@ -82,6 +97,17 @@ def test_on_a_terminal_one_line_is_replaced_in_place_and_cleared_at_the_end(tmp_
     assert out.getvalue() == "A.lean:3:4: error: boom\n"
     report(DiagnosticEvent(ITEM))  # printed once, also when the result lists it again
     assert out.getvalue() == "A.lean:3:4: error: boom\n"
+
+
+def test_the_live_line_says_what_runs_from_the_first_moment_of_a_cold_start(tmp_path: Path) -> None:
+    report, _, err, clock = reporter(tmp_path, Mode.LIVE, human=True, started=False)
+    clock.now += 0.5
+    report.redraw()  # the ticker, before the broker has said anything
+    report(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean"))  # an older daemon
+    assert err.getvalue().split(CLEAR)[1:] == [
+        "beam: sync A.lean, 0.5 s",
+        "beam: lean_sync on A.lean: preparing the Lean workspace, 0.5 s",
+    ]
 
 
 def test_the_live_line_is_cut_to_the_terminal_width(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,16 +124,16 @@ def test_without_a_source_the_total_is_where_lean_says_the_file_ends(tmp_path: P
     report(FileProgressEvent("None.lean", {"updates": 1, "done": False, "range_start_line": 2}))
     report(FileProgressEvent("None.lean", {"updates": 1, "done": True}))
     assert err.getvalue().split(CLEAR)[1:] == [
-        "beam: Gone.lean: 1/5 lines, 0.0 s",
-        "beam: Gone.lean: 5/5 lines, 0.0 s",
-        "beam: None.lean: line 2, 0.0 s",
-        "beam: None.lean: elaborated, 0.0 s",
+        "beam: Gone.lean: 1/5 lines, 0.2 s",
+        "beam: Gone.lean: 5/5 lines, 0.2 s",
+        "beam: None.lean: line 2, 0.2 s",
+        "beam: None.lean: elaborated, 0.2 s",
     ]
 
 
 def test_in_a_pipe_progress_is_plain_lines_and_diagnostics_go_to_stderr_for_json(tmp_path: Path) -> None:
     report, out, err, _ = reporter(tmp_path, Mode.LINES, human=False)
-    report(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean"))
+    report(PREPARING)
     for _ in range(2):
         report(FileProgressEvent("A.lean", {"updates": 1, "done": False, "range_start_line": 2, "range_end_line": 9}))
     report(DiagnosticEvent(ITEM))
@@ -115,7 +141,7 @@ def test_in_a_pipe_progress_is_plain_lines_and_diagnostics_go_to_stderr_for_json
     report.close()
     assert out.getvalue() == ""
     assert err.getvalue().splitlines() == [
-        "beam: lean_sync on A.lean: preparing the Lean workspace",
+        "beam: A.lean: preparing the Lean workspace",
         "beam: A.lean: elaborating lines 2-9",
         "A.lean:3:4: error: boom",
         "beam: A.lean: elaborated",
@@ -164,7 +190,7 @@ async def test_the_ticker_moves_the_elapsed_time_while_lean_is_silent(
             tg.start_soon(report.tick)
             await drawn.wait()
             tg.cancel_scope.cancel()
-    assert "preparing the Lean workspace, 1.0 s" in err.getvalue()
+    assert "preparing the Lean workspace, 1.2 s" in err.getvalue()
     quiet, _, _, _ = reporter(tmp_path / "q", Mode.LINES, human=True)
     with anyio.fail_after(10):
         await quiet.tick()  # nothing to tick outside a terminal: returns at once

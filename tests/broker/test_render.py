@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 from beam_broker import FileProgressEvent, PreparationEvent, SetupEvent
@@ -34,9 +37,13 @@ def test_progress_events_become_short_plain_lines() -> None:
     def line(event: object) -> str | None:
         return progress_line(event)  # type: ignore[arg-type]
 
-    assert line(PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")) == (
-        "beam: lean_sync on A.lean: preparing the Lean workspace"
+    prepared = PreparationEvent(
+        "lean_sync on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
     )
+    assert line(prepared) == "beam: A.lean: preparing the Lean workspace"  # a person reads no MCP tool name
+    assert line(dataclasses.replace(prepared, path=None)) == "beam: preparing the Lean workspace"
+    older = PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")  # from an older daemon
+    assert line(older) == "beam: lean_sync on A.lean: preparing the Lean workspace"
     assert line(SetupEvent("✔ [2/3] Built Demo.Basic", "A.lean")) == "beam: setup: ✔ [2/3] Built Demo.Basic"
     progress = {"updates": 1, "done": False, "range_start_line": 2, "range_end_line": 5}
     assert line(FileProgressEvent("A.lean", progress)) == "beam: A.lean: elaborating lines 2-5"
@@ -67,6 +74,9 @@ def test_diagnostics_print_as_lean_does_line_from_1_column_from_0_in_code_points
     missing = {"path": "Gone.lean", "severity": "warning", "range": {"start": {"line": 4, "character": 3}}}
     assert diagnostic_line(missing, sources) == "Gone.lean:5:3: warning: "  # no text: the column as it is
     assert severity_word("information") == "info" and severity_word("hint") == "hint"
+    # Lean's error names are kept, as `lean` prints them.
+    named = {**item, "code": "lean.unknownIdentifier", "message": "Unknown identifier `x`"}
+    assert diagnostic_line(named, sources) == "A.lean:2:29: error(lean.unknownIdentifier): Unknown identifier `x`"
     assert diagnostic_key(item) == diagnostic_key({**item, "version": 3, "uri": "file:///x"})
     assert diagnostic_key(item) == diagnostic_key({**item, "message": "Type mismatch"})  # a save's blocking line
     assert diagnostic_key(item) != diagnostic_key({**item, "range": {"start": {"line": 1, "character": 0}}})
@@ -99,3 +109,23 @@ def test_json_is_pretty_unless_compact() -> None:
     out = io.StringIO()
     print_json({"a": [1]}, compact=False, stream=out)
     assert out.getvalue() == '{\n  "a": [\n    1\n  ]\n}\n'
+
+
+_WRITE_BIG_JSON = """
+import sys
+from beam_broker._cli.render import print_json
+try:
+    print_json({"items": ["x" * 100] * 20_000}, compact=False)  # 2 MB; the pipe holds 64 KiB
+except BrokenPipeError:
+    sys.exit(141)
+"""
+
+
+def test_json_into_a_pipe_whose_reader_leaves_midway_raises_broken_pipe() -> None:
+    # Finding: `lean-beam --json ... | head` exited 0: the reader left during one large write, the pipe took part
+    # of it, and Python's buffered writer reported success for the whole.
+    with subprocess.Popen([sys.executable, "-c", _WRITE_BIG_JSON], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"{\n"  # the write has started
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == 141

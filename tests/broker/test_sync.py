@@ -43,7 +43,8 @@ async def test_update_follows_the_disk_and_reports_whether_it_sent_anything(tmp_
     ("files", "path", "needle", "code"),
     [
         ({}, "Missing.lean", "file not found", codes.INVALID_PARAMS),
-        ({"Dir/X.lean": ""}, "Dir", "not a regular file", codes.INVALID_PARAMS),
+        ({"Dir.lean/X.lean": ""}, "Dir.lean", "not a regular file", codes.INVALID_PARAMS),
+        ({"Dir/X.lean": ""}, "Dir", "not a Lean source file", codes.INVALID_PARAMS),
     ],
 )
 async def test_unreadable_sources_are_invalid_params(
@@ -70,10 +71,10 @@ async def test_a_fifo_or_a_device_path_is_refused_at_once_and_a_fence_after_it_d
     os.mkfifo(root / "Pipe.lean")
     async with open_broker() as broker:
         with anyio.fail_after(10):
-            for path in ("Pipe.lean", "/dev/zero"):
+            for path, reason in (("Pipe.lean", "notRegularFile"), ("/dev/zero", "notLeanSource")):
                 err = await error_of(broker, "sync", root, path=path)
                 assert err.code == codes.INVALID_PARAMS and err.data is not None
-                assert err.data["reason"] == "notRegularFile" and path.split("/")[-1] in err.message
+                assert err.data["reason"] == reason and path.split("/")[-1] in err.message
             dropped = await call(broker, "drop_workspace", root)
     assert dropped["dropped"] is True
 
@@ -118,7 +119,9 @@ async def test_sync_of_a_broken_file_reports_blocking_errors_and_streams_them(tm
     assert item["save_blocking"] is True and item["version"] == 1 and item["path"] == "A.lean"
     ready = result["readiness"]
     assert (ready["save_ready"], ready["reason"], ready["blocking_error_count"]) == (False, "documentErrors", 1)
-    assert events[0] == PreparationEvent("lean_sync on A.lean: preparing the Lean workspace", "A.lean")
+    assert events[0] == PreparationEvent(
+        "lean_sync on A.lean: preparing the Lean workspace", "A.lean", "preparing the Lean workspace"
+    )
     streamed = [e.item for e in events if isinstance(e, DiagnosticEvent)]
     assert [s["message"] for s in streamed] == [item["message"]] and "save_blocking" not in streamed[0]
     assert any(isinstance(e, FileProgressEvent) and e.done for e in events)

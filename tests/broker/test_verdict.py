@@ -34,7 +34,7 @@ def test_readiness_blocks_on_errors_and_never_on_warnings() -> None:
     assert verdict.readiness([diag("w", 2)], elaborated=True).save_ready
     blocked = verdict.readiness([diag("bad\nmore"), diag("w", 2)], elaborated=True)
     assert (blocked.save_ready, blocked.reason, blocked.blocking_error_count) == (False, "documentErrors", 1)
-    assert blocked.blocking_diagnostics[0].message == "bad" and blocked.blocking_diagnostics[0].save_blocking
+    assert blocked.blocking_diagnostics[0].message == "bad\nmore" and blocked.blocking_diagnostics[0].save_blocking
     failed = verdict.readiness([], elaborated=False)
     assert (failed.save_ready, failed.reason, failed.blocking_error_count) == (
         False,

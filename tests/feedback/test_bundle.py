@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import multiprocessing
+import os
 import re
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import filelock
 import pytest
 
 from beam_feedback import BUNDLE_FAILED, BundleError, FeedbackResult, Redactor, build_report
@@ -77,18 +78,23 @@ def test_a_dir_bundle_goes_under_the_workspace_and_holds_every_part(
     assert _leftovers(bundle.parent) == []
 
 
-def test_a_zip_bundle_also_writes_a_zip_of_the_directory(project: Path, env: dict[str, str], home: Path) -> None:
-    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="zip"), env=env, now=NOW)
-    bundle = _real(result.bundle_dir, home)
+def test_a_zip_bundle_is_the_zip_alone_and_no_lock_file_is_left(project: Path, env: dict[str, str], home: Path) -> None:
+    # Finding: `--bundle zip` left the unzipped folder beside the zip, and an empty lock file stayed.
+    data = minimal_input(workspace={"root": str(project)}, evidence=[{"name": "log.txt", "content": "hello"}])
+    result = build_report({**data, "bundle": "zip"}, env=env, now=NOW)
+    assert result.bundle_dir is None
     archive = _real(result.zip_path, home)
-    assert archive == bundle.with_name(bundle.name + ".zip")
+    assert [p.name for p in archive.parent.iterdir()] == [archive.name]  # no folder, no lock, no temporaries
+    name = archive.name.removesuffix(".zip")
     with zipfile.ZipFile(archive) as opened:
-        names = sorted(opened.namelist())
-        assert names == sorted(f"{bundle.name}/{p.relative_to(bundle).as_posix()}" for p in bundle.rglob("*"))
-        for name in names:
-            assert opened.read(name) == (bundle.parent / name).read_bytes()
-    report = json.loads((bundle / "report.json").read_text(encoding="utf-8"))
-    assert report["zip_path"] == result.zip_path
+        parts = ("card.md", "collected.json", "evidence/log.txt", "manifest.json", "metadata.json", "report.json")
+        assert sorted(opened.namelist()) == [f"{name}/{part}" for part in parts]
+        assert opened.read(f"{name}/card.md").decode("utf-8") == result.markdown
+        report = json.loads(opened.read(f"{name}/report.json"))
+    assert report["zip_path"] == result.zip_path and "bundle_dir" not in report
+    directory = build_report({**data, "bundle": "dir"}, env=env, now=NOW)
+    assert directory.bundle_dir is not None
+    assert LOCK_NAME not in [p.name for p in archive.parent.iterdir()]
 
 
 def test_an_explicit_output_directory_is_used_and_created(project: Path, env: dict[str, str], tmp_path: Path) -> None:
@@ -99,7 +105,7 @@ def test_an_explicit_output_directory_is_used_and_created(project: Path, env: di
 
 
 def test_bundle_paths_are_not_redacted_when_redaction_is_off(project: Path, env: dict[str, str]) -> None:
-    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="zip", redact=False), env=env)
+    result = build_report(minimal_input(workspace={"root": str(project)}, bundle="dir", redact=False), env=env)
     assert result.bundle_dir is not None
     assert result.bundle_dir.startswith(str(project))
     assert Path(result.bundle_dir).is_dir()
@@ -110,7 +116,7 @@ def test_everything_written_to_a_bundle_is_redacted(project: Path, env: dict[str
     (project / "server.log").write_text(f"auth {SECRET}\n", encoding="utf-8")
     data = minimal_input(
         workspace={"root": str(project)},
-        bundle="zip",
+        bundle="dir",
         title=f"token {SECRET}",
         request={"token": SECRET},
         evidence=[{"name": "server.log", "path": "server.log"}, {"name": "inline.json", "content": [SECRET]}],
@@ -121,7 +127,10 @@ def test_everything_written_to_a_bundle_is_redacted(project: Path, env: dict[str
     )
     bundle = _real(result.bundle_dir, home)
     payloads = [p.read_bytes() for p in bundle.rglob("*") if p.is_file()]
-    with zipfile.ZipFile(_real(result.zip_path, home)) as archive:
+    zipped = build_report(
+        {**data, "bundle": "zip"}, env=env, redactor=redactor, runtime_stats={"argv": ["--password", "x"]}
+    )
+    with zipfile.ZipFile(_real(zipped.zip_path, home)) as archive:
         payloads += [archive.read(name) for name in archive.namelist()]
     for payload in payloads:
         assert SECRET.encode() not in payload
@@ -136,13 +145,12 @@ def test_a_confidential_bundle_has_no_evidence_paths_or_project_context(
 ) -> None:
     data = minimal_input(
         workspace={"root": str(project)},
-        bundle="zip",
+        bundle="dir",
         confidential=True,
         evidence=[{"name": "log.txt", "content": "confidential-evidence"}],
     )
     result = build_report(data, env=env)
     assert result.bundle_dir is not None
-    assert result.zip_path is not None
     bundle = _real(result.bundle_dir, home)
     assert not (bundle / "evidence").exists()
     report = json.loads((bundle / "report.json").read_text(encoding="utf-8"))
@@ -227,8 +235,9 @@ def test_a_component_swapped_for_a_symlink_while_writing_does_not_redirect_the_b
     write_bundle(root / ".beam" / "feedback", "b", {"card.md": b"x"}, make_zip=True, base=root)
     assert list(outside.iterdir()) == []
     moved = root / ".beam-moved" / "feedback"
-    assert sorted(p.name for p in moved.iterdir()) == [LOCK_NAME, "b", "b.zip"]
-    assert (moved / "b" / "card.md").read_bytes() == b"x"
+    assert sorted(p.name for p in moved.iterdir()) == ["b.zip"]
+    with zipfile.ZipFile(moved / "b.zip") as archive:
+        assert archive.read("b/card.md") == b"x"
 
 
 def test_an_output_directory_outside_its_base_is_refused(tmp_path: Path) -> None:
@@ -253,9 +262,14 @@ def test_an_explicit_output_directory_may_be_a_symlink_the_caller_chose(
 def test_a_held_lock_times_out_and_leaves_nothing_behind(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    with filelock.FileLock(str(out / LOCK_NAME)), pytest.raises(BundleError, match="waiting for the bundle lock"):
-        write_bundle(out, "b", {"card.md": b"x"}, make_zip=True, lock_timeout=0.05)
-    assert _leftovers(out) == []
+    held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another writer publishing: the lock is the directory's own
+        with pytest.raises(BundleError, match="waiting for the bundle lock"):
+            write_bundle(out, "b", {"card.md": b"x"}, make_zip=True, lock_timeout=0.05)
+    finally:
+        os.close(held)
+    assert list(out.iterdir()) == []
     assert not (out / "b").exists()
     assert not (out / "b.zip").exists()
 
@@ -263,6 +277,7 @@ def test_a_held_lock_times_out_and_leaves_nothing_behind(tmp_path: Path) -> None
 def test_an_existing_bundle_of_the_same_name_is_never_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first, _ = write_bundle(out, "b", {"card.md": b"first"}, make_zip=False)
+    assert first is not None
     with pytest.raises(BundleError, match="already exists"):
         write_bundle(out, "b", {"card.md": b"second"}, make_zip=True)
     assert (first / "card.md").read_bytes() == b"first"
@@ -295,16 +310,14 @@ def test_concurrent_writers_to_one_directory_each_publish_a_complete_distinct_bu
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
-    bundles = sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
-    assert len(bundles) == writers
-    assert sorted(str(b) for b in bundles) == sorted(r.bundle_dir or "" for r in reported)
-    # Same second, same title: only the unique suffix tells them apart.
-    assert all(NAME.match(bundle.name) for bundle in bundles)
-    evidence = sorted((bundle / "evidence" / "i.txt").read_text(encoding="utf-8") for bundle in bundles)
-    assert evidence == [str(i) for i in range(writers)]
-    for bundle in bundles:
-        _check_manifest(bundle)
-        with zipfile.ZipFile(bundle.with_name(bundle.name + ".zip")) as archive:
-            assert archive.testzip() is None
-            assert f"{bundle.name}/manifest.json" in archive.namelist()
-    assert _leftovers(out) == []
+    archives = sorted(out.iterdir())
+    assert len(archives) == writers and all(p.suffix == ".zip" for p in archives)  # nothing else left
+    assert sorted(str(a) for a in archives) == sorted(r.zip_path or "" for r in reported)
+    evidence = []
+    for archive in archives:
+        name = archive.name.removesuffix(".zip")
+        assert NAME.match(name)  # same second, same title: only the unique suffix tells them apart
+        with zipfile.ZipFile(archive) as opened:
+            assert opened.testzip() is None and f"{name}/manifest.json" in opened.namelist()
+            evidence.append(opened.read(f"{name}/evidence/i.txt").decode("utf-8"))
+    assert sorted(evidence) == [str(i) for i in range(writers)]

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -125,10 +126,11 @@ def test_a_bundle_is_written_and_its_paths_printed(capsys: pytest.CaptureFixture
     out_dir = tmp_path / "bundles"
     code, out, _ = _run(capsys, *FLAGS, "--bundle", "zip", "--out", str(out_dir))
     assert code == EXIT_OK
-    bundle_dir, zip_path = out.splitlines()
-    assert Path(bundle_dir).parent == out_dir
-    assert (Path(bundle_dir) / "card.md").read_text(encoding="utf-8").startswith("# Hover never answers")
-    assert Path(zip_path).is_file()
+    [zip_path] = out.splitlines()
+    assert list(out_dir.iterdir()) == [Path(zip_path)]  # the zip alone: no folder beside it, no lock file
+    with zipfile.ZipFile(zip_path) as archive:
+        card = archive.read(f"{Path(zip_path).stem}/card.md").decode("utf-8")
+    assert card.startswith("# Hover never answers")
 
 
 def test_out_alone_implies_a_dir_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -197,7 +199,11 @@ def test_missing_required_fields_are_bad_input(capsys: pytest.CaptureFixture[str
     code, out, err = _run(capsys, "--title", "only a title")
     assert code == EXIT_USAGE
     assert out == ""
-    assert err.startswith("beam-feedback: error: missing required string field 'summary'")
+    # The flags to add, in the user's words (not the report model's field names), in one line.
+    assert err == (
+        "beam-feedback: error: missing --summary, --reproduction, --expected, --actual (or --input FILE with "
+        "those fields; in a terminal, run beam-feedback without them to write them in your editor)\n"
+    )
 
 
 def test_an_invalid_input_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -298,7 +304,7 @@ def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, s
         timeout=60,
     )
     assert completed.returncode == EXIT_USAGE
-    assert "missing required string field" in completed.stderr
+    assert "missing --summary, --reproduction" in completed.stderr
 
 
 def test_a_huge_evidence_file_is_cut_with_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -326,3 +332,99 @@ def test_importing_the_cli_does_not_import_the_lean_client_stack() -> None:
     code = f"import sys, beam_feedback.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# ---- asking a person ----------------------------------------------------------------------------------
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+_FILL = """\
+import sys
+path = sys.argv[1]
+text = open(path, encoding="utf-8").read()
+answers = {"title": "Hover hangs", "summary": "It hangs.", "reproduction": "#check x\\nlean-beam hover A.lean:1:0",
+           "expected": "An answer.", "actual": "Nothing."}
+out = []
+for line in text.splitlines():
+    out.append(line)
+    for name, value in answers.items():
+        if line.startswith(f"## {name} "):
+            out.append(value)
+open(path, "w", encoding="utf-8").write("\\n".join(out) + "\\n")
+"""
+
+
+def _terminal(monkeypatch: pytest.MonkeyPatch, typed: str = "") -> _Tty:
+    """stdin and stderr are a terminal (stdin holds what the person types); returns stderr."""
+    err = _Tty()
+    monkeypatch.setattr(sys, "stdin", _Tty(typed))
+    monkeypatch.setattr(sys, "stderr", err)
+    return err
+
+
+def test_a_bare_run_in_a_terminal_opens_the_editor_on_a_template(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    editor = tmp_path / "fill.py"
+    editor.write_text(_FILL, encoding="utf-8")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    _terminal(monkeypatch)
+    assert main(["--kind", "bug"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("# Hover hangs\n")
+    assert "#check x\nlean-beam hover A.lean:1:0" in out  # a Lean `#` line is text, not a template comment
+    assert "- Kind: `bug`" in out and "Nothing." in out
+
+
+def test_an_empty_required_section_or_a_failing_editor_cancels(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _terminal(monkeypatch)
+    monkeypatch.setenv("EDITOR", "true")  # saves the template as it was: every required section empty
+    assert main(["--title", "x"]) == EXIT_USAGE
+    assert err.getvalue().endswith(
+        "beam-feedback: error: no summary, reproduction, expected, actual given: no report was made\n"
+    )
+    monkeypatch.setenv("EDITOR", "false")
+    assert main([]) == EXIT_USAGE
+    assert "the editor (false) exited with status 1: no report was made" in err.getvalue()
+    assert capsys.readouterr().out == ""
+
+
+def test_without_an_editor_each_missing_field_is_prompted_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _terminal(monkeypatch, "Hover hangs\n\nIt hangs.\nCall hover.\nAn answer.\nNothing.\n")
+    assert main([]) == EXIT_OK
+    prompts = err.getvalue()
+    assert "title (one line): summary (what went wrong, in a few sentences): summary (" in prompts  # asked again
+    assert capsys.readouterr().out.startswith("# Hover hangs\n")
+    err = _terminal(monkeypatch, "Only a title\n")  # then Ctrl-D
+    assert main([]) == EXIT_USAGE
+    assert err.getvalue().endswith("beam-feedback: error: cancelled: no report was made\n")
+
+
+def test_no_input_never_asks_even_in_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EDITOR", "false")
+    err = _terminal(monkeypatch, "typed\n")
+    assert main(["--no-input", "--title", "x"]) == EXIT_USAGE
+    assert "error: missing --summary" in err.getvalue()
+    assert sys.stdin.read() == "typed\n"  # nothing was read
+
+
+def test_confidential_with_evidence_is_refused_in_one_clear_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Finding: --confidential silently dropped --evidence and --client-request-id.
+    log = tmp_path / "server.log"
+    log.write_text("x", encoding="utf-8")
+    code, out, err = _run(capsys, *FLAGS, "--confidential", "--evidence", str(log), "--client-request-id", "r1")
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.endswith(
+        "beam-feedback: error: a confidential report carries no --evidence, --client-request-id (nothing of "
+        "the project leaves with it): drop them, or drop --confidential\n"
+    )

@@ -104,7 +104,16 @@ def item(
         completion_blocking=is_completion_blocking(d),
         save_blocking=save_blocking,
         version=version,
+        code=lean_name(d),
     )
+
+
+def lean_name(d: LeanDiagnostic) -> str | None:
+    """The name Lean gives the error (`lean.unknownIdentifier`: its diagnostic `code`), if it names one.
+
+    `lean` prints it as `error(lean.unknownIdentifier): ...`; the CLI does the same.
+    """
+    return d.code if isinstance(d.code, str) and d.code else None
 
 
 def in_scope(d: LeanDiagnostic, scope: str, all_diags: Sequence[LeanDiagnostic]) -> bool:
@@ -132,8 +141,9 @@ def readiness(diags: Sequence[LeanDiagnostic], *, elaborated: bool) -> m.Readine
         m.BlockingDiagnostic(
             range=_range(d),
             severity="error",
-            message=d.message.splitlines()[0] if d.message else "",
+            message=d.message,  # whole: a script reading the JSON gets what Lean said, not its first line
             save_blocking=True,
+            code=lean_name(d),
             completion_blocking=is_completion_blocking(d),
         )
         for d in errors
@@ -169,7 +179,8 @@ def save_blocked_message(ready: m.Readiness, doc: TextDocument) -> str:
     for b in ready.blocking_diagnostics[:3]:
         line, character = b.range["start"]["line"], b.range["start"]["character"]
         text = doc.line_text(line) if 0 <= line < doc.line_count else ""
-        parts.append(f"{line + 1}:{codepoint_column(text, character) + 1}: {b.message}")
+        first = b.message.splitlines()[0] if b.message else ""
+        parts.append(f"{line + 1}:{codepoint_column(text, character) + 1}: {first}")
     more = len(ready.blocking_diagnostics) - 3
     tail = f" (and {more} more)" if more > 0 else ""
     return "cannot save artifacts for a document with errors; diagnostics: " + " | ".join(parts) + tail

@@ -39,7 +39,7 @@ from .events import CallContext, PreparationEvent
 from .models import HasWorkspace, PathInput
 from .operations import REGISTRY, BrokerOperation, Operation, Registry, Scope, WorkspaceOperation
 from .runtime import WorkspaceRuntime
-from .workspace import WorkspaceDescriptor, cache_key, resolve
+from .workspace import WorkspaceDescriptor, cache_key, check_lean_source, resolve
 
 log = logging.getLogger("beam_broker")
 
@@ -196,7 +196,9 @@ class Broker:
         workspace = cast(HasWorkspace, inp).workspace
         ctx = outbound.context(ctx, workspace.root)
         path = inp.path if isinstance(inp, PathInput) else None
-        ctx.emit(PreparationEvent(spec.preparation(path), path))
+        if path is not None:  # before anything runs: no event, no runtime, no Lean for a file that is no source
+            check_lean_source(workspace.root, path)
+        ctx.emit(PreparationEvent(spec.preparation(path), path, spec.preparing))
         if isinstance(spec, BrokerOperation):
             with lean_errors(self.redactor):
                 result: BaseModel = await spec.run(self, inp)

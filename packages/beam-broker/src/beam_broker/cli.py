@@ -19,12 +19,14 @@ errors it prints and the log lines it (or the daemon it runs as) writes go throu
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -47,8 +49,9 @@ from ._cli.common import (
     run,
     workspace_root,
 )
-from ._cli.human import View, file_has_errors, refused_save, render, render_error
-from ._cli.progress import Reporter, Terminal, progress_mode
+from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
+from ._cli.position import in_lean_terms
+from ._cli.progress import Reporter, progress_mode
 from ._cli.render import Sources, print_json
 from ._outbound import RedactingFormatter
 from .config import BrokerConfig
@@ -91,14 +94,16 @@ positions:
 
 workspace:
   The project is the nearest directory upward from the current one with lean-toolchain, lakefile.toml
-  or lakefile.lean, or --root DIR. A relative FILE is relative to the current directory when that is
-  inside the project, else to the project root. The Lean server command is --lean-cmd, then
-  $BEAM_LEAN_SERVER_CMD, then `lake serve` from PATH. `lean-beam doctor` checks the setup.
+  or lakefile.lean, or --root DIR. A relative FILE is looked up in the current directory, then in the
+  project root (so a path lean-beam printed pastes back from anywhere in the project); FILE must be a
+  .lean file of the project. The Lean server command is --lean-cmd, then $BEAM_LEAN_SERVER_CMD, then
+  `lake serve` from PATH. `lean-beam doctor` checks the setup.
 
 output:
-  On a terminal: text (diagnostics as FILE:LINE:COL: severity: message, goals, hover text, outlines)
-  and one live progress line. Otherwise (or with --json): the result JSON of the MCP tool on stdout
-  (--compact: one line), progress as plain lines on stderr. --human forces text. -q drops progress.
+  On a terminal: text (diagnostics, warnings included, as `lean` prints them: FILE:LINE:COL:
+  error(NAME): message; goals, hover text, outlines) and one live progress line. Otherwise (or with
+  --json): the result JSON on stdout (--compact: one line), progress and the file's errors as plain
+  lines on stderr. --human forces text. -q drops progress (errors still reach stderr).
 
 daemon:
   `lean-beam daemon start` keeps a broker with a warm Lean server for the project on a unix socket;
@@ -122,10 +127,98 @@ examples:
   lean-beam run-at Demo/Proofs.lean:9:5 --text '#check two'
   lean-beam --json run-at-handle Main.lean:10:2 --text @probe.lean | jq .next_handle > h.json
   lean-beam daemon start && lean-beam stats
-  lean-beam completion bash > ~/.local/share/bash-completion/completions/lean-beam"""
+  echo 'source <(lean-beam completion bash)' >> ~/.bashrc"""
 
 
 # ---- parser -------------------------------------------------------------------------------------------
+GROUPS: Final = (
+    (
+        "files and diagnostics",
+        ("sync", "update", "refresh", "close", "todo", "code-action-resolve", "interactive-diagnostics", "outline",
+         "document-symbols"),
+    ),
+    (
+        "navigation",
+        ("hover", "signature-help", "definition", "references", "workspace-symbols", "completions", "term-goal",
+         "widgets", "widget-source"),
+    ),
+    (
+        "goals and probes",
+        ("goals", "run-at", "run-at-handle", "run-with", "run-with-linear", "release", "attempts", "axioms",
+         "profile", "run-code"),
+    ),
+    ("save", ("save", "close-save")),
+    (
+        "daemon and setup",
+        ("serve", "status", "stop", "recover", "daemon", "stats", "drop-workspace", "doctor", "completion"),
+    ),
+)  # fmt: skip
+"""How `--help` lists the commands; a command of no group (a new operation) is listed under "other"."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser that answers a mistyped command or option with the nearest ones ("did you mean")."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the error (with suggestions), then exit 2."""
+        typo = re.match(r"argument (?:COMMAND|ACTION): invalid choice: '([^']*)'", message)
+        if typo is not None:
+            known = [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                     for name in action.choices]  # fmt: skip
+            message = f"unknown command {typo[1]!r}" + _did_you_mean(typo[1], known)
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown is not None and unknown[1].startswith("-"):
+            message += _did_you_mean(unknown[1], _option_strings(self))
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _did_you_mean(word: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
+    if not close:
+        return f" (see {PROG} --help)"
+    return "; did you mean " + " or ".join(f"{name!r}" for name in close) + "?"
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of a parser and of its subcommands (an option may be given before or after the command)."""
+    out: list[str] = []
+    for action in parser._actions:
+        out.extend(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.extend(_option_strings(sub))
+    return sorted(set(out))
+
+
+def _commands_help(parser: argparse.ArgumentParser) -> str:
+    """The `commands` section of `--help`: the commands by group, each with its first sentence."""
+    helps: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps.update({choice.dest: choice.help or "" for choice in action._choices_actions})
+    grouped = {name for _, names in GROUPS for name in names}
+    groups = [*GROUPS, ("other", tuple(name for name in helps if name not in grouped))]
+    width = max(map(len, helps), default=0) + 2
+    lines = ["commands:"]
+    for title, names in groups:
+        present = [name for name in names if name in helps]
+        if present:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {name.ljust(width)}{_short(helps[name], HELP_LINE - 4 - width)}" for name in present)
+    return "\n".join(lines)
+
+
+HELP_LINE: Final = 100
+"""Width of a command's line in `--help` (its summary is cut to fit)."""
+
+
+def _short(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    return text[: text.rfind(" ", 0, width - 1)].rstrip(",;:") + "…"
+
+
 def _common_options() -> argparse.ArgumentParser:
     """Options accepted before or after the command (`lean-beam --root R sync X` = `lean-beam sync X --root R`)."""
     parent = argparse.ArgumentParser(add_help=False)
@@ -159,15 +252,21 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
     `found` is the operations' commands (default `commands.commands()`).
     """
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
+        usage=f"{PROG} [options] COMMAND [ARGS] (see {PROG} COMMAND --help)",
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    # The commands are listed by group in the epilog (`_commands_help`), not in argparse's one long list.
+    # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class): "did you mean" there too.
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog=PROG),
+    )
     cli_args.add_operations(subparsers, [common], commands.commands() if found is None else found)
     daemon_commands.add_commands(subparsers, common)
     doctor = subparsers.add_parser(
@@ -186,12 +285,17 @@ def build_parser(found: Sequence[Command] | None = None) -> argparse.ArgumentPar
         "completion",
         help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL, generated from the commands above. Install it with: "
-        "bash: lean-beam completion bash > ~/.local/share/bash-completion/completions/lean-beam; "
-        'zsh: lean-beam completion zsh > "${fpath[1]}/_lean-beam"; '
-        "fish: lean-beam completion fish > ~/.config/fish/completions/lean-beam.fish.",
+        "bash: echo 'source <(lean-beam completion bash)' >> ~/.bashrc (or, with the bash-completion package: "
+        "mkdir -p ~/.local/share/bash-completion/completions && lean-beam completion bash > "
+        "~/.local/share/bash-completion/completions/lean-beam); "
+        "zsh: mkdir -p ~/.zfunc && lean-beam completion zsh > ~/.zfunc/_lean-beam, with fpath=(~/.zfunc $fpath) "
+        "before compinit in ~/.zshrc; "
+        "fish: mkdir -p ~/.config/fish/completions && lean-beam completion fish > "
+        "~/.config/fish/completions/lean-beam.fish.",
     )
     completion.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
     completion.set_defaults(handler=_completion)
+    parser.epilog = f"{_commands_help(parser)}\n\n{_EPILOG}"
     return parser
 
 
@@ -282,15 +386,19 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     if isinstance(arguments.get("path"), str):
         target = cli_args.split_target(spec, arguments["path"])
         path = arguments["path"] = cli_args.resolve_cli_path(target.path, root, os.getcwd())
+        cli_args.check_file(target.path, path, root)
         cli_args.locate(spec, arguments, target, sources.get(path) if form.positions else None)
     arguments["workspace"] = {"root": root}
     if options.human and spec.takes("diagnostics_in_result"):
         arguments.setdefault("diagnostics_in_result", True)  # diagnostics a warm sync does not stream again
+    if options.human and spec.takes("diagnostic_scope"):
+        arguments.setdefault("diagnostic_scope", "all")  # warnings too, as `lean` prints them (errors decide the exit)
     fresh = form.versioned and VERSION not in arguments and "snapshot" not in arguments
 
-    terminal = Terminal(sys.stdout, sys.stderr)
-    mode = progress_mode(sys.stderr, quiet=options.quiet)
-    reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources)
+    terminal = options.terminal
+    mode = progress_mode(terminal.err, quiet=options.quiet)
+    shown = commands.command_name(spec) + (f" {path}" if path is not None else "")
+    reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources, starting=shown)
     try:
         answer = run(lambda: call(spec.name, arguments, options, root, reporter, fresh_version=fresh), reporter.tick)
     finally:
@@ -301,7 +409,12 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     result = answer.get("result")
     if isinstance(result, Mapping):
         out.value(result, lambda value: render(spec.output, value, view))
-        return EXIT_LEAN_ERRORS if file_has_errors(result) else EXIT_OK
+        if not file_has_errors(result):
+            return EXIT_OK
+        if not options.human:  # stderr carries the errors in every mode (what did not stream, e.g. a warm sync)
+            for line in error_lines(result, view):
+                terminal.print_err(line)
+        return EXIT_LEAN_ERRORS
     error = answer.get("error")
     if isinstance(error, Mapping) and refused_save(error) is not None:
         if options.human:
@@ -312,6 +425,8 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
         else:
             print_json(options.redactor().redact_json(dict(error)), compact=options.compact, stream=sys.stderr)
         return EXIT_LEAN_ERRORS
+    if isinstance(error, Mapping) and path is not None and isinstance(error.get("message"), str):
+        answer = {"error": {**error, "message": in_lean_terms(error["message"], sources.get(path))}}
     return out.finish(answer, lambda value: [])
 
 

@@ -5,8 +5,10 @@ The codes are the wire contract (MCP tool errors and CLI output use them verbati
     BrokerError(code, message, data)
       invalidInput            bad descriptor, undeclared fields, wrong types, unknown operation (before Lean work)
       invalidParams           bad position/range, unknown/consumed handle, save with document errors, a source
-                              file the path given cannot be read as (`data.reason`: fileNotFound, notRegularFile,
-                              sourceTooLarge, notUtf8, badPath, permissionDenied; `_documents.read_source`), ...
+                              path that names no Lean source (`data.reason = "notLeanSource"`, every tool; see
+                              `workspace.check_lean_source`), a source file the path given cannot be read as
+                              (`data.reason`: fileNotFound, notRegularFile, sourceTooLarge, notUtf8, badPath,
+                              permissionDenied; `_documents.read_source`), ...
       contentModified         stale version (data.reason = "documentVersionMismatch"), stale handle, closed document
       requestCancelled        the caller cancelled (metrics only: cancellation itself propagates)
       workerExited            Lean died while the request was in flight (the next call restarts it)

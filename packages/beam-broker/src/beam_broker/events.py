@@ -25,10 +25,18 @@ class Progress(enum.Flag):
 
 @dataclasses.dataclass(frozen=True)
 class PreparationEvent:
-    """The one contextual update sent when a call starts work (e.g. "lean_sync on Main.lean")."""
+    """The one contextual update sent when a call starts work (e.g. "lean_sync on Main.lean").
+
+    Attributes:
+        message: For an agent: the tool, the file and what it does (`lean_sync on A.lean: preparing ...`).
+        path: The call's file, if it has one.
+        doing: For a person: what it does without the tool's name (`preparing the Lean workspace`); empty from
+            a daemon older than this field.
+    """
 
     message: str
     path: str | None = None
+    doing: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

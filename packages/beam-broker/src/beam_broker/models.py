@@ -12,8 +12,9 @@ LSP passthrough answers keep Lean's JSON (hover's `{contents, range}`), and a nu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -27,6 +28,9 @@ from pydantic import (
 )
 
 from beam_lsp.strict_json import find_invalid_text
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 from .errors import invalid_input, invalid_text
 from .workspace import WorkspaceDescriptor, resolve
@@ -115,8 +119,41 @@ def parse_input(
     try:
         return model.model_validate({**arguments, "workspace": descriptor})
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()]
+        problems = [_problem(err) for err in exc.errors()]
         raise invalid_input(f"{tool}: " + "; ".join(problems), {"errors": problems}) from None
+
+
+_PLAIN: Final = (
+    ("Value error, ", ""),
+    ("Assertion failed, ", ""),
+    ("Field required", "is required"),
+    ("Input should be a valid string", "must be a string"),
+    ("Input should be a valid integer", "must be an integer"),
+    ("Input should be a valid boolean", "must be true or false"),
+    ("Input should be a valid list", "must be a list"),
+    ("Input should be a valid dictionary", "must be an object"),
+    ("Input should be ", "must be "),
+    ("String should match pattern", "does not match the pattern"),
+    ("String should have ", "must have "),
+    ("List should have ", "must have "),
+)
+"""The validation library's phrasings and the plain words an error says instead (a prefix each)."""
+
+
+def _problem(err: ErrorDetails) -> str:
+    """One validation problem in plain words: `kinds[0] must be 'a' or 'b' (got 'x')`, never the library's."""
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    message = err["msg"]
+    for library, plain in _PLAIN:
+        if message.startswith(library):
+            message = plain + message[len(library) :]
+            break
+    value = err.get("input")
+    if message.startswith("must be") and isinstance(value, str | int | float | bool) and value is not None:
+        message += f" (got {json.dumps(value, ensure_ascii=False)})"
+    if not where:
+        return message
+    return f"{where} {message}" if message.startswith(("must ", "is ", "does ")) else f"{where}: {message}"
 
 
 # ---- inputs -------------------------------------------------------------------------------------------
@@ -261,6 +298,8 @@ class DiagItem(_Out):
     completion_blocking: bool
     save_blocking: bool | None = None
     version: int | None = None
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class Diagnostics(_Out):
@@ -278,6 +317,8 @@ class BlockingDiagnostic(_Out):
     message: str
     save_blocking: bool
     completion_blocking: bool
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as `lean` prints it in `error(...)`."""
 
 
 class BlockingMessage(_Out):

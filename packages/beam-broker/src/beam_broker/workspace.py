@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from beam_lsp.project import PROJECT_MARKERS, is_project_root
 
-from .errors import invalid_input
+from .errors import invalid_input, invalid_params
+
+LEAN_SUFFIX = ".lean"
+"""What every Lean source file's name ends with (Lean and Lake know a module's file by it)."""
 
 
 class WorkspaceDescriptor(BaseModel):
@@ -81,6 +84,25 @@ def resolve_path(root: str, path: str) -> Path:
     p = Path(path)
     full = p if p.is_absolute() else Path(root) / p
     return Path(os.path.realpath(full))
+
+
+def check_lean_source(root: str, path: str) -> Path:
+    """The one path check of a tool `path`: it names a Lean source file (`resolve_path`, then `.lean`).
+
+    The canonical path is checked (a `.lean` symlink to `notes.txt` is `notes.txt` to Lean). Nothing is read:
+    whether the file exists and is readable is `_documents.read_source`'s to say when it reads it.
+
+    Raises:
+        BrokerError: `invalidParams` with `data.reason = "notLeanSource"` for any other file (`lakefile.toml`,
+            `/etc/hostname`): Lean would elaborate it as Lean text and answer with nonsense.
+    """
+    full = resolve_path(root, path)
+    if not full.name.endswith(LEAN_SUFFIX) or full.name == LEAN_SUFFIX:
+        raise invalid_params(
+            f"not a Lean source file: {path}; Beam works only on Lean source files (`*{LEAN_SUFFIX}`)",
+            {"reason": "notLeanSource", "path": str(full)},
+        )
+    return full
 
 
 def display_path(root: str, path: Path) -> str:

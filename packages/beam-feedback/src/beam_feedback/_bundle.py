@@ -1,15 +1,17 @@
 """Writing an evidence bundle atomically into an output directory shared with other writers.
 
 This module owns the bundle layout on disk, ``manifest.json``, the temp-then-rename protocol, the
-``filelock`` that serialises publishing, and the rule that a bundle never leaves its directory. It
-writes exactly the bytes it is given: redaction and content are the caller's job.
+lock that serialises publishing, and the rule that a bundle never leaves its directory. It writes
+exactly the bytes it is given: redaction and content are the caller's job.
 
 Protocol: every file is written into a hidden temporary directory in the output directory (same
 filesystem, so renames are atomic), ``manifest.json`` last; a zip, if asked for, is built from the
-same bytes into a hidden temporary file. Then, holding ``.beam-feedback.lock`` in the output
-directory, the zip and the directory are renamed to their final names. A reader that takes the
-same lock (or simply ignores dot-names) never sees a half-written bundle, and a failure removes
-every temporary it made.
+same bytes into a hidden temporary file. Then, holding the lock, the directory is renamed to its
+final name, or, for a zip, the zip is renamed and the temporary directory removed (a zip bundle
+leaves only the zip). The lock is an ``flock`` on the output directory itself, so there is no lock
+file to leave behind (where the OS has no directory descriptors, ``.beam-feedback.lock`` in the
+directory instead). A reader that takes the same lock (or simply ignores dot-names) never sees a
+half-written bundle, and a failure removes every temporary it made.
 
 Confinement: with a ``base`` (the workspace root, for the default ``<root>/.beam/feedback``), the
 output directory is created one component at a time below ``base`` and each component is opened
@@ -36,10 +38,18 @@ from typing import Final
 
 import filelock
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the lock file in the directory instead
+    fcntl = None  # type: ignore[assignment]
+
 from beam_feedback.errors import BundleError
 
 BUNDLE_SCHEMA: Final = "beam.feedback.bundle.v1"
 LOCK_NAME: Final = ".beam-feedback.lock"
+"""The lock file, only where a directory cannot be locked through its descriptor."""
+_LOCK_POLL: Final = 0.05
+"""Seconds between tries while another writer holds the lock (as `filelock` polls)."""
 MANIFEST_NAME: Final = "manifest.json"
 DEFAULT_LOCK_TIMEOUT: Final = 30.0
 
@@ -144,6 +154,32 @@ class _Dir:
             self.fd = None
 
 
+@contextmanager
+def _locked(directory: _Dir, timeout: float) -> Iterator[None]:
+    """Hold the bundle lock of ``directory``: an ``flock`` on its descriptor (nothing on disk to leave behind).
+
+    Raises:
+        filelock.Timeout: Another writer held it for ``timeout`` seconds.
+    """
+    if directory.fd is None or fcntl is None:  # pragma: no cover - no directory descriptors
+        with filelock.FileLock(directory.lock_path(), timeout=timeout):
+            yield
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(directory.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise filelock.Timeout(str(directory.path)) from None
+            time.sleep(_LOCK_POLL)
+    try:
+        yield
+    finally:
+        fcntl.flock(directory.fd, fcntl.LOCK_UN)
+
+
 class _Refused(Exception):
     """A path component that a confined bundle must not use."""
 
@@ -230,8 +266,8 @@ def write_bundle(
     make_zip: bool,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     base: Path | None = None,
-) -> tuple[Path, Path | None]:
-    """Publish ``files`` as ``out_dir/name/`` (and ``out_dir/name.zip`` with ``make_zip``).
+) -> tuple[Path | None, Path | None]:
+    """Publish ``files`` as ``out_dir/name/``, or with ``make_zip`` as ``out_dir/name.zip`` alone.
 
     ``files`` maps relative POSIX paths to bytes; ``manifest.json`` is added, listing every other
     file with its size and sha256.
@@ -240,14 +276,14 @@ def write_bundle(
         out_dir: The output directory (created if missing).
         name: The bundle name (a plain file name).
         files: Relative POSIX path -> content.
-        make_zip: Also write ``name.zip``.
+        make_zip: Write ``name.zip`` (holding ``name/...``) instead of the directory.
         lock_timeout: Seconds to wait for the bundle lock.
         base: A resolved directory that ``out_dir`` must stay inside: every component from ``base``
             down to ``out_dir`` must be a real directory, never a symbolic link. Without it,
             ``out_dir`` is used as given (symlinks in it are the caller's choice).
 
     Returns:
-        The bundle directory and the zip path (None without ``make_zip``).
+        The bundle directory (None with ``make_zip``) and the zip path (None without it).
 
     Raises:
         BundleError: The output directory cannot be created or written, leaves ``base`` (a
@@ -275,19 +311,15 @@ def write_bundle(
                 candidate_zip = f".{name}.{secrets.token_hex(4)}.zip.tmp"
                 staging_zip = candidate_zip
                 _zip_tree(directory, candidate_zip, name, contents)
-            with filelock.FileLock(directory.lock_path(), timeout=lock_timeout):
+            with _locked(directory, lock_timeout):
                 if directory.exists(name) or (final_zip_name is not None and directory.exists(final_zip_name)):
                     raise BundleError(f"a bundle named {name} already exists in {out_dir}")
                 if final_zip_name is not None and staging_zip is not None:
                     directory.rename(staging_zip, final_zip_name)
-                    staging_zip = None
-                try:
+                    staging_zip = None  # the zip is the bundle: its temporary directory goes (below)
+                else:
                     directory.rename(staging, name)
-                except OSError:
-                    if final_zip_name is not None:
-                        directory.remove_tree(final_zip_name)
-                    raise
-                staging = None
+                    staging = None
         except _Refused as exc:
             raise BundleError(f"refusing to write a bundle in {out_dir}: {exc}") from None
         except filelock.Timeout as exc:
@@ -299,4 +331,6 @@ def write_bundle(
                 directory.remove_tree(staging)
             if staging_zip is not None:
                 directory.remove_tree(staging_zip)
-    return out_dir / name, (out_dir / final_zip_name if final_zip_name is not None else None)
+    if final_zip_name is not None:
+        return None, out_dir / final_zip_name
+    return out_dir / name, None

@@ -1,7 +1,9 @@
-"""The ``beam-feedback`` command: build a feedback report from flags or an input file.
+"""The ``beam-feedback`` command: build a feedback report from flags, an input file, or the user.
 
-This module owns argument parsing, merging flags over an input file, and turning errors into exit
-codes and stderr lines. It must stay thin: every decision about the report itself is made by
+This module owns argument parsing, merging flags over an input file, asking a person for what is
+still missing (in a terminal: ``$VISUAL``/``$EDITOR`` on a template, as ``git commit`` does, or a
+prompt per field when no editor is set; never with ``--no-input`` or without a terminal), and turning
+errors into exit codes and stderr lines. It must stay thin: every decision about the report itself is made by
 :func:`beam_feedback.build_report`, the input is read by :func:`beam_feedback.read_input`, and the
 default workspace is beam-lsp's project-root rule (``beam_lsp.project``).
 
@@ -14,7 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, TextIO
@@ -35,10 +42,27 @@ EXIT_USAGE: Final = 2
 
 _PROG: Final = "beam-feedback"
 _TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
+_REQUIRED: Final = _TEXT_FIELDS[:5]
+_HINTS: Final = {
+    "title": "one line",
+    "summary": "what went wrong, in a few sentences",
+    "reproduction": "the steps, commands and files that show it",
+    "expected": "what you expected",
+    "actual": "what happened instead",
+    "impact": "optional: what it keeps you from doing",
+    "workaround": "optional: how you got around it",
+}
+_CONFIDENTIAL_DROPS: Final = ("evidence", "request", "response", "client_request_id")
+"""What a confidential report leaves out (see ``build_report``): asking for both is refused here."""
 # The same cap the library puts on path evidence: a report is for reading, not for whole logs.
 _MAX_EVIDENCE_BYTES: Final = 1024 * 1024
 
 _EPILOG: Final = """\
+asking:
+  In a terminal, the required fields that no flag or file gives are asked for: $VISUAL or $EDITOR
+  opens on a template (as git commit does; lines starting with '# ' are dropped, an empty required
+  section cancels), or, without an editor, one prompt per field. --no-input never asks (scripts).
+
 input file (--input FILE, JSON or TOML; '-' reads standard input):
   required strings: title, summary, reproduction, expected, actual
   optional: kind (bug|ux|perf|docs|question), severity (low|medium|high|critical),
@@ -50,7 +74,7 @@ input file (--input FILE, JSON or TOML; '-' reads standard input):
 
 output:
   Without a bundle, prints the Markdown report (review it before posting anywhere).
-  With --bundle dir|zip (or --out), writes the bundle and prints its path(s).
+  With --bundle dir|zip (or --out), writes the bundle (a folder, or a zip alone) and prints its path.
   --json prints the whole result as JSON instead. Beam never uploads anything.
 
 exit codes:
@@ -105,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         help="include the collected context in the report (default: yes)",
     )
     mode.add_argument("--json", action="store_true", help="print the full result as JSON")
+    mode.add_argument(
+        "--no-input", action="store_true", help="never ask (no editor, no prompts): missing fields are an error"
+    )
     return parser
 
 
@@ -145,6 +172,15 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr:
         data["evidence"] = [*evidence, *extra] if isinstance(evidence, list) else evidence
     if args.confidential:
         data["confidential"] = True
+    if data.get("confidential") is True:
+        kept = [name for name in _CONFIDENTIAL_DROPS if data.get(name) not in (None, [], {})]
+        if kept:
+            flags = ", ".join(f"--{name.replace('_', '-')}" if name in ("evidence", "client_request_id") else name
+                              for name in kept)  # fmt: skip
+            raise _UsageError(
+                f"a confidential report carries no {flags} (nothing of the project leaves with it): "
+                "drop them, or drop --confidential"
+            )
     if args.no_redact:
         if data.get("confidential") is True:
             raise _UsageError("'confidential' cannot be combined with --no-redact")
@@ -171,6 +207,111 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr:
     return data
 
 
+def _missing(data: dict[str, object]) -> list[str]:
+    return [name for name in _REQUIRED if not (isinstance(data.get(name), str) and str(data[name]).strip())]
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+TEMPLATE_HEADER: Final = """\
+# Describe what went wrong under each heading, then save and close the editor.
+# Lines starting with '# ' are dropped. Leave a required section empty to cancel.
+# Nothing is uploaded: the report is printed (or bundled) for you to review first.
+"""
+
+
+def template(data: dict[str, object]) -> str:
+    """The editor's text: one `## field` section per text field, holding what is known already."""
+    parts = [TEMPLATE_HEADER]
+    for name in _TEXT_FIELDS:
+        required = "required" if name in _REQUIRED else "optional"
+        hint = _HINTS[name].removeprefix("optional: ")
+        value = data.get(name)
+        parts.append(f"\n## {name} ({required}: {hint})\n{value if isinstance(value, str) else ''}\n")
+    return "".join(parts)
+
+
+_SECTION: Final = re.compile(r"^## ([a-z]+)\b")
+
+
+def parse_template(text: str) -> dict[str, str]:
+    """The sections of an edited template (`## field` headings; `# ` comment lines dropped), stripped."""
+    fields: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("# ") or line == "#":
+            continue
+        heading = _SECTION.match(line)
+        if heading is not None and heading[1] in _TEXT_FIELDS:
+            current = fields.setdefault(heading[1], [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip() for name, lines in fields.items() if "\n".join(lines).strip()}
+
+
+def _edit(data: dict[str, object], editor: str, stderr: TextIO) -> dict[str, object]:
+    """Open the editor on the template (through the shell, as git does, so `EDITOR="code -w"` works)."""
+    folder = tempfile.mkdtemp(prefix="beam-feedback-")
+    try:
+        path = Path(folder) / "BEAM_FEEDBACK.md"
+        path.write_text(template(data), encoding="utf-8")
+        stderr.write(f"{_PROG}: waiting for your editor to close the file...\n")
+        stderr.flush()
+        status = subprocess.run(["/bin/sh", "-c", f'{editor} "$@"', editor, str(path)], check=False).returncode
+        if status != 0:
+            raise _UsageError(f"the editor ({editor}) exited with status {status}: no report was made")
+        return {**data, **parse_template(path.read_text(encoding="utf-8"))}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _prompt(data: dict[str, object], missing: list[str], stdin: TextIO, stderr: TextIO) -> dict[str, object]:
+    """Ask for each missing field on its own line (no editor is set)."""
+    stderr.write(f"{_PROG}: no $VISUAL or $EDITOR: one line per field (Ctrl-D cancels)\n")
+    out = dict(data)
+    for name in missing:
+        while True:
+            stderr.write(f"{name} ({_HINTS[name]}): ")
+            stderr.flush()
+            line = stdin.readline()
+            if not line:
+                stderr.write("\n")
+                raise _UsageError("cancelled: no report was made")
+            if line.strip():
+                out[name] = line.strip()
+                break
+    return out
+
+
+def _ask(data: dict[str, object], args: argparse.Namespace, stdin: TextIO, stderr: TextIO) -> dict[str, object]:
+    """Fill the missing required fields from the person at the terminal, or say which flags are missing.
+
+    Raises:
+        InvalidReportError: Fields are missing and nobody can be asked (no terminal, or `--no-input`).
+        _UsageError: The person cancelled (or the editor failed).
+    """
+    missing = _missing(data)
+    if not missing:
+        return data
+    if args.no_input or not (_is_terminal(stdin) and _is_terminal(stderr)):
+        flags = ", ".join(f"--{name}" for name in missing)
+        raise InvalidReportError(
+            f"missing {flags} (or --input FILE with those fields; in a terminal, run {_PROG} without them to "
+            "write them in your editor)"
+        )
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    filled = _edit(data, editor, stderr) if editor else _prompt(data, missing, stdin, stderr)
+    still = _missing(filled)
+    if still:
+        raise _UsageError(f"no {', '.join(still)} given: no report was made")
+    return filled
+
+
 def _error(stderr: TextIO, message: str) -> None:
     stderr.write(f"{_PROG}: error: {message}\n")
 
@@ -192,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     try:
         data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd(), stderr)
+        data = _ask(data, args, sys.stdin, stderr)
         result = build_report(data, out_dir=args.out)
     except _UsageError as exc:
         parser.print_usage(stderr)
@@ -208,10 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.json:
             stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
-        elif result.bundle_dir is not None:
-            stdout.write(result.bundle_dir + "\n")
-            if result.zip_path is not None:
-                stdout.write(result.zip_path + "\n")
+        elif result.bundle_dir is not None or result.zip_path is not None:
+            stdout.write(f"{result.bundle_dir or result.zip_path}\n")
         else:
             stdout.write(result.markdown)
         stdout.flush()

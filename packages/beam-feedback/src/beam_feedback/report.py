@@ -463,8 +463,8 @@ def _build(
     bundle_dir = bundle_parent / name
     zip_path = bundle_dir.with_name(f"{name}.zip") if report.bundle == "zip" else None
     result = result.model_copy(
-        update={
-            "bundle_dir": redactor.redact(str(bundle_dir)),
+        update={  # a zip bundle is the zip alone: no directory is left beside it
+            "bundle_dir": redactor.redact(str(bundle_dir)) if zip_path is None else None,
             "zip_path": None if zip_path is None else redactor.redact(str(zip_path)),
         }
     )

@@ -170,17 +170,48 @@ def operation_arguments(command: Command, namespace: argparse.Namespace, inputs:
 
 
 def resolve_cli_path(path: str, root: str, cwd: str) -> str:
-    """A relative `path` as the broker expects it (root-relative).
+    """A file argument as the broker expects it: root-relative inside the project, else absolute.
 
-    Inside the project a relative path is relative to the current directory, as a shell completes it; from
-    outside the project it is relative to the root.
+    A relative path is looked up against the current directory first (as a shell completes it), then against the
+    project root (so a path Beam printed, which is root-relative, can be pasted back from any subdirectory). From
+    outside the project (`--root`) the root comes first. When neither exists, the first reading is kept, so the
+    error names the file the user meant.
     """
+    real_root = os.path.realpath(root)
     if os.path.isabs(path):
-        return path
-    real_root, real_cwd = os.path.realpath(root), os.path.realpath(cwd)
-    if real_cwd != real_root and real_cwd.startswith(real_root.rstrip(os.sep) + os.sep):
-        return os.path.relpath(os.path.join(real_cwd, path), real_root)
-    return path
+        full = os.path.realpath(path)
+    else:
+        here = os.path.realpath(os.path.join(cwd, path))
+        there = os.path.realpath(os.path.join(real_root, path))
+        real_cwd = os.path.realpath(cwd)
+        cwd_inside = real_cwd == real_root or real_cwd.startswith(real_root.rstrip(os.sep) + os.sep)
+        if os.path.exists(here) and (cwd_inside or not os.path.exists(there)):
+            full = here
+        elif os.path.exists(there) or not cwd_inside:
+            full = there
+        else:
+            full = here
+    inside = full == real_root or full.startswith(real_root.rstrip(os.sep) + os.sep)
+    return os.path.relpath(full, real_root) if inside else full
+
+
+def check_file(raw: str, path: str, root: str) -> None:
+    """Refuse, before anything runs, a file argument that is no Lean source or lies outside the project.
+
+    Args:
+        raw: The file as the user wrote it (named in the message).
+        path: `resolve_cli_path`'s answer: root-relative, or absolute when outside the project.
+        root: The project root.
+
+    Raises:
+        BrokerError: `invalidInput` (exit status 2) with a one-line reason.
+    """
+    if not path.endswith(".lean") or os.path.basename(path) == ".lean":
+        raise invalid_input(f"{raw}: not a Lean source file (Beam works only on `.lean` files)")
+    if os.path.isabs(path):
+        raise invalid_input(
+            f"{raw}: outside the project {root}; run lean-beam from the file's own project, or pass --root DIR"
+        )
 
 
 def split_target(spec: Command, raw: str) -> Target:

@@ -61,9 +61,9 @@ def command_name(spec: _Named) -> str:
 
 def cli_text(text: str) -> str:
     """A registry description as CLI help: MCP-only advice dropped, tool names spelled as commands."""
-    from beam_broker.operations import BY_NAME, PROGRESS_SENTENCE
+    from beam_broker.operations import BY_NAME, NO_SOURCE_EDITS, PROGRESS_SENTENCE
 
-    text = text.replace(PROGRESS_SENTENCE, "")
+    text = text.replace(PROGRESS_SENTENCE, "").replace(NO_SOURCE_EDITS, "")
 
     def command(match: re.Match[str]) -> str:
         spec = BY_NAME.get(match.group(1))
@@ -220,8 +220,8 @@ def _kind_of(annotation: Any) -> tuple[Kind, tuple[str, ...]]:
 
 
 PATH_HELP = (
-    "Lean source file: relative to the current directory when that is inside the project, else to the "
-    "project root; or absolute."
+    "Lean source file (.lean) of the project: looked up in the current directory, then in the project root; "
+    "or absolute."
 )
 POINT_HELP = (
     "LINE counts from 1 and COL from 0 in characters (code points), exactly as Lean prints positions in "

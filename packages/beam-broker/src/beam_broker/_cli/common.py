@@ -74,6 +74,8 @@ class Options:
 
     Attributes:
         human: Print results as text for a person (`--human`, or stdout is a terminal and not `--json`).
+        terminal: The one writer of stdout and stderr for this invocation: notes, `-v` lines, progress and
+            results all go through it, so none is written over the live progress line.
     """
 
     root: str | None = None
@@ -83,6 +85,9 @@ class Options:
     verbose: bool = False
     no_daemon: bool = False
     human: bool = False
+    terminal: Terminal = dataclasses.field(
+        default_factory=lambda: Terminal(sys.stdout, sys.stderr), compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, args: argparse.Namespace, stdout: TextIO | None = None) -> Options:
@@ -117,12 +122,12 @@ class Options:
     def note(self, message: str) -> None:
         """A `--verbose` line on stderr."""
         if self.verbose:
-            print(f"beam: {message}", file=sys.stderr, flush=True)
+            self.terminal.print_err(f"beam: {message}")
 
     def say(self, message: str) -> None:
         """A line on stderr unless `--quiet`."""
         if not self.quiet:
-            print(f"beam: {message}", file=sys.stderr, flush=True)
+            self.terminal.print_err(f"beam: {message}")
 
 
 def workspace_root(options: Options) -> str:
@@ -148,7 +153,7 @@ class Output:
 
     def __init__(self, options: Options, terminal: Terminal | None = None) -> None:
         self.options = options
-        self.terminal = terminal if terminal is not None else Terminal(sys.stdout, sys.stderr)
+        self.terminal = terminal if terminal is not None else options.terminal
 
     def json(self, value: Any) -> None:
         """The JSON of a result on stdout."""

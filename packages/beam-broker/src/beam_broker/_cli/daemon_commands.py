@@ -43,8 +43,8 @@ def add_commands(
         parents=[common],
         help="the daemon's statistics: workspaces, Lean sessions, per-operation counts and latencies",
         description="Print the statistics of the daemon serving this project (sessions started, requests, "
-        "per-operation latencies), as JSON. Without a daemon there is nothing to report: an empty object is "
-        "printed.",
+        "per-operation latencies), as JSON. Without a daemon there is nothing to report: it says so on stderr "
+        f"and exits {EXIT_NOT_RUNNING}.",
     )
     stats.set_defaults(handler=_stats)
     daemon = commands.add_parser(
@@ -105,18 +105,20 @@ def _serve_parser(serve: argparse.ArgumentParser) -> None:
 def _stats(args: argparse.Namespace, options: Options) -> int:
     paths = client.paths_for(workspace_root(options))
 
-    async def get() -> dict[str, Any]:
+    async def get() -> dict[str, Any] | None:
         try:
             return await client.request(paths, client.STATS)
         except client.DaemonUnavailable as exc:
-            options.note(f"{exc}: a fresh broker has nothing to report")
-            from beam_broker.broker import Broker
+            options.note(f"{exc}")
+            return None
 
-            async with Broker.open() as broker:
-                return {"result": broker.stats()}
-
-    out = Output(options)
-    return out.finish(run(get), lambda value: _json_lines(value))
+    answer = run(get)
+    if answer is None:  # a broker made for the question would know nothing: say so instead of printing its zeros
+        options.terminal.print_err(
+            f"lean-beam: no daemon runs for {paths.root}: no statistics to show (`lean-beam daemon start` starts one)"
+        )
+        return EXIT_NOT_RUNNING
+    return Output(options).finish(answer, lambda value: _json_lines(value))
 
 
 def _json_lines(value: Mapping[str, Any]) -> list[str]:

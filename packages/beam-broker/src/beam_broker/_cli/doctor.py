@@ -85,9 +85,12 @@ def check_server_command(options: Options, env: Mapping[str, str]) -> Check:
 def check_lake(options: Options, env: Mapping[str, str]) -> Check:
     """A `lake` executable for saves (the server's, else the one on PATH)."""
     try:
-        return _ok("lake", lake_command(BrokerConfig(lean_cmd=options.lean_cmd), env))
+        lake = lake_command(BrokerConfig(lean_cmd=options.lean_cmd), env)
     except BrokerError:
         return _fail("lake", "no `lake` on PATH (`lean-beam save` needs it)", ELAN_HINT)
+    if shutil.which(lake, path=env.get("PATH")) is None:  # named by the server command, but not there
+        return _fail("lake", f"{lake} is not an executable (`lean-beam save` needs it)", ELAN_HINT)
+    return _ok("lake", lake)
 
 
 def check_lean(options: Options, env: Mapping[str, str]) -> Check:

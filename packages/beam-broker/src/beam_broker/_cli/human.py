@@ -133,6 +133,15 @@ def _blocking(sync: Result, view: View) -> list[str]:
     return view.diagnostics(items) + [f"{path}: error: {m.get('message')}" for m in messages]
 
 
+def error_lines(result: Result, view: View) -> list[str]:
+    """The errors of a sync verdict not printed yet, as Lean prints them (empty for any other result).
+
+    With JSON output stderr carries them in every mode (`--quiet`, or a warm sync that streamed nothing), so a
+    script that keeps only stderr still reads what is wrong.
+    """
+    return _blocking(result, view) if isinstance(result.get("readiness"), Mapping) else []
+
+
 def _hover_text(contents: Any) -> list[str]:
     if isinstance(contents, list):
         return [line for part in contents for line in _hover_text(part)]
@@ -350,7 +359,8 @@ def _attempts(result: Result, view: View) -> list[str]:
     out = []
     for i, attempt in enumerate(result.get("attempts") or [], 1):
         out.append(f"attempt {i}: {'succeeded' if attempt.get('success') else 'failed'}")
-        out.extend(f"  {line}" if line else "" for line in _run(attempt, view))
+        # Indent every line of a multi-line message too, so each attempt reads as one block.
+        out.extend(f"  {piece}" if piece else "" for line in _run(attempt, view) for piece in line.split("\n"))
     return out or ["no attempts"]
 
 

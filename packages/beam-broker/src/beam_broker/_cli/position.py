@@ -130,5 +130,47 @@ def where(path: str, source: Source | None, position: Mapping[str, Any] | None) 
     return f"{path}:{lean_position(source, _count(line), _count(character))}"
 
 
+_LINE_PAST_END: Final = re.compile(r"\bline (\d+) is out of range(?: \(document has (\d+) lines\))?")
+_COLUMN_PAST_END: Final = re.compile(
+    r"\bcharacter (\d+) is out of range on line (\d+)(?: \((\d+) UTF-16 code units\))?"
+)
+_POSITION: Final = re.compile(r"\bposition \((\d+), (\d+)\)")
+
+
+def in_lean_terms(message: str, source: Source | None) -> str:
+    """A broker message with its LSP positions (0-based, UTF-16) said as Lean says them (`LINE:COL`).
+
+    The broker speaks LSP to its clients (`line 98 is out of range`, `position (3, 31)`); a person typed
+    `FILE:99:0` and `FILE:4:31`, so that is what the message must say back. Other text is left as it is.
+    """
+
+    def line_past_end(match: re.Match[str]) -> str:
+        count = _line_count(source) if source is not None else None
+        if count is None and match[2] is not None:
+            count = int(match[2])
+        tail = f" (it has {count} line{'s' if count != 1 else ''})" if count is not None else ""
+        return f"line {int(match[1]) + 1} is past the end of the file{tail}"
+
+    def column_past_end(match: re.Match[str]) -> str:
+        line = int(match[2])
+        text = source.line(line) if source is not None else None
+        column = codepoint_column(text, int(match[1])) if text is not None else int(match[1])
+        tail = f" (it has {len(text)} characters)" if text is not None else ""
+        return f"column {column} is past the end of line {line + 1}{tail}"
+
+    def position(match: re.Match[str]) -> str:
+        return f"position {lean_position(source, int(match[1]), int(match[2]))}"
+
+    message = _LINE_PAST_END.sub(line_past_end, message)
+    message = _COLUMN_PAST_END.sub(column_past_end, message)
+    return _POSITION.sub(position, message)
+
+
+def _line_count(source: Source) -> int:
+    """Lines as an editor numbers them (a final newline starts no line of its own)."""
+    lines = len(source.lines)
+    return lines - 1 if lines > 1 and source.lines[-1] == "" else lines
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -5,7 +5,9 @@ is written, so results and diagnostics never mix with it) and `Reporter`, the si
 
 - progress (preparation, Lake setup, file progress): on a terminal one line `beam: FILE: 3/9 lines, 1.2 s`,
   replaced in place and cleared at the end; when stderr is not a terminal the plain lines of
-  `render.progress_line`; with `--quiet` nothing.
+  `render.progress_line`; with `--quiet` nothing. The live line appears once the call has run for
+  `TICK_SECONDS` (a warm call answers before that, and nothing flashes); from then on it says what runs, from
+  the first moment of a cold start (`beam: sync A.lean, 0.3 s`). It never names MCP tools.
 - diagnostics: in human output they are the result, so they go to stdout (as Lean prints them) even with
   `--quiet`; with JSON output they are plain lines on stderr unless `--quiet`.
 
@@ -22,7 +24,7 @@ from typing import Any, Final, TextIO
 
 from beam_broker.events import BrokerEvent, DiagnosticEvent, FileProgressEvent, PreparationEvent, SetupEvent
 
-from .render import Sources, diagnostic_key, diagnostic_line, progress_line, write_text
+from .render import Sources, diagnostic_key, diagnostic_line, preparation_text, progress_line, write_text
 
 TICK_SECONDS: Final = 0.25
 """How often the live line's elapsed time is redrawn while nothing else happens."""
@@ -113,7 +115,18 @@ class Reporter:
         human: bool,
         sources: Sources | None = None,
         clock: Callable[[], float] = time.monotonic,
+        starting: str = "",
     ) -> None:
+        """Start showing a call.
+
+        Args:
+            terminal: Where everything goes.
+            mode: How progress is shown.
+            human: Diagnostics are the result (stdout), not progress (stderr).
+            sources: The project's files (positions as Lean prints them, line counts).
+            clock: Seconds, monotonic.
+            starting: The live line until the first event (`sync Demo/A.lean`).
+        """
         self.terminal = terminal
         self.mode = mode
         self.human = human
@@ -121,9 +134,9 @@ class Reporter:
         self.clock = clock
         self.started = clock()
         self.printed: set[str] = set()
-        """Keys (`render.diagnostic_key`) of the diagnostics already printed on stdout."""
+        """Keys (`render.diagnostic_key`) of the diagnostics already printed (stdout, or stderr for JSON)."""
         self._last_line: str | None = None
-        self._status = ""
+        self._status = starting
 
     def __call__(self, event: BrokerEvent) -> None:
         """Show one event."""
@@ -148,11 +161,12 @@ class Reporter:
                 self.printed.add(key)
                 self.terminal.print_out(diagnostic_line(item, self.sources))
         elif self.mode is not Mode.OFF:
+            self.printed.add(diagnostic_key(item))
             self.terminal.print_err(diagnostic_line(item, self.sources))
 
     def _live_status(self, event: BrokerEvent) -> str | None:
         if isinstance(event, PreparationEvent):
-            return event.message
+            return preparation_text(event)
         if isinstance(event, SetupEvent):
             return f"setup: {event.message}"
         if isinstance(event, FileProgressEvent):
@@ -174,9 +188,10 @@ class Reporter:
         return end if isinstance(end, int) else 0
 
     def redraw(self) -> None:
-        """Redraw the live line with the current elapsed time."""
-        if self.mode is Mode.LIVE and self._status:
-            self.terminal.status(f"beam: {self._status}, {self.clock() - self.started:.1f} s")
+        """Redraw the live line with the current elapsed time (once the call has run for `TICK_SECONDS`)."""
+        elapsed = self.clock() - self.started
+        if self.mode is Mode.LIVE and self._status and elapsed >= TICK_SECONDS:
+            self.terminal.status(f"beam: {self._status}, {elapsed:.1f} s")
 
     async def tick(self) -> None:
         """Keep the elapsed time of the live line moving while Lean is silent (runs until cancelled)."""

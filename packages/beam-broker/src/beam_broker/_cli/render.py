@@ -27,29 +27,57 @@ def _dump(value: Any, compact: bool, ascii_only: bool = False) -> str:
     return json.dumps(value, ensure_ascii=ascii_only, indent=2)
 
 
+def _write(stream: TextIO, text: str) -> None:
+    """Write all of `text` and flush; a reader that went away raises `BrokenPipeError`, however much was written.
+
+    A file stream is written with `os.write` until every byte is out: a pipe whose reader exits in the middle of
+    one large write accepts part of it, and Python's buffered writer then reports success for the whole (so
+    `lean-beam --json ... | head` exited 0 instead of 141). The next `os.write` gets `EPIPE`.
+
+    Raises:
+        UnicodeEncodeError: The stream's encoding cannot encode the text (nothing was written).
+        BrokenPipeError: The reader is gone.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's buffer): its own write is all there is
+        stream.write(text)
+        stream.flush()
+        return
+    data = memoryview(text.encode(stream.encoding or "utf-8"))
+    stream.flush()  # what was written through the stream goes first
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 def write_text(stream: TextIO, text: str) -> None:
     """Write text (escaping what a stream that cannot encode it rejects) and flush."""
     try:
-        stream.write(text)
+        _write(stream, text)
     except UnicodeEncodeError:
-        stream.write(text.encode("ascii", "backslashreplace").decode("ascii"))
-    stream.flush()
+        _write(stream, text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
 def print_json(value: Any, *, compact: bool, stream: TextIO | None = None) -> None:
     """Write JSON and a newline (falling back to ASCII escapes on a stream that cannot encode the text)."""
     out = stream if stream is not None else sys.stdout
     try:
-        out.write(_dump(value, compact) + "\n")
+        _write(out, _dump(value, compact) + "\n")
     except UnicodeEncodeError:
-        out.write(_dump(value, compact, ascii_only=True) + "\n")
-    out.flush()
+        _write(out, _dump(value, compact, ascii_only=True) + "\n")
+
+
+def preparation_text(event: PreparationEvent) -> str:
+    """A preparation event for a person: the file and what is done, no MCP tool name (`A.lean: preparing ...`)."""
+    if not event.doing:  # an older daemon: its message is all there is
+        return event.message
+    return f"{event.path}: {event.doing}" if event.path else event.doing
 
 
 def progress_line(event: BrokerEvent) -> str | None:
     """The plain line of a progress event (`beam: A.lean: elaborating lines 4-9`), None when it has none."""
     if isinstance(event, PreparationEvent):
-        return f"beam: {event.message}"
+        return f"beam: {preparation_text(event)}"
     if isinstance(event, SetupEvent):
         return f"beam: setup: {event.message}"
     if isinstance(event, FileProgressEvent):
@@ -103,7 +131,10 @@ def severity_word(label: str) -> str:
 
 
 def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
-    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim."""
+    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim.
+
+    A message Lean names says so as `lean` does: `error(lean.unknownIdentifier): Unknown identifier ...`.
+    """
     path = str(item.get("path", "?"))
     start = (item.get("range") or {}).get("start")
     if sources is not None:
@@ -113,7 +144,14 @@ def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
         source = Source.read(Path(display(uri))) if isinstance(uri, str) and uri.startswith("file:") else None
         at = where(display(path), source, start)
     message = str(item.get("message", ""))
-    return f"{at}: {severity_word(str(item.get('severity', 'unknown')))}: {message}"
+    return f"{at}: {lean_label(item)}: {message}"
+
+
+def lean_label(item: Mapping[str, Any]) -> str:
+    """`error`, or `error(lean.unknownIdentifier)` when Lean names the message, as `lean` prints it."""
+    word = severity_word(str(item.get("severity", "unknown")))
+    code = item.get("code")
+    return f"{word}({code})" if isinstance(code, str) and code else word
 
 
 def diagnostic_key(item: Mapping[str, Any]) -> str:
