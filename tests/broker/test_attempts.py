@@ -65,6 +65,28 @@ async def test_proof_mode_attempts_report_the_goals_after_each_one(tmp_path: Pat
     assert bad["success"] is False and bad["messages"][0]["text"] == "unknown identifier 'ERROR_HERE'"
 
 
+async def test_proof_mode_attempts_sharing_a_version_answer_as_run_at_does(
+    tmp_path: Path, shared_groups: list[tuple[str, list[str]]]
+) -> None:
+    first = "theorem t : True /- GOALS_HERE -/ := by"
+    root = fake_project(tmp_path / "proj", {"A.lean": f"{first}\n  skip\n"})
+    # Fake Lean answers goals on `by` lines only (`⊢ False`), and a success's goals come from the unsolved goals
+    # error (`⊢ True`) otherwise: each alternative's goals must be asked at its own end.
+    texts = ["fine", "ERROR_HERE", "also fine\nby the way", "WARN_HERE"]
+    async with open_broker({"goal": "⊢ False"}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        alone = [
+            await call(broker, "run_at", root, path="A.lean", version=1, line=0, character=len(first), text=text)
+            for text in texts
+        ]
+        result = await call(broker, "attempts", root, **at("A.lean", 0, len(first), texts))
+    keys = ("success", "messages", "traces", "proof_state")
+    assert [{k: a[k] for k in keys} for a in result["attempts"]] == [{k: a[k] for k in keys} for a in alone]
+    assert [a["success"] for a in alone] == [True, False, True, True]
+    assert [a["proof_state"]["goals"][0]["target"] for a in alone] == ["True", "False", "False", "True"]
+    assert shared_groups == [("proof", texts)]
+
+
 async def test_handles_are_kept_for_the_successful_attempts_only_and_continue_with_run_with(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
     async with open_broker() as broker:
