@@ -80,6 +80,9 @@ class BrokerConfig:
             no call is using are closed in Lean (probe mirrors are bounded by `mirrors_per_document` instead).
         change_delay: Seconds a source edit waits before it is sent to Lean, unless something asks about the
             file sooner (`DEFAULT_CHANGE_DELAY`; 0 sends it at once).
+        warm_scratch: Start the workspace's `run_code` scratch document with the imports of the first source
+            document opened, in the background, so that a `run_code` text with the same imports finds its Lean
+            worker started (one more worker per workspace, closed when idle like every probe mirror).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -89,6 +92,7 @@ class BrokerConfig:
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_open_documents: int = DEFAULT_MAX_OPEN_DOCUMENTS
     change_delay: float = DEFAULT_CHANGE_DELAY
+    warm_scratch: bool = False
 
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""

@@ -42,7 +42,7 @@ from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents, header_imports, read_source, text_hash
+from ._documents import DocState, Documents, header_imports, header_text, read_source, text_hash
 from ._freshness import Freshness
 from ._handles import HandleStore
 from ._metrics import Metrics
@@ -316,6 +316,10 @@ class WorkspaceRuntime:
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
+                scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
+                if self.config.warm_scratch and scratch not in self.pools:  # the first document: see `mirrors.warm`
+                    warm = self.pool(scratch)
+                    self._tg.start_soon(mirrors.warm, client, warm, header_text(text), self.freshness, self.redactor)
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:

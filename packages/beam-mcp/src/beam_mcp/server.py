@@ -147,7 +147,8 @@ class McpServer:
             env=config.env,
             on_change=self._hub.changed,
             on_open=self._hub.recheck,  # subscriptions recorded while the broker was loading
-            config=config.broker,
+            # lean-lsp-mcp keeps a scratch file open for lean_run_code; so does its drop-in (see `warm_scratch`)
+            config={"warm_scratch": config.tools == "lean-lsp-mcp", **config.broker},
             registry=config.registry,
         )
         self._toolset: ToolSet | None = None
