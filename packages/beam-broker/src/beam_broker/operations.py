@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
+from ._ops import models as om
 from ._probes import models as pm
 from ._spec import PREPARING, BrokerOperation, Operation, OperationSpec, Registry, Scope, WorkspaceOperation
 from .events import Progress
@@ -323,8 +324,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     # ---- beyond upstream Beam's 24 tools: `--tools beam` leaves these out ----------------------------------
     WorkspaceOperation(
         "completions",
-        m.CompletionsInput,
-        m.CompletionsResult,
+        om.CompletionsInput,
+        om.CompletionsResult,
         completions.completions,
         description=_d(
             "Lean's completions at a position of a document version (identifiers, fields after a dot, module "
@@ -337,8 +338,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "outline",
-        m.OutlineInput,
-        m.OutlineResult,
+        om.OutlineInput,
+        om.OutlineResult,
         outline.outline,
         description=_d(
             "Outline of a document version, from Lean: its imports (Lean's module hierarchy) and every "
@@ -424,7 +425,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "term_goal",
         m.PositionInput,
-        m.TermGoalResult,
+        om.TermGoalResult,
         widgets.term_goal,
         description=_d(
             "The expected type of the term at a position of a document version (Lean's $/lean/plainTermGoal): "
@@ -438,7 +439,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "widgets",
         m.PositionInput,
-        m.WidgetsResult,
+        om.WidgetsResult,
         widgets.widgets,
         description=_d(
             "The panel widgets Lean shows at a position of a document version (Lean.Widget.getWidgets over Lean's "
@@ -451,8 +452,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "widget_source",
-        m.WidgetSourceInput,
-        m.WidgetSourceResult,
+        om.WidgetSourceInput,
+        om.WidgetSourceResult,
         widgets.widget_source,
         description=_d(
             "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
@@ -464,8 +465,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "interactive_diagnostics",
-        m.InteractiveDiagnosticsInput,
-        m.InteractiveDiagnosticsResult,
+        om.InteractiveDiagnosticsInput,
+        om.InteractiveDiagnosticsResult,
         widgets.interactive_diagnostics,
         description=_d(
             "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
@@ -480,7 +481,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
 )
 
 _SNAPSHOT = frozenset({"snapshot"})
-"""Upstream Beam's current snapshot tokens beside the seed's versions: beyond the seed's tool surface."""
+"""Upstream Beam's current snapshot tokens beside versions: beyond the `beam` tool surface."""
 _ANSWERS_SNAPSHOT = frozenset({"update", "sync", "refresh", "save", "close_save", "todo", "code_action_resolve"})
 """The operations whose results carry the document's `snapshot` (at the top, or in the save they nest)."""
 
