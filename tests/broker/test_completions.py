@@ -11,6 +11,7 @@ from lsprotocol import types
 
 from beam_broker import errors as codes
 from beam_broker import models as m
+from beam_broker._ops import models as om
 from beam_broker._ops.completions import KINDS, _item, completions
 from beam_broker.workspace import WorkspaceDescriptor
 from beam_lsp import Position, TextDocument
@@ -94,9 +95,9 @@ class _Call:
         return self.client, _Doc()
 
 
-def _inp(**fields: Any) -> m.CompletionsInput:
+def _inp(**fields: Any) -> om.CompletionsInput:
     base: dict[str, Any] = {"path": "A.lean", "version": 4, "line": 0, "character": 15, "workspace": WS}
-    return m.CompletionsInput(**{**base, **fields})
+    return om.CompletionsInput(**{**base, **fields})
 
 
 async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_as_dropped() -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
+from ._ops import models as om
 from ._probes import models as pm
 from ._spec import PREPARING, BrokerOperation, Operation, OperationSpec, Registry, Scope, WorkspaceOperation
 from .events import Progress
@@ -328,8 +329,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     # ---- beyond upstream Beam's 24 tools: `--tools beam` leaves these out ----------------------------------
     WorkspaceOperation(
         "completions",
-        m.CompletionsInput,
-        m.CompletionsResult,
+        om.CompletionsInput,
+        om.CompletionsResult,
         completions.completions,
         description=_d(
             "Lean's completions at a position of a document version, in Lean's order, with kind, detail and "
@@ -341,8 +342,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "outline",
-        m.OutlineInput,
-        m.OutlineResult,
+        om.OutlineInput,
+        om.OutlineResult,
         outline.outline,
         description=_d(
             "Imports, then every declaration, namespace and section of a document version with its kind, "
@@ -414,7 +415,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "term_goal",
         m.PositionInput,
-        m.TermGoalResult,
+        om.TermGoalResult,
         widgets.term_goal,
         description=_d(
             "The expected type of the term at a position of a document version, and the term's range; null where "
@@ -427,7 +428,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "widgets",
         m.PositionInput,
-        m.WidgetsResult,
+        om.WidgetsResult,
         widgets.widgets,
         description=_d(
             "Lean's panel widgets at a position of a document version (id, javascriptHash, props, range); "
@@ -439,8 +440,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "widget_source",
-        m.WidgetSourceInput,
-        m.WidgetSourceResult,
+        om.WidgetSourceInput,
+        om.WidgetSourceResult,
         widgets.widget_source,
         description=_d(
             "A widget's JavaScript module, by the javascriptHash lean_widgets returned (text in source.sourcetext).",
@@ -451,8 +452,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "interactive_diagnostics",
-        m.InteractiveDiagnosticsInput,
-        m.InteractiveDiagnosticsResult,
+        om.InteractiveDiagnosticsInput,
+        om.InteractiveDiagnosticsResult,
         widgets.interactive_diagnostics,
         description=_d(
             "Lean's interactive diagnostics (tagged text) of a document version once elaborated, optionally of "
@@ -466,7 +467,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
 )
 
 _SNAPSHOT = frozenset({"snapshot"})
-"""Upstream Beam's current snapshot tokens beside document versions: beyond the specified tool surface."""
+"""Upstream Beam's current snapshot tokens beside versions: beyond the `beam` tool surface."""
 _ANSWERS_SNAPSHOT = frozenset({"update", "sync", "refresh", "save", "close_save", "todo", "code_action_resolve"})
 """The operations whose results carry the document's `snapshot` (at the top, or in the save they nest)."""
 

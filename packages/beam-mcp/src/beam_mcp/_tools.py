@@ -220,7 +220,7 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
 
 Contract = Literal["seed", "upstream-2026-11"]
 """How Lean tools name a document state: `seed`, by numeric `version` (Beam for Python also takes and returns
-`snapshot` tokens beside it, except on the `beam` surface, which keeps the specified exact schemas); `upstream-2026-11`,
+`snapshot` tokens beside it, except on the `beam` surface, which keeps upstream's original schemas); `upstream-2026-11`,
 upstream Beam's current contract: upstream's 24 tools, `snapshot` only (a `version` argument is undeclared, and
 results carry no `version` where they carry a `snapshot`)."""
 CONTRACTS: Final[tuple[Contract, ...]] = ("seed", "upstream-2026-11")
@@ -230,7 +230,7 @@ _UPSTREAM_WORDS: Final = (
     ("document version", "document snapshot"),
     ("that version", "that snapshot"),
 )
-"""The specified descriptions reworded for the upstream contract (its tools name document snapshots)."""
+"""The `beam` surface's descriptions reworded for the upstream contract (its tools name document snapshots)."""
 
 Surface = Literal["all", "beam", "lean-lsp-mcp"]
 """Which tools a server lists and serves: `all`; `beam`, upstream Beam's exact 24; `lean-lsp-mcp`, lean-lsp-mcp
@@ -268,7 +268,7 @@ def _without(schema: dict[str, Any], fields: frozenset[str], *, deep: bool = Tru
     """A schema without some properties, in every object it describes (a save result nests its sync result).
 
     A `oneOf` of required fields loses the alternatives that name a dropped field; when one is left, its fields
-    are simply required (the specified schemas: `version` required, no `snapshot`). With `deep=False` only the
+    are simply required (the original schemas: `version` required, no `snapshot`). With `deep=False` only the
     schema's own object loses them.
     """
     if not fields:
