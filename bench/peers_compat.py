@@ -59,14 +59,20 @@ def calls(root: Path) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def compiled_env(env: dict[str, str], cache: Path) -> dict[str, str]:
-    """`env` for Beam's server with its sources compiled into `cache` (see the module docstring)."""
+def compiled_env(env: dict[str, str], cache: Path, python: str = sys.executable) -> dict[str, str]:
+    """`env` for Beam's server with its sources compiled into `cache` (see the module docstring).
+
+    Args:
+        env: The server's environment.
+        cache: The `PYTHONPYCACHEPREFIX` to compile into.
+        python: The interpreter the server runs (another tree's, under `BEAM_BENCH_SERVER`).
+    """
     out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPYCACHEPREFIX": str(cache)}
     where = "import importlib, os\nfor m in ('beam_broker', 'beam_feedback', 'beam_lsp', 'beam_mcp'):\n"
     where += "    print(os.path.dirname(importlib.import_module(m).__file__))"
-    found = subprocess.run([sys.executable, "-c", where], env=out, check=True, capture_output=True, text=True)
+    found = subprocess.run([python, "-c", where], env=out, check=True, capture_output=True, text=True)
     packages = found.stdout.split()  # the sources the server imports (an editable install's)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], env=out, check=True)
+    subprocess.run([python, "-m", "compileall", "-q", *packages], env=out, check=True)
     return out
 
 
@@ -86,7 +92,7 @@ def show(label: str, beam: list[float], peer: list[float]) -> float:
     return p / b
 
 
-async def main(rounds: int = 10, cold_runs: int = 3, slow_rounds: int = 3) -> dict[str, float]:
+async def main(rounds: int = 10, cold_runs: int = 5, slow_rounds: int = 3) -> dict[str, float]:
     os.environ.setdefault("BEAM_BENCH_PEER_VENV", "")
     with tempfile.TemporaryDirectory() as tmp:
         import bench.peers as peers
@@ -96,10 +102,12 @@ async def main(rounds: int = 10, cold_runs: int = 3, slow_rounds: int = 3) -> di
         tc, root = built_project(Path(tmp) / "demo")
         (root / LONG).write_text(projects.long_file(1500), encoding="utf-8")
         env = tc.env() | {"LEAN_PROJECT_PATH": str(root)}
+        cmd = shlex.split(os.environ.get("BEAM_BENCH_SERVER", "")) or server_binary()
+        python = Path(cmd[0]).parent / "python"  # the interpreter of the tree the server runs from
         beam = StdioServerParameters(
-            command=server_binary()[0],
-            args=[*server_binary()[1:], "--tools", "lean-lsp-mcp", "--lean-cmd", shlex.join(tc.server_cmd())],
-            env=compiled_env(env, Path(tmp) / "pycache"),
+            command=cmd[0],
+            args=[*cmd[1:], "--tools", "lean-lsp-mcp", "--lean-cmd", shlex.join(tc.server_cmd())],
+            env=compiled_env(env, Path(tmp) / "pycache", str(python) if python.exists() else sys.executable),
         )
         peer = StdioServerParameters(command=str(peer_exe), env=env)
         session = calls(root)

@@ -37,7 +37,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from lsprotocol import types
 from ._model import JsonValue
 
 from ._barrier import SyncResult
@@ -63,6 +62,8 @@ from .lean import (
 )
 
 if TYPE_CHECKING:
+    from lsprotocol import types
+
     from ._file import LeanFile, Point0, Point1
     from .client import ClientStats, LeanClient
 

@@ -41,3 +41,16 @@ PY
     esac
   fi
 done
+# The README's install block (tests/support/doc_blocks.py reads it), run as a reader runs it at the top of a
+# checkout (here a copy of packages/), and the three commands it installs.
+checkout="$work/readme-checkout"
+rm -rf "$checkout"
+mkdir -p "$checkout"
+cp -r "$root/packages" "$checkout/packages"
+python "$root/tests/support/doc_blocks.py" install "$root/README.md" > "$work/readme-install.sh"
+(cd "$checkout" && bash -e "$work/readme-install.sh" >/dev/null)
+for command in lean-beam lean-beam-mcp beam-feedback; do
+  version="$("$checkout/.venv/bin/$command" --version)"
+  echo "${version%%$'\n'*}"
+done
+echo "standalone ok: the README's install block"

@@ -29,7 +29,7 @@ ONE_COPY = [
     ("the toolchain file", r"""["']lean-toolchain["']""", "beam_lsp.project"),
     ("Lake's files", r"""["']lakefile\.(lean|toml)["']""", "beam_lsp.project"),
     ("elan's directory of a toolchain", r"""["']---["']""", "beam_lsp.project"),
-    ("the progress sentence of every tool", r"progressToken for live progress", "beam_broker.operations"),
+    ("the progress sentence of every tool", r"progressToken for progress; a slow call", "beam_broker.operations"),
     (
         "the broker codes MCP answers as JSON-RPC errors",
         r"""["'](runtimeSetup|serverStarting)["']""",

@@ -9,6 +9,7 @@ goals at the basis).
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,18 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_broker._mirrors import Mirror
-from beam_broker._probe_text import Basis, build, isolated
+from beam_broker._probe_text import Basis, Rename, build, declaration_start, proof_basis, shareable, shared
 from beam_broker._probes import attempts as attempts_module
 from beam_broker._probes import run as probe_run
 from beam_broker._probes.attempts import _groups, run_all
 from beam_broker._probes.run import Outcome
+from beam_lsp import Position, TextDocument
 
 from .support import call, error_of, fake_project, open_broker
 
 pytestmark = pytest.mark.anyio
 SOURCE = "def x := 1\n\ndef y := 2\n"
+COMMAND = Basis("command", 0, 0)
 
 
 def at(path: str, line: int, character: int, texts: list[str], version: int = 1, **more: Any) -> dict[str, Any]:
@@ -60,6 +63,28 @@ async def test_proof_mode_attempts_report_the_goals_after_each_one(tmp_path: Pat
     fine, bad = result["attempts"]
     assert fine["success"] is True and fine["proof_state"]["goals"], "goals remain after it"
     assert bad["success"] is False and bad["messages"][0]["text"] == "unknown identifier 'ERROR_HERE'"
+
+
+async def test_proof_mode_attempts_sharing_a_version_answer_as_run_at_does(
+    tmp_path: Path, shared_groups: list[tuple[str, list[str]]]
+) -> None:
+    first = "theorem t : True /- GOALS_HERE -/ := by"
+    root = fake_project(tmp_path / "proj", {"A.lean": f"{first}\n  skip\n"})
+    # Fake Lean answers goals on `by` lines only (`⊢ False`), and a success's goals come from the unsolved goals
+    # error (`⊢ True`) otherwise: each alternative's goals must be asked at its own end.
+    texts = ["fine", "ERROR_HERE", "also fine\nby the way", "WARN_HERE"]
+    async with open_broker({"goal": "⊢ False"}) as broker:
+        await call(broker, "update", root, path="A.lean")
+        alone = [
+            await call(broker, "run_at", root, path="A.lean", version=1, line=0, character=len(first), text=text)
+            for text in texts
+        ]
+        result = await call(broker, "attempts", root, **at("A.lean", 0, len(first), texts))
+    keys = ("success", "messages", "traces", "proof_state")
+    assert [{k: a[k] for k in keys} for a in result["attempts"]] == [{k: a[k] for k in keys} for a in alone]
+    assert [a["success"] for a in alone] == [True, False, True, True]
+    assert [a["proof_state"]["goals"][0]["target"] for a in alone] == ["True", "False", "False", "True"]
+    assert shared_groups == [("proof", texts)]
 
 
 async def test_handles_are_kept_for_the_successful_attempts_only_and_continue_with_run_with(tmp_path: Path) -> None:
@@ -94,6 +119,22 @@ async def test_a_batch_runs_on_spare_mirrors_within_the_per_document_bound(
         assert broker.open_documents() == [str(root / "A.lean")], "mirrors are never documents"
     assert [a["success"] for a in result["attempts"]] == [True] * 5 + [False]
     assert not [p for p in root.rglob("*") if "_beamProbe" in p.name], "mirrors are never written to disk"
+
+
+@pytest.mark.parametrize(("count", "mirrors"), [(8, 1), (9, 2), (24, 3)])
+async def test_alternatives_sharing_versions_take_a_mirror_per_eight_within_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, mirrors: int
+) -> None:
+    monkeypatch.setattr(attempts_module, "_cores", lambda: 3)
+    root = fake_project(tmp_path / "proj", {"A.lean": SOURCE})
+    texts = [f"theorem t : T := n{i}" for i in range(count)]  # one name: the copies after the first are renamed
+    async with open_broker({"elab_ms": 5}, mirrors_per_document=4) as broker:
+        await call(broker, "update", root, path="A.lean")
+        result = await call(broker, "attempts", root, **at("A.lean", 2, 0, texts))
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        assert len(runtime.pools[(root / "A.lean").as_uri()].mirrors) == mirrors
+    assert [a["success"] for a in result["attempts"]] == [True] * count
 
 
 async def test_a_batch_leaves_mirrors_busy_with_other_probes_alone(tmp_path: Path) -> None:
@@ -205,17 +246,20 @@ async def test_the_first_failure_cancels_the_other_alternatives_and_is_raised_al
         ["theorem p0 : T := x", "theorem p1 : T := y", "example : T := z"],
         ["/-- doc -/\ntheorem p0 : T := by\n  simp\n  exact h", "private def p1 (n : N) : N := n", "#eval f 1"],
         ["#print axioms foo", "#reduce two", "lemma l.one : T := t"],
+        ["theorem p : T := x", "theorem p : T := y", "/-- doc -/\ntheorem p : T := z"],
     ],
 )
 def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str]) -> None:
-    assert isolated(texts)
+    assert shareable(texts, COMMAND, "", 0)
 
 
 @pytest.mark.parametrize(
     ("texts", "why"),
     [
         (["#check a"], "a single alternative is a plain probe"),
-        (["theorem p : T := x", "theorem p : T := y"], "the same name declared twice is an error the second time"),
+        (["theorem p : T := p", "theorem p : T := y"], "a name several declare, mentioned: copies would rename it"),
+        (["private theorem p : T := x", "theorem p : T := y"], "copies of one name declare one full name"),
+        (["theorem «p q» : T := x", "theorem «p q» : T := y"], "quoted names stay as they are"),
         (["def temp : N := z", "#check temp"], "one uses what another declares"),
         (["def Foo.temp : N := z", "#check Foo.temp"], "also by its full name"),
         (["theorem p0 : T := x\ntheorem p1 : T := y", "#check a"], "two commands in one text"),
@@ -234,7 +278,7 @@ def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str
     ],
 )
 def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
-    assert not isolated(texts), why
+    assert not shareable(texts, COMMAND, "", 0), why
 
 
 def test_a_batch_text_keeps_each_alternative_where_a_probe_alone_would_put_it() -> None:
@@ -245,6 +289,84 @@ def test_a_batch_text_keeps_each_alternative_where_a_probe_alone_would_put_it() 
     assert [(p.line, p.character) for p in built.starts] == [(2, 0), (4, 0)]
     alone = build(source, basis, ["#check x"])
     assert built.text.startswith(alone.text) and alone.span_start == built.starts[0]
+
+
+def test_copies_of_a_name_several_alternatives_declare_get_fresh_names_mapped_back_in_messages() -> None:
+    basis = Basis("command", len("def x := 1\n"), 0)
+    texts = ["theorem p : T := x", "#check x", "theorem p : T := y", "/-- doc -/\ntheorem p : T := z"]
+    built = shared(SOURCE, basis, texts, 0)
+    assert built.text == (
+        "def x := 1\n\ntheorem p : T := x\n\n#check x\n\n"
+        "theorem p_beam2 : T := y\n\n/-- doc -/\ntheorem p_beam3 : T := z\n"
+    )
+    assert built.kept == [(0, "p")], "the first keeps the name: what Lean says about it decides"
+    assert [a.rename for a in built.alternatives] == [None, None, Rename("p", "p_beam2"), Rename("p", "p_beam3")]
+    assert Rename("p", "p_beam2").back("`p_beam2.eq_1` and p_beam22 and 'p_beam2'") == "`p.eq_1` and p_beam22 and 'p'"
+    starts = [(a.start.line, a.start.character) for a in built.alternatives]
+    assert starts == [(2, 0), (4, 0), (6, 0), (8, 0)]
+    assert [a.stop for a in built.alternatives] == [a.start for a in built.alternatives[1:]] + [None]
+    mentioned = "-- p_beam1 p_beam2\n"
+    taken = shared(mentioned + SOURCE, Basis("command", len(mentioned) + basis.prefix_end, 0), texts[:1] + texts[2:], 0)
+    assert "theorem p_beam1001 : T := y" in taken.text, "a fresh name is one nothing else mentions"
+
+
+PROOF_SOURCE = "prelude\ntheorem t (p : Prop) (hp : p) : p := by\n  skip\n  exact hp\n\ntheorem later : p := broken\n"
+
+
+def test_tactic_alternatives_run_in_copies_of_the_declaration_under_fresh_names() -> None:
+    d = TextDocument("file:///x/A.lean", PROOF_SOURCE, 1)
+    pos = Position(line=3, character=2)
+    basis = proof_basis(d, pos)
+    start = declaration_start(d, pos)
+    built = shared(PROOF_SOURCE, basis, ["exact hp", "apply hp\n  -- more"], start)
+    copy = "theorem t_beam1 (p : Prop) (hp : p) : p := by\n  skip\n"
+    assert (
+        built.text
+        == "prelude\ntheorem t (p : Prop) (hp : p) : p := by\n  skip\n  exact hp\n" + copy + "  apply hp\n    -- more\n"
+    )
+    alone = build(PROOF_SOURCE, basis, ["exact hp"])
+    assert built.text.startswith(alone.text), "the first alternative is where it would be alone"
+    first, second = built.alternatives
+    assert (first.copy, first.start, first.end) == (Position(line=1, character=0), alone.span_start, alone.span_end)
+    assert first.stop == Position(line=4, character=0)
+    assert (second.copy, second.start, second.end, second.stop) == (
+        Position(line=4, character=0),
+        Position(line=6, character=2),
+        Position(line=7, character=11),
+        None,
+    )
+    assert built.kept == [(0, "t")] and second.rename == Rename("t", "t_beam1") and first.rename is None
+
+
+@pytest.mark.parametrize(
+    ("declaration", "texts", "shares"),
+    [
+        ("theorem t (p : Prop) (hp : p) : p := by\n  skip\n", ["exact hp", "simp"], True),
+        ("example (p : Prop) (hp : p) : p := by\n", ["exact hp", "simp"], True),
+        ("private theorem t : p := by", ["exact hp", "simp"], True),
+        ("theorem t : p := by\n" + "  skip\n" * 200, ["exact hp", "simp"], False),
+        ("theorem t : p := by\n  exact t\n", ["exact hp", "simp"], False),
+        ("theorem t : p := by\n", ["exact t", "simp"], False),
+        ("@[simp] theorem t : p := by\n", ["exact hp", "simp"], False),
+        ("theorem t : p := by\n", ["exact hp", "simp\ntheorem u : q := x"], False),
+        ("theorem t : p := by\n", ["exact hp", "open Foo in simp"], False),
+        ("theorem t : p := by\n", ["exact hp"], False),
+    ],
+)
+def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list[str], shares: bool) -> None:
+    assert shareable(texts, Basis("proof", len(declaration), 2), declaration, 0) is shares
+
+
+@pytest.mark.parametrize(
+    ("prefix", "shares"),
+    [("def x := 1\n", True), ("mutual\ndef x := 1\n", False), ("def x := 1\nmutual\ndef y := 2\nend\n", True)],
+)
+def test_nothing_is_shared_inside_a_mutual_block(prefix: str, shares: bool) -> None:
+    declaration = "theorem t : p := by\n"
+    source = prefix + declaration
+    tactics = Basis("proof", len(source), 2)
+    assert shareable(["exact hp", "simp"], tactics, source, len(prefix)) is shares
+    assert shareable(["#check a", "#check b"], Basis("command", len(source), 0), source, len(prefix)) is shares
 
 
 @pytest.mark.parametrize(
@@ -362,3 +484,95 @@ async def test_a_shared_version_answers_every_alternative_exactly_as_run_at_does
     assert together == alone
     assert batches and all(batches) is shared, "a parse error sends the group back to one version per text"
     assert [a["success"] for a in alone].count(False) >= 1 and [a["success"] for a in alone].count(True) >= 1
+
+
+@pytest.fixture
+def shared_groups(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
+    """(mode, texts) of each group `run_batch` answered from one version."""
+    seen: list[tuple[str, list[str]]] = []
+    real = probe_run.run_batch
+
+    async def spy(*args: Any) -> list[Outcome] | None:
+        out = await real(*args)
+        if out is not None:
+            seen.append((args[5].mode, list(args[6])))
+        return out
+
+    monkeypatch.setattr(attempts_module, "run_batch", spy)
+    return seen
+
+
+PROBE = (
+    "prelude\nimport Demo.Basic\n\n"
+    "theorem open2 (p : Prop) (hp : p) : p := by\n  {}\n\n"
+    "example (p : Prop) (hp : p) : p := by {}\n\n"
+    "theorem more (p : Prop) (hp : p) : p := by\n  {}\n  {}\n"
+)
+PROOF_POSITIONS = [(3, 43), (4, 2), (4, 4), (6, 36), (6, 38), (9, 2), (10, 2)]
+"""Proof-mode positions in `PROBE`: on a `by` line, at a tactic's first character, after a tactic, inline."""
+
+
+def random_command(rng: random.Random) -> str:
+    """A command alternative at `Demo/Proofs.lean` line 3: fresh, shared, already declared or mentioned names."""
+    name = rng.choice(["alt0", "alt0", "alt1", "alt2", "byTerm", "two"])
+    body = rng.choice(["myTrue", "MyTrue.intro", "nope", "MyNat.zero", "two", "byTerm", "(", "alt1"])
+    return rng.choice(
+        [
+            f"theorem {name} : MyTrue := {body}",
+            f"theorem {name} : MyNat := {body}",  # not a proposition: Lean names the theorem
+            f"theorem {name} (p : Prop) (hp : p) : p := {rng.choice(['hp', 'p', body])}",
+            f"def {name} : MyNat := {body}",
+            f"private def {name} : MyNat := MyNat.succ {body}",
+            f"/-- doc -/\ntheorem {name} : MyTrue :=\n  {body}",
+            f"example : MyTrue := {body}",
+            f"#check {body}",
+            f"#print {rng.choice(['byTerm', 'idProof', 'alt0'])}",
+        ]
+    )
+
+
+def random_tactic(rng: random.Random) -> str:
+    """A tactic alternative (prelude fixtures parse only `{}`: the rest are Lean's errors, parse errors among them)."""
+    return rng.choice(["{}", "{ }", "bogus", "nope hp", "{}\n{}", "skip", "(", "exact more", "{}  -- fine"])
+
+
+def essentials(answer: dict[str, Any]) -> dict[str, Any]:
+    return {k: answer[k] for k in ("success", "messages", "traces", "proof_state")}
+
+
+@pytest.mark.lean
+async def test_random_alternatives_get_exactly_run_ats_answers(
+    broker: Broker, demo_root: Path, shared_groups: list[tuple[str, list[str]]]
+) -> None:
+    """Differential: random batches (command and proof mode) against one `run_at` per text, on real Lean."""
+    (demo_root / "Demo/Probe.lean").write_text(PROBE)
+    for path in ("Demo/Proofs.lean", "Demo/Probe.lean"):
+        await call(broker, "sync", demo_root, path=path)
+    rng = random.Random(23)
+    fixed = [
+        (True, ["theorem alt0 : MyTrue := myTrue", "theorem alt0 : MyNat := MyNat.zero", "theorem alt0 : MyTrue := x"]),
+        (True, ["theorem byTerm : MyTrue := nope"] * 4),  # already declared: not a word about `nope`
+        (False, ["{}", "bogus", "{ }"]),
+    ]
+    for round_ in range(30):
+        command = fixed[round_][0] if round_ < len(fixed) else rng.random() < 0.5
+        path, (line, character) = (
+            ("Demo/Proofs.lean", (3, 0)) if command else ("Demo/Probe.lean", rng.choice(PROOF_POSITIONS))
+        )
+        if round_ < len(fixed):
+            texts = fixed[round_][1]
+        else:
+            texts = [random_command(rng) if command else random_tactic(rng) for _ in range(rng.randint(2, 5))]
+        alone = []
+        for text in texts:
+            one = await call(
+                broker, "run_at", demo_root, path=path, version=1, line=line, character=character, text=text
+            )
+            alone.append(essentials(one))
+        result = await call(broker, "attempts", demo_root, **at(path, line, character, texts))
+        assert [essentials(a) for a in result["attempts"]] == alone, texts
+    assert [texts for mode, texts in shared_groups if mode == "proof"], "tactic alternatives shared versions"
+    assert any(len(group) > len({t.split()[1] for t in group}) for mode, group in shared_groups if mode == "command"), (
+        "so did alternatives declaring one name"
+    )
+    assert fixed[1][1] not in [group for _, group in shared_groups], "copies of a name Lean already has fall back"

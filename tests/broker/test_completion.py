@@ -6,6 +6,7 @@ that is not installed skips its test (bash is everywhere; zsh and fish are in De
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,9 +60,12 @@ def script(shell: str, where: Path) -> Path:
 
 
 def shell_or_skip(name: str) -> str:
+    """The shell's path; a skip where it is missing, a failure where CI installed the shells (`.ci/run`)."""
     found = shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed")
+        if os.environ.get("BEAM_SHELLS_REQUIRED") == "1":
+            pytest.fail(f"{name} is not installed, and BEAM_SHELLS_REQUIRED=1 says it must be")
+        pytest.skip(f"{name} is not installed (.ci/run installs it: apt-get install -y {name})")
     return found
 
 

@@ -11,10 +11,11 @@ from lsprotocol import types
 
 from beam_broker import errors as codes
 from beam_broker import models as m
+from beam_broker._ops import models as om
 from beam_broker._ops.completions import KINDS, _item, completions
 from beam_broker.workspace import WorkspaceDescriptor
 from beam_lsp import Position, TextDocument
-from beam_lsp._convert import CONVERTER
+from beam_lsp._convert import converter
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -69,7 +70,7 @@ class _Client:
     async def completion(self, uri: str, position: Position) -> types.CompletionList:
         self.asked.append(position)
         listed = {"isIncomplete": self.incomplete, "items": self.items}
-        result: types.CompletionList = CONVERTER.structure(listed, types.CompletionList)
+        result: types.CompletionList = converter().structure(listed, types.CompletionList)
         return result
 
     async def resolve_completion(self, item: types.CompletionItem) -> types.CompletionItem:
@@ -78,8 +79,8 @@ class _Client:
 
 
 def _with_detail(item: types.CompletionItem) -> types.CompletionItem:
-    raw = CONVERTER.unstructure(item)
-    resolved: types.CompletionItem = CONVERTER.structure(
+    raw = converter().unstructure(item)
+    resolved: types.CompletionItem = converter().structure(
         {**raw, "detail": f"type of {item.label}"}, types.CompletionItem
     )
     return resolved
@@ -94,9 +95,9 @@ class _Call:
         return self.client, _Doc()
 
 
-def _inp(**fields: Any) -> m.CompletionsInput:
+def _inp(**fields: Any) -> om.CompletionsInput:
     base: dict[str, Any] = {"path": "A.lean", "version": 4, "line": 0, "character": 15, "workspace": WS}
-    return m.CompletionsInput(**{**base, **fields})
+    return om.CompletionsInput(**{**base, **fields})
 
 
 async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_as_dropped() -> None:
@@ -105,7 +106,7 @@ async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_
     result = await completions(_Call(client), _inp(limit=2))  # type: ignore[arg-type]
     assert client.asked == [Position(line=0, character=15)]
     assert [item.label for item in client.resolved] == ["c0", "c1"], "only kept items are resolved, in order"
-    assert CONVERTER.unstructure(client.resolved[0]) == items[0], "an item goes back to Lean as Lean sent it"
+    assert converter().unstructure(client.resolved[0]) == items[0], "an item goes back to Lean as Lean sent it"
     assert result.dump() == {
         "workspace": {"root": "/r"},
         "version": 4,

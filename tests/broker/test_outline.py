@@ -12,7 +12,7 @@ import pytest
 
 from beam_broker import CallContext
 from beam_broker import errors as codes
-from beam_broker import models as m
+from beam_broker._ops import models as om
 from beam_broker._ops.outline import (
     NAMESPACE_KIND,
     Token,
@@ -338,7 +338,7 @@ async def test_real_outline_gives_imports_kinds_signatures_docstrings_and_contai
     (demo_root / "Demo" / "Outlined.lean").write_text(OUTLINED, encoding="utf-8")
     version = (await call(broker, "update", demo_root, path="Demo/Outlined.lean"))["version"]
     found = await call(broker, "outline", demo_root, path="Demo/Outlined.lean", version=version)
-    m.OutlineResult.model_validate(found)
+    om.OutlineResult.model_validate(found)
     [basic] = found["imports"]
     assert basic["module"] == "Demo.Basic" and basic["uri"] == (demo_root / "Demo" / "Basic.lean").as_uri()
     assert basic["kind"]["isPrivate"] is False

@@ -16,8 +16,7 @@ import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
-from beam_broker._mirrors import is_mirror_path
-from beam_broker._probes.scratch import SCRATCH
+from beam_broker._mirrors import SCRATCH, is_mirror_path
 
 from .support import call, error_of, fake_project, open_broker
 
@@ -107,6 +106,32 @@ async def test_the_scratch_mirror_is_closed_when_idle_and_never_on_disk(tmp_path
         with anyio.fail_after(10):
             await closed.wait()
         assert runtime.pools[(root / SCRATCH).as_uri()].mirrors == []
+
+
+@pytest.mark.parametrize("warm", [True, False])
+async def test_warm_scratch_opens_the_scratch_with_the_first_documents_imports_and_run_code_keeps_it(
+    tmp_path: Path, warm: bool
+) -> None:
+    # lean-lsp-mcp's drop-in sets warm_scratch: a run_code text importing what the project's files import finds
+    # its worker started (a change of an open document keeps the worker; a new header is a new one).
+    header = "import A\n"
+    root = fake_project(tmp_path / "proj", {"A.lean": "def x := 1\n", "B.lean": header + "def y := x\n"})
+    async with open_broker(warm_scratch=warm) as broker:
+        await call(broker, "update", root, path="B.lean")
+        await anyio.wait_all_tasks_blocked()  # the background start, if any, has sent its didOpen
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        pool = runtime.pools.get((root / SCRATCH).as_uri())
+        if not warm:
+            assert pool is None
+            return
+        assert pool is not None
+        [mirror] = pool.mirrors
+        client = await runtime.client()
+        assert client.is_open(mirror.uri) and mirror.text == header and mirror.writes == 1
+        result = await call(broker, "run_code", root, text=header + "#check x\n")
+        assert result["success"] is True
+        assert pool.mirrors == [mirror] and mirror.header == header and mirror.writes == 2
 
 
 async def test_a_text_that_is_not_a_string_or_has_company_is_refused(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ answer nothing wrong: its in-flight calls fail at once (and are retried), its ha
 `contentModified` error on the replica that takes its workspaces over, the next call works, and no other workspace
 moves. A legacy session sticks to its replica by `Mcp-Session-Id`; a hung replica is taken out by health checks.
 
-Skipped when `haproxy` is not installed, unless `BEAM_DEPLOY_REQUIRED=1` (the `deploy` tox env, which installs it).
+Skipped when `haproxy` is not installed, unless `BEAM_DEPLOY_REQUIRED=1` (`.ci/run`, where the `deploy` env can
+install it).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from beam_lsp import InvalidPosition, InvalidResult, PlainGoal, SemanticToken, TextDocument, apply_text_edits
-from beam_lsp._convert import CONVERTER, decode_semantic_tokens, hover, locations, model, plain_locations, text_edits
+from beam_lsp._convert import converter, decode_semantic_tokens, hover, locations, model, plain_locations, text_edits
 
 RNG = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
 naturals = st.integers(min_value=0, max_value=2**31)
@@ -29,7 +29,7 @@ def test_the_direct_hover_path_builds_what_the_converter_builds(kind: str, value
     if rng is not None:
         raw["range"] = rng
     try:
-        expected = CONVERTER.structure(raw, types.Hover)
+        expected = converter().structure(raw, types.Hover)
     except Exception:  # lsprotocol bounds positions to 2**31 - 1
         with pytest.raises(InvalidResult):
             hover("textDocument/hover", raw)
@@ -48,7 +48,7 @@ def test_the_direct_hover_path_builds_what_the_converter_builds(kind: str, value
 )
 def test_other_hover_shapes_take_the_converter(raw: dict[str, Any]) -> None:
     try:
-        expected: object = CONVERTER.structure(raw, types.Hover)
+        expected: object = converter().structure(raw, types.Hover)
     except Exception:
         expected = InvalidResult
     if expected is InvalidResult:
@@ -73,7 +73,7 @@ def test_locations_keep_the_shape_lean_chose_and_one_location_is_a_list() -> Non
     location = {"uri": "file:///a.lean", "range": RNG}
     found = locations("textDocument/definition", [link, location])
     assert [type(x) for x in found] == [types.LocationLink, types.Location]
-    assert found[1] == CONVERTER.structure(location, types.Location)
+    assert found[1] == converter().structure(location, types.Location)
     assert locations("textDocument/definition", location) == [found[1]]
     assert locations("textDocument/definition", None) == []
     with pytest.raises(InvalidResult):
@@ -101,7 +101,7 @@ def test_semantic_tokens_decode_to_absolute_named_tokens() -> None:
 
 
 def test_a_workspace_edit_s_text_edits_come_by_document_in_order() -> None:
-    edit = CONVERTER.structure(
+    edit = converter().structure(
         {
             "changes": {"file:///a.lean": [{"range": RNG, "newText": "x"}]},
             "documentChanges": [

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from beam_lsp.lazy import lazy_coroutines, lazy_exports
+from beam_lsp.lazy import lazy_coroutines, lazy_exports, lazy_module
 
 
 @pytest.fixture
@@ -71,3 +71,26 @@ async def test_a_stand_in_coroutine_imports_its_module_when_first_called(monkeyp
     assert (stand_in.__module__, stand_in.__name__) == ("lazy_home", "answer")
     assert await stand_in(1, plus=2) == 3
     assert imported == ["lazy_home"]
+
+
+def test_a_lazy_module_imports_its_module_on_the_first_name_read_and_then_holds_every_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = types.ModuleType("lazy_real")
+    real.Thing = object()  # type: ignore[attr-defined]
+    real.Other = object()  # type: ignore[attr-defined]
+    imported: list[str] = []
+
+    def import_module(name: str) -> types.ModuleType:
+        imported.append(name)
+        return real
+
+    monkeypatch.setattr("importlib.import_module", import_module)
+    stand_in = lazy_module("lazy_real")
+    assert imported == []
+    assert stand_in.Thing is real.Thing
+    assert stand_in.Other is real.Other
+    assert "Other" in vars(stand_in)  # held: later reads are plain attribute reads
+    assert imported == ["lazy_real"]
+    with pytest.raises(AttributeError):
+        _ = stand_in.Nope

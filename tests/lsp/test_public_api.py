@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import os
 import subprocess
 import sys
 import typing
@@ -35,6 +36,73 @@ def test_importing_the_package_the_redactor_and_the_parsers_does_not_load_the_cl
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+_LSP_TYPES_SCRIPT = """
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+
+where: list[str] = []
+
+
+class Watch:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "lsprotocol.types":
+            where.append(threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, Watch)
+
+from beam_lsp import LeanClient, Position, path_to_uri
+from tests.support.fixtures import fake_cmd
+
+
+def loaded() -> bool:
+    return any(m == "lsprotocol" or m.startswith(("lsprotocol.", "cattrs")) for m in sys.modules)
+
+
+async def main(root: Path) -> None:
+    async with LeanClient.start(fake_cmd({"goal": "p"}), cwd=root) as client:
+        uri = path_to_uri(root / "A.lean")
+        await client.open(uri, "theorem t : True := trivial\\n")
+        with anyio.fail_after(30):
+            assert (await client.sync(uri)).complete
+            await client.plain_goal(uri, Position(line=0, character=2))
+        print("after sync and goal:", loaded())
+        with anyio.fail_after(30):
+            await client.hover(uri, Position(line=0, character=8))
+        print("after hover:", loaded(), client.capabilities.hover_provider)
+        print("loaded on the event loop's thread:", where == [threading.main_thread().name])
+
+
+anyio.run(main, Path(sys.argv[1]))
+"""
+
+
+def test_lsprotocol_loads_with_the_first_standard_lsp_answer_not_with_the_client(tmp_path: Path) -> None:
+    # lsprotocol (about 1 s of CPU and 16 MiB) is only needed to read an answer into its types: a client that
+    # syncs and asks Lean's own requests never loads it, and the server's capabilities are read when asked. The
+    # first typed request loads it on a worker thread: never on the event loop, which would stop every task.
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _LSP_TYPES_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [
+        "after sync and goal: False",
+        "after hover: True True",
+        "loaded on the event loop's thread: False",
+    ]
 
 
 def _named(annotation: object) -> Iterator[object]:

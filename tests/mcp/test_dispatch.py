@@ -65,6 +65,15 @@ async def test_an_oversized_stdio_line_is_a_parse_error_with_a_null_id() -> None
         assert "result" in await h.request("server/discover", {"_meta": modern_meta()})
 
 
+async def test_a_message_nested_deeper_than_512_levels_is_a_parse_error_with_a_null_id() -> None:
+    deep = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"x":' + "[" * 511
+    async with harness() as h:
+        await h.send((deep + "]" * 511 + "}}}\n").encode())  # 514 levels with the envelope: docs/mcp.md#limits
+        response = await h.recv()
+        assert response["id"] is None and response["error"]["code"] == PARSE_ERROR, response
+        assert "result" in await h.request("server/discover", {"_meta": modern_meta()})
+
+
 async def test_client_responses_are_rejected_echoing_their_id() -> None:
     async with harness() as h:
         await h.send({"jsonrpc": "2.0", "id": 9, "result": {}})

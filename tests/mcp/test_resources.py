@@ -98,6 +98,7 @@ def test_uri_parsing_rejects_with_invalid_params(text: Any, fragment: str) -> No
     with pytest.raises(JsonRpcError) as caught:
         _resources.uri_to_path(text)
     assert caught.value.code == INVALID_PARAMS and fragment in caught.value.message
+    assert caught.value.data == ({"uri": text} if isinstance(text, str) else None)  # MCP: not found names the uri
 
 
 # ---- list pages and read documents ----------------------------------------------------------------------------------
@@ -480,6 +481,8 @@ async def test_bad_reads_are_invalid_params(family: str, fields: dict[str, Any])
         await start(h, family)
         response = await rpc(h, family, "resources/read", **fields)
         assert response["error"]["code"] == INVALID_PARAMS, response
+        if str(fields.get("uri", "")).startswith(("file:", "lsp-")) and "extra" not in fields:
+            assert response["error"]["data"] == {"uri": fields["uri"]}, response  # not found: the uri it names
 
 
 async def test_reads_and_lists_are_answered_while_the_broker_still_loads(files: list[str]) -> None:

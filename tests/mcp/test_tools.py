@@ -7,16 +7,19 @@ operation), and every tool is called once over the fake Lean server to check its
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 
+from beam_broker.operations import REGISTRY
+from beam_feedback import FeedbackResult
 from beam_mcp import ServerConfig
+from beam_mcp._tools import StatsResult, VersionResult
 from tests.support.fixtures import fake_lake
 
 from .support import Harness, harness, modern_meta, structured
@@ -202,7 +205,8 @@ def _seed(descriptor: dict[str, Any]) -> dict[str, Any]:
             if node.get("oneOf") == PINNED:
                 required = [k for k in out["properties"] if k in {*required, "version"}]
                 required = [k for k in required if k != "workspace"] + ["workspace"]
-            out["required"] = required
+            if "required" in node or node.get("oneOf") == PINNED:  # a result schema omits an empty one
+                out["required"] = required
         return out
 
     return {
@@ -250,7 +254,6 @@ def test_workspace_is_required_last_exactly_on_workspace_bound_tools(full: dict[
             root = workspace["properties"]["root"]
             assert {k: v for k, v in workspace.items() if k != "properties"} == {
                 "type": "object",
-                "description": 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.',
                 "required": ["root"],
                 "additionalProperties": False,
             }
@@ -397,20 +400,80 @@ def test_descriptions_carry_the_contract_sentences(full: dict[str, dict[str, Any
     assert "review it before posting" in feedback and "retain caller-authored narrative" in feedback
 
 
-def _no_refs(schema: Any) -> bool:
-    text = json.dumps(schema)
-    return "$ref" not in text and "$defs" not in text
+def _refs(node: Any) -> set[str]:
+    """Every `$ref` value anywhere in a schema."""
+    if isinstance(node, list):
+        return set().union(*(_refs(sub) for sub in node))
+    if not isinstance(node, dict):
+        return set()
+    found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+    return found.union(*(_refs(sub) for sub in node.values()))
 
 
-def test_every_tool_has_a_self_contained_output_schema(full: dict[str, dict[str, Any]]) -> None:
+def test_every_tool_has_an_output_schema_that_refers_only_to_its_own_defs(full: dict[str, dict[str, Any]]) -> None:
     for name, tool in full.items():
         schema = tool["outputSchema"]
-        assert schema["$schema"] == JSON_SCHEMA_DIALECT and schema["type"] == "object", name
-        assert _no_refs(schema) and "title" not in _keywords(schema), name
+        assert schema.get("$schema", JSON_SCHEMA_DIALECT) == JSON_SCHEMA_DIALECT and schema["type"] == "object", name
+        assert "title" not in _keywords(schema), name
+        defs = schema.get("$defs", {})
+        assert _refs(schema) == {f"#/$defs/{n}" for n in defs}, name  # every definition used, none missing
         jsonschema.Draft202012Validator.check_schema(schema)
     assert set(full["lean_sync"]["outputSchema"]["required"]) >= {"workspace", "path", "version", "diagnostics"}
     assert "workspace" in full["lean_drop_workspace"]["outputSchema"]["properties"]
     assert set(full["beam_version"]["outputSchema"]["properties"]) >= {"name", "version", "mcp_protocol"}
+    assert full["lean_hover"]["outputSchema"]["$defs"], "a shape repeated in one schema is shared"
+
+
+LIST_BUDGET = {"all": 75_000, "beam": 50_000}
+"""Bytes of a compact `tools/list` result per surface (issue 22: 101 KB and 67 KB before the schemas were compacted;
+the seed's fixed sentences, its `$schema` on every input and closed result schemas set the floor)."""
+
+
+@pytest.mark.parametrize("surface", ["all", "beam"])
+async def test_tools_list_stays_within_its_budget(surface: Literal["all", "beam"]) -> None:
+    async with harness(tools=surface) as h:
+        listed = (await h.side("tools/list"))["result"]
+    size = len(json.dumps({"tools": listed["tools"]}, separators=(",", ":"), ensure_ascii=False).encode())
+    assert size <= LIST_BUDGET[surface], (surface, size)
+
+
+def _mutants(value: Any) -> Iterator[Any]:
+    """Results that differ from `value` in one place: an undeclared key, a null, a number, a string or a bad item."""
+    if isinstance(value, dict):
+        yield {**value, "undeclared": 1}
+        for key, sub in value.items():
+            for changed in _mutants(sub):
+                yield {**value, key: changed}
+            yield {k: v for k, v in value.items() if k != key}
+    elif isinstance(value, list):
+        yield [*value, "zz"]
+        for i, sub in enumerate(value):
+            for changed in _mutants(sub):
+                yield [*value[:i], changed, *value[i + 1 :]]
+    for other in (None, 7, "zz", True):
+        if other != value or type(other) is not type(value):
+            yield other
+
+
+async def test_compact_output_schemas_accept_and_reject_exactly_what_the_models_schemas_do(
+    fake_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    root = fake_project("proj", {"Main.lean": SOURCE})
+    widget = {"id": "w", "javascriptHash": "1"}
+    lean = {"rpc": True, "term_goal": "⊢ Nat", "widgets": [widget], "widget_sources": {"1": "export {}"}}
+    async with harness(lean, env=fake_lake(tmp_path / "bin")) as h:
+        schemas = await h.schemas()
+        results = await _every_tool(h, root)
+    models = {spec.tool: spec.output_model for spec in REGISTRY.operations}
+    models |= {"beam_version": VersionResult, "beam_stats": StatsResult, "beam_feedback_report": FeedbackResult}
+    checked = 0
+    for tool, result in results.items():
+        compact = jsonschema.Draft202012Validator(schemas[tool])
+        reference = jsonschema.Draft202012Validator(models[tool].model_json_schema(mode="serialization"))
+        for candidate in [result, *_mutants(result)]:
+            assert compact.is_valid(candidate) == reference.is_valid(candidate), (tool, candidate)
+            checked += 1
+    assert checked > 1000
 
 
 async def test_the_listing_is_the_same_in_both_families(full: dict[str, dict[str, Any]]) -> None:
@@ -536,7 +599,7 @@ async def test_the_upstream_contract_lists_upstreams_24_tools_with_snapshots_onl
     assert update["required"] == ["workspace", "snapshot", "changed"]
     sync = upstream["lean_save"]["outputSchema"]["properties"]["sync"]
     assert "snapshot" in sync["required"] and "version" not in sync["properties"]
-    items = sync["properties"]["diagnostics"]["properties"]["items"]["anyOf"][0]["items"]
+    items = sync["properties"]["diagnostics"]["properties"]["items"]["items"]  # a nullable array: type [array, null]
     assert "version" in items["properties"], "a diagnostic keeps the version Lean published it for"
 
 

@@ -19,7 +19,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -29,7 +29,10 @@ from beam_lsp.project import module_name
 
 from ._verdict import ProgressTracker
 from .config import DEFAULT_MAX_SOURCE_BYTES
-from .errors import BrokerError, invalid_params
+from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
+
+if TYPE_CHECKING:
+    from .models import PinnedInput
 
 
 def text_hash(text: str) -> str:
@@ -367,3 +370,39 @@ class Documents:
                 }
             )
         return out
+
+
+def check_pin(doc: DocState, pin: PinnedInput) -> None:
+    """Insist the caller's version (or snapshot) names the document's current state.
+
+    Raises:
+        BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
+            `"snapshotMismatch"` (upstream Beam's error data: `expectedSnapshot`, `currentSnapshot`, `uri`).
+    """
+    if pin.snapshot is not None:
+        if doc.snapshot != pin.snapshot:
+            raise BrokerError(
+                CONTENT_MODIFIED,
+                f"source snapshot changed for {doc.uri}; read the source and resolve the intended target again "
+                "before retrying",
+                {
+                    "reason": "snapshotMismatch",
+                    "expectedSnapshot": pin.snapshot,
+                    "currentSnapshot": doc.snapshot,
+                    "uri": doc.uri,
+                },
+            )
+        return
+    version = pin.version
+    if doc.version != version:
+        raise BrokerError(
+            CONTENT_MODIFIED,
+            f"document version mismatch for {doc.uri}: expected document version {version}, got {doc.version}",
+            {
+                "reason": "documentVersionMismatch",
+                "expectedVersion": version,
+                "acceptedVersion": doc.version,
+                "currentVersion": doc.version,
+                "uri": doc.uri,
+            },
+        )

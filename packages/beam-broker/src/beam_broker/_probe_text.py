@@ -4,14 +4,16 @@ A probe never touches the source document: its text is placed in a private mirro
 the insertion point, the probe text, and nothing after it (truncation keeps a probe's cost proportional to the
 enclosing declaration; an unchanged prefix lets Lean reuse its snapshots). Pure text surgery on LSP positions
 (including the text a position request needs in a mirror, the `by` rule that settles a probe's mode without
-Lean, and the rule that lets a batch of command alternatives share one mirror version) plus the rules that
-attribute Lean's messages to the probe; no I/O.
+Lean, and the rules that let a batch of alternatives share one mirror version: side by side, under fresh names,
+in copies of the enclosing declaration) plus the rules that attribute Lean's messages to the probe; no I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
+from typing import Final
 
 from beam_lsp import LeanDiagnostic, Position, TextDocument, severity_label, utf16_len
 
@@ -106,6 +108,17 @@ def command_basis(doc: TextDocument, pos: Position) -> Basis:
     return Basis("command", _line_end(doc, end_line), 0)
 
 
+def declaration_start(doc: TextDocument, pos: Position) -> int:
+    """String offset where the command around the position starts: its first line in column 0.
+
+    A blank line belongs to the command before it (as in `command_basis`).
+    """
+    start = pos.line
+    while start > 0 and not (doc.line_text(start).strip() and indent(doc.line_text(start)) == 0):
+        start -= 1
+    return doc.offset_at(Position(line=start, character=0))
+
+
 def without_tactics(doc: TextDocument, pos: Position) -> bool:
     """Whether no tactic block can hold the position, from the text alone: a command mode probe, surely.
 
@@ -114,11 +127,7 @@ def without_tactics(doc: TextDocument, pos: Position) -> bool:
     `by` at all (not even inside a word or a comment) settles it without asking Lean; anything else is for
     Lean to say.
     """
-    start = pos.line
-    while start > 0 and not (doc.line_text(start).strip() and indent(doc.line_text(start)) == 0):
-        start -= 1
-    begin = doc.offset_at(Position(line=start, character=0))
-    return "by" not in doc.text[begin : command_basis(doc, pos).prefix_end]
+    return "by" not in doc.text[declaration_start(doc, pos) : command_basis(doc, pos).prefix_end]
 
 
 def declaration_text(doc: TextDocument, pos: Position) -> str:
@@ -151,70 +160,260 @@ class ProbeText:
         return list(zip(self.starts, [*self.starts[1:], None], strict=True))
 
 
+def _place(out: str, basis: Basis, raw: str, first: bool) -> tuple[str, int]:
+    """`out` with one probe text placed after it as `basis` says, and the offset where the text starts.
+
+    Proof mode indents the text's lines to the basis column (the first one continues the last source line when
+    the basis is inline); command mode puts it on a line of its own after a blank line.
+    """
+    body = raw.strip("\n")
+    lines = body.split("\n")
+    if basis.mode == "proof":
+        pad = " " * basis.column
+        if first and basis.inline and not out.endswith("\n"):
+            sep = ""
+            first_pad = ""
+        else:
+            sep = "" if out.endswith("\n") else "\n"
+            first_pad = pad
+        block = first_pad + lines[0] + "".join("\n" + pad + ln if ln.strip() else "\n" for ln in lines[1:])
+    else:
+        sep = "\n\n" if not out.endswith("\n") else "\n"
+        first_pad = ""
+        block = body
+    return out + sep + block, len(out) + len(sep) + len(first_pad)
+
+
 def build(source: str, basis: Basis, texts: list[str]) -> ProbeText:
     """The mirror text: the source up to the basis, then each probe text in order, then nothing.
 
-    A handle chain's texts continue one another; a batch's command alternatives (`isolated`) stand side by side.
+    A handle chain's texts continue one another.
     """
     out = source[: basis.prefix_end]
-    pad = " " * basis.column
     offsets: list[int] = []
     for i, raw in enumerate(texts):
-        body = raw.strip("\n")
-        lines = body.split("\n")
-        if basis.mode == "proof":
-            if i == 0 and basis.inline and not out.endswith("\n"):
-                sep = ""
-                first_pad = ""
-            else:
-                sep = "" if out.endswith("\n") else "\n"
-                first_pad = pad
-            block = first_pad + lines[0] + "".join("\n" + pad + ln if ln.strip() else "\n" for ln in lines[1:])
-        else:
-            sep = "\n\n" if not out.endswith("\n") else "\n"
-            first_pad = ""
-            block = body
-        offsets.append(len(out) + len(sep) + (len(first_pad) if basis.mode == "proof" else 0))
-        out = out + sep + block
+        out, offset = _place(out, basis, raw, i == 0)
+        offsets.append(offset)
     out += "\n"
     doc = TextDocument("mirror", out, 0)
     return ProbeText(out, [doc.position_at(o) for o in offsets], doc.position_at(len(out) - 1))
 
 
-def isolated(texts: list[str]) -> bool:
-    """Whether command-mode alternatives can share one mirror version and each be answered as if run alone.
+COPY_LIMIT: Final = 1000
+"""Longest declaration (from its first line to the basis, in characters) copied once per tactic alternative.
 
-    Conservative, from the text alone (a `False` only costs a version per alternative): every text is one
-    command (an optional doc comment, then exactly one of `theorem`/`lemma`/`def`/`abbrev`/`example`/`#check`/
-    `#reduce`/`#print`/`#eval`), none changes state a later command would see beyond its own declaration (no
-    attributes, instances, notation, `open`, `set_option`, namespaces, sections, variables, meta-programming),
-    the declared names differ, and no text mentions a name another one declares. Then an alternative's messages
-    are the same whether the others come before it or not: Lean elaborates each command in the environment the
-    earlier ones left, and they left nothing this one uses. Parse errors are the one leak (Lean resumes at the
-    next command, so a message may land in the next alternative's span): `batch_parse_error` catches them.
+Lean elaborates each copy from its start, while a version per alternative reuses the snapshots of the tactics
+before the basis; past a short declaration the copies would cost more than the versions they save.
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rename:
+    """An alternative's copy declares `fresh` where the source or its text declares `name` (last components)."""
+
+    name: str
+    fresh: str
+
+    def back(self, text: str) -> str:
+        """A message about the copy as Lean would print it about the declaration it copies."""
+        return _in_message(self.fresh).sub(self.name, text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """Where one alternative of a shared version lies in it.
+
+    Attributes:
+        copy: Where its copy of the enclosing declaration starts (proof mode; its own start in command mode).
+        start: Where its text starts: its messages start here or later.
+        stop: Where the next alternative's copy starts (its messages start before it); None for the last one.
+        end: Where its text ends (the goals after it, proof mode).
+        rename: How its copy's declared name differs from the original, if it does.
     """
-    if len(texts) < 2:
+
+    copy: Position
+    start: Position
+    stop: Position | None
+    end: Position
+    rename: Rename | None
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedText:
+    """A mirror version that answers several alternatives at once (`shared`)."""
+
+    text: str
+    alternatives: list[Alternative]
+    kept: list[tuple[int, str]]
+    """(alternative, name) for each declared name that also has renamed copies: that alternative keeps it."""
+
+
+def shared(source: str, basis: Basis, texts: list[str], declaration_start: int) -> SharedText:
+    """The text of one mirror version that runs every alternative (`shareable`) as if each ran alone.
+
+    Command mode: the source up to the basis, then the texts one after another (`build`), each declaring a
+    name an earlier one declares under a fresh one. Proof mode: the source up to the basis and the first
+    text (what `build` gives it alone, at the same positions), then for each further text a copy of the
+    enclosing declaration (from `declaration_start` to the basis) under a fresh name, and the text.
+    """
+    out = source[: basis.prefix_end]
+    offsets: list[tuple[int, int, int, Rename | None]] = []
+    kept: list[tuple[int, str]] = []
+    if basis.mode == "command":
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(texts):
+            head = _head(raw)
+            rename = None
+            if head is not None and head[0] in seen:
+                rename = _fresh(head[0], len(offsets), out, texts)
+                if (seen[head[0]], head[0]) not in kept:
+                    kept.append((seen[head[0]], head[0]))
+                raw = raw[: head[1]] + rename.fresh + raw[head[2] :]
+            elif head is not None:
+                seen[head[0]] = i
+            out, start = _place(out, basis, raw, i == 0)
+            offsets.append((start, start, len(out), rename))
+    else:
+        declaration = source[declaration_start : basis.prefix_end]
+        head = _head(declaration)
+        for i, raw in enumerate(texts):
+            copy = declaration_start
+            rename = None
+            if i > 0:
+                copy_text = declaration
+                if head is not None:
+                    rename = _fresh(head[0], i, source[: basis.prefix_end], texts)
+                    copy_text = declaration[: head[1]] + rename.fresh + declaration[head[2] :]
+                out = out if out.endswith("\n") else out + "\n"
+                copy = len(out)
+                out += copy_text
+            out, start = _place(out, basis, raw, True)
+            offsets.append((copy, start, len(out), rename))
+        if head is not None and len(texts) > 1:
+            kept.append((0, head[0]))
+    out += "\n"
+    doc = TextDocument("mirror", out, 0)
+    found = [
+        Alternative(doc.position_at(copy), doc.position_at(start), None, doc.position_at(end), rename)
+        for copy, start, end, rename in offsets
+    ]
+    found = [dataclasses.replace(a, stop=b.copy) for a, b in itertools.pairwise(found)] + found[-1:]
+    return SharedText(out, found, kept)
+
+
+def _head(text: str) -> tuple[str, int, int] | None:
+    """The last component of the name a declaration command declares, and where it is in `text`."""
+    body = _DOC_COMMENT.sub("", text.lstrip(), count=1)
+    skipped = len(text) - len(body)
+    lead = _LEAD.match(body)
+    if lead is None or lead.group(1) not in ("theorem", "lemma", "def", "abbrev"):
+        return None
+    found = _DECLARED.match(body, lead.end())
+    if found is None:
+        return None
+    name = found.group(1)
+    last = name.rsplit(".", 1)[-1]
+    end = skipped + found.end(1)
+    return last, end - len(last), end
+
+
+def _fresh(name: str, index: int, text: str, texts: list[str]) -> Rename:
+    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions."""
+    k = index
+    while True:
+        fresh = f"{name}_beam{k}"
+        if not any(mentions(t, fresh) for t in (text, *texts)):
+            return Rename(name, fresh)
+        k += 1000
+
+
+def shareable(texts: list[str], basis: Basis, source: str, declaration_start: int) -> bool:
+    """Whether the alternatives can share one mirror version (`shared`), each answered as if run alone.
+
+    Conservative, from the text alone (a `False` only costs a version per alternative).
+
+    Command mode: every text is one command (an optional doc comment, then exactly one of `theorem`/`lemma`/
+    `def`/`abbrev`/`example`/`#check`/`#reduce`/`#print`/`#eval`), none changes state a later command would see
+    beyond its own declaration (no attributes, instances, notation, `open`, `set_option`, namespaces, sections,
+    variables, meta-programming), and no text mentions a name another one declares; a name several texts declare
+    is mentioned nowhere but in their heads (their copies after the first declare fresh names: Lean elaborates
+    each command in the environment the earlier ones left, and they left nothing this one uses).
+
+    Proof mode (the declaration is the enclosing command, from `declaration_start` to the basis): it is
+    short (`COPY_LIMIT`), one `theorem`/`lemma`/`def`/`abbrev`/`example` that changes no shared state and
+    mentions its own name nowhere but in its head; the texts hold no command and change no shared state, and
+    none mentions the declaration's name. Each copy of the declaration then elaborates as the declaration would.
+
+    Nothing is shared inside a `mutual` block (every command after it joins the block). Parse errors are the one
+    leak (Lean resumes at the next command, so a message may land in the next alternative's span):
+    `batch_parse_error` catches them. A name whose first declaration Lean mentions in a message (already
+    declared, say) sends the batch back to one version each (`run.run_batch`).
+    """
+    if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]):
         return False
-    declared: list[str | None] = []
+    if basis.mode == "proof":
+        return _tactics_shareable(texts, source[declaration_start : basis.prefix_end])
+    heads: list[tuple[str, int, int] | None] = []
     for raw in texts:
         text = _DOC_COMMENT.sub("", raw.strip(), count=1)
         lead = _LEAD.match(text)
         if lead is None or len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text):
             return False
-        found = _DECLARED.match(text, lead.end()) if lead.group(1) in ("theorem", "lemma", "def", "abbrev") else None
-        declared.append(found.group(1).rsplit(".", 1)[-1] if found else None)
-    names = [n for n in declared if n is not None]
-    if len(set(names)) != len(names):
-        return False
+        heads.append(_head(raw))
+    leads: dict[str, str] = {}
+    for raw, head in zip(texts, heads, strict=True):
+        if head is None:
+            continue
+        # Copies declare the same full name only when everything before the name is the same (modifiers too).
+        key = " ".join(_DOC_COMMENT.sub("", raw[: head[1]].lstrip(), count=1).split())
+        if leads.setdefault(head[0], key) != key or "«" in head[0]:
+            return False
     for i, raw in enumerate(texts):
-        for j, declared_name in enumerate(declared):
-            if declared_name is not None and i != j and _mentions(raw, declared_name):
-                return False
+        head = heads[i]
+        rest = raw if head is None else raw[: head[1]] + raw[head[2] :]
+        if any(other is not None and j != i and mentions(rest, other[0]) for j, other in enumerate(heads)):
+            return False
     return True
 
 
-def _mentions(text: str, name: str) -> bool:
-    return re.search(rf"(?<![\w']){re.escape(name)}(?![\w'!?])", text) is not None
+def _in_mutual(prefix: str) -> bool:
+    """Whether the text ends inside a `mutual` block (every command after it would join the block)."""
+    start = max(prefix.rfind("\nmutual"), 0 if prefix.startswith("mutual") else -1)
+    return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
+
+
+def _tactics_shareable(texts: list[str], declaration: str) -> bool:
+    """Whether tactic alternatives can run in copies of `declaration` (`shareable`, proof mode)."""
+    text = _DOC_COMMENT.sub("", declaration.lstrip(), count=1)
+    lead = _LEAD.match(text)
+    if len(declaration) > COPY_LIMIT or lead is None or lead.group(1).startswith("#"):
+        return False
+    if len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text):
+        return False
+    head = _head(declaration)
+    if head is not None and ("«" in head[0] or mentions(declaration[: head[1]] + declaration[head[2] :], head[0])):
+        return False
+    for raw in texts:
+        if _COMMANDS.search(raw) or _SHARED_STATE.search(raw):
+            return False
+        if head is not None and mentions(raw, head[0]):
+            return False
+    return True
+
+
+def in_message(message: str, name: str) -> bool:
+    """Whether a message of Lean's mentions `name` (quoted `'name'` or `` `name` ``, or in a dotted name too)."""
+    return _in_message(name).search(message) is not None
+
+
+def _in_message(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(name)}(?![\w!?])")  # Lean quotes names in 'single quotes' too
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether `text` mentions `name` as a whole identifier."""
+    # The substring test first: most names are not there, and a batch asks about every pair of texts.
+    return name in text and re.search(rf"(?<![\w']){re.escape(name)}(?![\w'!?])", text) is not None
 
 
 def batch_parse_error(diags: list[LeanDiagnostic], start: Position) -> bool:

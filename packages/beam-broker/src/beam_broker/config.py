@@ -112,6 +112,9 @@ class BrokerConfig:
         project_toolchains: Without an explicit command (`lean_cmd`, `$BEAM_LEAN_SERVER_CMD`), start a workspace
             whose `lean-toolchain` names a toolchain installed in elan's toolchain directory with that toolchain's
             `lake serve` instead of the `lake serve` on PATH. An explicit command always wins.
+        warm_scratch: Start the workspace's `run_code` scratch document with the imports of the first source
+            document opened, in the background, so that a `run_code` text with the same imports finds its Lean
+            worker started (one more worker per workspace, closed when idle like every probe mirror).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -130,6 +133,7 @@ class BrokerConfig:
     max_workspace_heavy_calls: int = DEFAULT_MAX_WORKSPACE_HEAVY_CALLS
     admission_wait: float = DEFAULT_ADMISSION_WAIT
     project_toolchains: bool = True
+    warm_scratch: bool = False
 
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""

@@ -35,17 +35,13 @@ if TYPE_CHECKING:
 from .errors import invalid_input, invalid_text
 from .workspace import WorkspaceDescriptor, resolve
 
-PATH_DESC = "Lean source path, relative to the workspace root unless absolute."
-VERSION_DESC = "Document version returned by lean_update or lean_sync for this path."
-SNAPSHOT_DESC = (
-    "Opaque document snapshot returned by lean_update or lean_sync for this path, passed back unchanged (or pass "
-    "version instead)."
-)
+PATH_DESC = "Lean file (workspace-relative or absolute)."
+VERSION_DESC = "Document version from lean_sync or lean_update."
+SNAPSHOT_DESC = "Snapshot token from lean_sync or lean_update, passed back as is (or pass version)."
 SNAPSHOT_MAX = 256
 """Longest snapshot token accepted (Beam's are far shorter; a longer one cannot be current)."""
-LINE_DESC = "Zero-based line (LSP coordinates)."
-CHAR_DESC = "Zero-based UTF-16 character offset in the line (LSP coordinates)."
-WORKSPACE_DESC = 'Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
+LINE_DESC = "Zero-based line."
+CHAR_DESC = "Zero-based UTF-16 character in the line."
 
 Severity = Literal["error", "warning", "information", "hint", "unknown"]
 DiagnosticScope = Literal["errors", "all"]
@@ -160,7 +156,7 @@ def _problem(err: ErrorDetails) -> str:
 class WorkspaceInput(_In):
     """`lean_drop_workspace`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class PathInput(_In):
@@ -172,8 +168,8 @@ class PathInput(_In):
 class PinnedInput(PathInput):
     """Every input bound to one document state: exactly one of `version` (numeric) and `snapshot` (opaque token).
 
-    Upstream Beam's current contract names the state with `snapshot` only, the seed's with `version` only; Beam
-    takes either (`OperationSpec.extension_fields` lists `snapshot`, so `--tools beam` keeps the seed's schema).
+    Upstream Beam's current contract names the state with `snapshot` only, its original one with `version` only; Beam
+    takes either (`OperationSpec.extension_fields` lists `snapshot`, so `--tools beam` keeps the original schema).
     """
 
     model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["version"]}, {"required": ["snapshot"]}]})
@@ -191,37 +187,34 @@ class PinnedInput(PathInput):
 class FileInput(PathInput):
     """`lean_update`, `lean_close`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class SyncInput(PathInput):
     """`lean_sync`, `lean_refresh`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
     diagnostic_scope: DiagnosticScope = Field(
-        "errors", description="Which diagnostics stream live and appear in items: 'errors' or 'all'."
+        "errors", description="Which diagnostics stream live and appear in items."
     )
-    diagnostics_in_result: bool = Field(
-        False, description="Also return the final diagnostics as diagnostics.items (for clients without logs)."
-    )
+    diagnostics_in_result: bool = Field(False, description="Return the final diagnostics in diagnostics.items.")
     rebuild_imports: bool = Field(
         False,
-        description="When imports are stale, save them in dependency order, restart this file's worker, then "
-        "answer (an import's errors fail the call with its diagnostics).",
+        description="Save stale imports first, in dependency order (an import's errors fail the call).",
     )
 
 
 class SaveInput(PathInput):
     """`lean_save`, `lean_close_save`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live: 'errors' or 'all'.")
+    workspace: WorkspaceDescriptor
+    diagnostic_scope: DiagnosticScope = Field("errors", description="Which diagnostics stream live.")
 
 
 class DocumentInput(PinnedInput):
     """`lean_document_symbols`."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class PositionInput(PinnedInput):
@@ -229,13 +222,13 @@ class PositionInput(PinnedInput):
 
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class ReferencesInput(PositionInput):
     """`lean_references`."""
 
-    include_declaration: bool = Field(True, description="Include the declaration itself (default true).")
+    include_declaration: bool = Field(True, description="Include the declaration itself.")
 
 
 class GoalsInput(PinnedInput):
@@ -243,10 +236,8 @@ class GoalsInput(PinnedInput):
 
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    mode: Literal["before", "after"] = Field(
-        description="'before': goals before the tactic at the position; 'after': goals after it."
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    mode: Literal["before", "after"] = Field(description="Goals before or after the tactic at the position.")
+    workspace: WorkspaceDescriptor
 
 
 class TodoInput(PinnedInput):
@@ -256,23 +247,23 @@ class TodoInput(PinnedInput):
     start_character: int = Field(description="Range start character (UTF-16).", ge=0)
     end_line: int = Field(description="Range end line (zero-based).", ge=0)
     end_character: int = Field(description="Range end character (UTF-16).", ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    kinds: list[TodoKind] | None = Field(None, description="Item kinds to report; omit or [] for all.")
+    workspace: WorkspaceDescriptor
+    kinds: list[TodoKind] | None = Field(None, description="Kinds to report; omit or [] for all.")
     suggest: Literal["none", "basic"] = Field("basic", description="'basic' adds run_at_text suggestions.")
 
 
 class CodeActionResolveInput(PinnedInput):
     """`lean_code_action_resolve`."""
 
-    code_action: dict[str, Any] = Field(description="A code_action object previously returned by lean_todo.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    code_action: dict[str, Any] = Field(description="A code_action from lean_todo.")
+    workspace: WorkspaceDescriptor
 
 
 class WorkspaceSymbolsInput(_In):
     """`lean_workspace_symbols`."""
 
     query: str = Field(description="Fuzzy symbol query.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 # ---- values inside replies ----------------------------------------------------------------------------
@@ -496,7 +487,7 @@ class SyncReply(SyncResult, _Reply):
 
     document_progress: DocumentProgress
     rebuilt_imports: list[str] | None = Field(
-        default=None, description="With rebuild_imports: the stale imports that were saved first, in that order."
+        default=None, description="With rebuild_imports: the imports saved first, in order."
     )
 
 
@@ -518,144 +509,3 @@ class CloseResult(_Reply):
     """`lean_close` (also when the document was not open)."""
 
     closed: bool
-
-
-# ---- operations beyond upstream Beam's 24 tools ---------------------------------------------------------
-COMPLETIONS_LIMIT = 50
-"""Default `limit` of `lean_completions`."""
-COMPLETIONS_MAX = 500
-"""Largest `limit` of `lean_completions`."""
-
-CompletionKind = Literal[
-    "text", "method", "function", "constructor", "field", "variable", "class", "interface", "module", "property",
-    "unit", "value", "enum", "keyword", "snippet", "color", "file", "reference", "folder", "enumMember", "constant",
-    "struct", "event", "operator", "typeParameter",
-]  # fmt: skip
-"""LSP `CompletionItemKind` names, in the order of their numbers (1 = text ... 25 = typeParameter)."""
-
-
-class CompletionsInput(PinnedInput):
-    """`lean_completions`."""
-
-    line: int = Field(description=LINE_DESC, ge=0)
-    character: int = Field(description=CHAR_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    limit: int = Field(
-        COMPLETIONS_LIMIT,
-        ge=1,
-        le=COMPLETIONS_MAX,
-        description=f"Most items to return (1..{COMPLETIONS_MAX}); the result counts the rest in 'dropped'.",
-    )
-
-
-class OutlineInput(PinnedInput):
-    """`lean_outline`."""
-
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class CompletionItem(_Out):
-    """One completion Lean offers; `detail` and `documentation` are what Lean's `completionItem/resolve` adds."""
-
-    label: str
-    kind: CompletionKind | None = None
-    detail: str | None = None
-    documentation: str | None = None
-    insert_text: str | None = None
-
-
-class CompletionsResult(_Reply):
-    """`lean_completions`: Lean's items in its order, the first `limit` of them (`total` = kept + `dropped`)."""
-
-    version: int
-    is_incomplete: bool
-    total: int
-    dropped: int
-    items: list[CompletionItem]
-
-
-class OutlineImport(_Out):
-    """An import of the document, from Lean's module hierarchy (`kind` is Lean's import kind, as Lean gives it)."""
-
-    module: str
-    uri: str | None = None
-    kind: dict[str, Any] | None = None
-
-
-class OutlineEntry(_Out):
-    """A declaration, namespace or section of the document, in document order.
-
-    `kind` is the keyword Lean tokenized last before the name (`theorem`, `def`, `instance`, `namespace`, ...) and
-    `modifiers` the keywords before it (`private`, `noncomputable`, ...); `signature` is the signature Lean shows
-    when hovering the name (null when Lean shows none, e.g. for a declaration that did not elaborate); `container`
-    names the enclosing namespaces and sections, outermost first.
-    """
-
-    name: str
-    kind: str | None
-    signature: str | None
-    range: dict[str, Any]
-    selection_range: dict[str, Any]
-    modifiers: list[str] = Field(default_factory=list)
-    container: list[str] = Field(default_factory=list)
-    docstring: str | None = None
-
-
-class OutlineResult(_Reply):
-    """`lean_outline`: `imports` is null when the Lean server has no module hierarchy (older toolchains)."""
-
-    version: int
-    imports: list[OutlineImport] | None
-    declarations: list[OutlineEntry]
-
-
-# ---- Lean's term goal and widget RPC (beyond upstream Beam's 24 tools) ---------------------------------
-class TermGoalResult(_Reply):
-    """`lean_term_goal`: the expected type of the term at the position (Lean's `$/lean/plainTermGoal`).
-
-    `goal` and `range` are null when Lean has no term there.
-    """
-
-    version: int
-    goal: str | None
-    range: dict[str, Any] | None
-
-
-class WidgetsResult(_Reply):
-    """`lean_widgets`: the panel widgets at a position (Lean's `Lean.Widget.getWidgets`), as Lean sends them."""
-
-    version: int
-    widgets: list[dict[str, Any]]
-
-
-class WidgetSourceInput(PinnedInput):
-    """`lean_widget_source`."""
-
-    javascript_hash: str = Field(
-        description="The javascriptHash of a widget instance (from lean_widgets).", min_length=1, max_length=64
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class WidgetSourceResult(_Reply):
-    """`lean_widget_source`: Lean's `Lean.Widget.getWidgetSource` answer (the JavaScript module as `sourcetext`)."""
-
-    version: int
-    source: dict[str, Any]
-
-
-class InteractiveDiagnosticsInput(PinnedInput):
-    """`lean_interactive_diagnostics`."""
-
-    start_line: int | None = Field(None, description="First zero-based line of the range (default: 0).", ge=0)
-    end_line: int | None = Field(
-        None, description="Zero-based line the range stops before (default: the end of the file).", ge=0
-    )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-
-
-class InteractiveDiagnosticsResult(_Reply):
-    """`lean_interactive_diagnostics`: Lean's `Lean.Widget.getInteractiveDiagnostics` for a complete version."""
-
-    version: int
-    diagnostics: list[dict[str, Any]]

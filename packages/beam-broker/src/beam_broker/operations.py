@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from beam_lsp.lazy import lazy_coroutines
 
 from . import models as m
+from ._ops import models as om
 from ._probes import models as pm
 from ._spec import PREPARING, BrokerOperation, Operation, OperationSpec, Registry, Scope, WorkspaceOperation
 from .events import Progress
@@ -50,15 +51,10 @@ if TYPE_CHECKING:
 
 NO_SOURCE_EDITS = "Beam never applies source edits to `.lean` files on disk; the client applies source edits."
 SPECULATIVE = (
-    "The text is run speculatively against the selected document snapshot and is not persisted as source. "
-    "To keep a result, first edit and save the Lean file with your normal file-editing tool, and only then "
-    "call lean_sync (or lean_update) so Beam reads it from disk. Lean elaboration is not an OS sandbox: "
-    "project code and tactics may perform IO."
+    "The text is not persisted as source: to keep it, first edit and save the Lean file, and only then call "
+    "lean_sync. Lean is not an OS sandbox: code may perform IO."
 )
-PROGRESS_SENTENCE = (
-    "Pass tools/call params._meta.progressToken for live progress; without one, a slow call emits at most "
-    "one status log."
-)
+PROGRESS_SENTENCE = "Pass _meta.progressToken for progress; a slow call without one sends one status log."
 """The progress sentence every tool description ends with (the MCP server's own tools use it too)."""
 if not TYPE_CHECKING:  # type checkers see the modules themselves, and so check every handler against its models
     completions, goals, navigation, outline, save, sync, widgets, workspaces = (
@@ -86,10 +82,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.WorkspaceInput,
         m.DropResult,
         workspaces.drop_workspace,
-        description="Evict the cached Lean runtime for this workspace descriptor (shut its Lean server down, forget "
-        "its document mirror, invalidate its proof handles). Idempotent: returns dropped: false with reason "
-        "'notFound' when nothing is cached. Cache management only; it selects no context for later calls. "
-        f"{PROGRESS_SENTENCE}",
+        description="Stop this workspace's Lean and forget its documents and handles. dropped is false when none "
+        f"was cached; it selects nothing for later calls. {PROGRESS_SENTENCE}",
         idempotent=True,
         cancellable=False,
         fence=True,
@@ -102,10 +96,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.RunResult,
         run.run_at,
         description=_d(
-            "Run Lean text at a position of a document version: inside a tactic proof the text runs as tactics "
-            "on the goals there, elsewhere as a command after the enclosing command.",
+            "Run Lean text at a position of a document version: inside a proof as tactics on the goals there, "
+            "else as a command after the enclosing command. No handle is kept.",
             SPECULATIVE,
-            "No follow-up handle is retained.",
         ),
         read_only=True,
         version_bound=True,
@@ -117,8 +110,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.RunResult,
         run.run_at_handle,
         description=_d(
-            "Like lean_run_at, but a successful result may include next_handle: an opaque handle for "
-            "lean_run_with / lean_run_with_linear / lean_release.",
+            "As lean_run_at, but a successful result may include next_handle (for lean_run_with, lean_release).",
             SPECULATIVE,
         ),
         destructive=False,
@@ -131,7 +123,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.PositionInput,
         m.HoverResult,
         navigation.hover,
-        description=_d("Hover information (type and docs) at a position of a document version."),
+        description=_d(
+            "Hover (type and docs) at a position of a document version.",
+        ),
         read_only=True,
         version_bound=True,
     ),
@@ -140,7 +134,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.PositionInput,
         m.SignatureHelpResult,
         navigation.signature_help,
-        description=_d("Signature help at a position of a document version."),
+        description=_d(
+            "Signature help at a position of a document version.",
+        ),
         read_only=True,
         version_bound=True,
     ),
@@ -149,7 +145,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.PositionInput,
         m.LspList,
         navigation.definition,
-        description=_d("Definition locations of the symbol at a position of a document version."),
+        description=_d(
+            "Where the symbol at a position of a document version is defined.",
+        ),
         read_only=True,
         version_bound=True,
     ),
@@ -158,7 +156,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.ReferencesInput,
         m.LspList,
         navigation.references,
-        description=_d("References to the symbol at a position of a document version, across the project."),
+        description=_d(
+            "References to the symbol at a position of a document version, across the project.",
+        ),
         read_only=True,
         version_bound=True,
     ),
@@ -167,7 +167,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.DocumentInput,
         m.LspList,
         navigation.document_symbols,
-        description=_d("Declarations and sections of a document version."),
+        description=_d(
+            "Declarations and sections of a document version.",
+        ),
         read_only=True,
         version_bound=True,
     ),
@@ -176,7 +178,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.WorkspaceSymbolsInput,
         m.LspList,
         navigation.workspace_symbols,
-        description=_d("Fuzzy search for declarations across the workspace (no document version)."),
+        description=_d(
+            "Fuzzy search for declarations across the workspace.",
+        ),
         read_only=True,
         progress=Progress.PREPARATION,
     ),
@@ -186,8 +190,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.GoalsResult,
         goals.goals,
         description=_d(
-            "Structured proof goals before or after the tactic at a position of a document version "
-            "(mode 'before' or 'after'); no speculative text."
+            "Proof goals before or after the tactic at a position of a document version.",
         ),
         read_only=True,
         version_bound=True,
@@ -198,8 +201,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.TodoResult,
         goals.todo,
         description=_d(
-            "Actionable items in a range of a document version: sorry, holes, diagnostics, code "
-            "actions and incomplete proofs, with positions where lean_run_at can try a fix."
+            "Actionable items in a range of a document version (sorry, holes, diagnostics, code actions, "
+            "incomplete proofs), with positions where lean_run_at can try a fix.",
         ),
         read_only=True,
         version_bound=True,
@@ -210,9 +213,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.CodeActionResolveResult,
         goals.code_action_resolve,
         description=_d(
-            "Resolve a code_action returned by lean_todo for the same document version. The result "
-            "may contain an LSP WorkspaceEdit; the client must apply it, then call lean_update or "
-            "lean_sync."
+            "Resolve a lean_todo code_action. The result may contain an LSP WorkspaceEdit; the client must apply "
+            "it, then call lean_sync.",
         ),
         read_only=True,
         version_bound=True,
@@ -234,8 +236,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.RunResult,
         run.run_with_linear,
         description=_d(
-            "Continue from a handle and consume it (on success or failure); a successful result may include a "
-            "fresh next_handle.",
+            "Continue from a handle and consume it; a successful result may include a fresh next_handle.",
             SPECULATIVE,
         ),
         metrics_key="run_with",
@@ -245,7 +246,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.ReleaseInput,
         m.NullResult,
         run.release,
-        description=_d("Release a proof handle."),
+        description=_d(
+            "Release a proof handle.",
+        ),
     ),
     WorkspaceOperation(
         "update",
@@ -253,8 +256,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.UpdateResult,
         sync.update,
         description=_d(
-            "Read the current on-disk Lean source into Beam's mirror and return its document version and "
-            "whether it changed; no diagnostics barrier."
+            "Read the current on-disk Lean source into Beam's mirror and return its document version (no "
+            "waiting for Lean).",
         ),
         progress=Progress.PREPARATION,
         metrics_key="update_file",
@@ -265,9 +268,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.SyncReply,
         sync.sync,
         description=_d(
-            "Read the current on-disk Lean source, wait until Lean has elaborated that version, and return "
-            "diagnostic counts and save readiness. Beam never applies or recovers speculative text: edit and "
-            "save the file first."
+            "Read the current on-disk Lean source, wait until Lean elaborated it, and return diagnostic counts "
+            "and save readiness. Beam never applies or recovers speculative text: edit and save the file first.",
         ),
         progress=_FULL_PROGRESS,
         document_progress=True,
@@ -281,8 +283,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.SyncReply,
         sync.refresh,
         description=_d(
-            "Close and reopen the document from the current on-disk Lean source (version 1), then sync it; use "
-            "after upstream modules changed."
+            "Reopen the document from the current on-disk Lean source (version 1) and sync it; use after its "
+            "imports changed.",
         ),
         progress=_FULL_PROGRESS,
         document_progress=True,
@@ -296,8 +298,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.SaveReply,
         save.save,
         description=_d(
-            "Sync the current on-disk source, then write its Lean/Lake build artifacts (a development "
-            "checkpoint, not a CI build) when the document is save-ready."
+            "Sync, then write the file's Lean/Lake build artifacts when it is save-ready (a checkpoint, not a CI "
+            "build).",
         ),
         progress=_FULL_PROGRESS,
         document_progress=True,
@@ -309,7 +311,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.SaveInput,
         m.CloseSaveResult,
         save.close_save,
-        description=_d("Save the document's Lean/Lake build artifacts (as lean_save), then close it."),
+        description=_d(
+            "Write the document's Lean/Lake build artifacts (as lean_save), then close it.",
+        ),
         progress=_FULL_PROGRESS,
         document_progress=True,
         metrics_key="close",
@@ -320,20 +324,21 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         m.FileInput,
         m.CloseResult,
         sync.close,
-        description=_d("Close the document in Lean and forget its mirror; succeeds when it is not open."),
+        description=_d(
+            "Close the document in Lean; succeeds when it is not open.",
+        ),
         idempotent=True,
         progress=Progress.PREPARATION,
     ),
     # ---- beyond upstream Beam's 24 tools: `--tools beam` leaves these out ----------------------------------
     WorkspaceOperation(
         "completions",
-        m.CompletionsInput,
-        m.CompletionsResult,
+        om.CompletionsInput,
+        om.CompletionsResult,
         completions.completions,
         description=_d(
-            "Lean's completions at a position of a document version (identifiers, fields after a dot, module "
-            "names in imports), in Lean's order, each with its kind and the detail (type) and documentation Lean "
-            "resolves for it. At most limit items are returned; dropped counts the rest."
+            "Lean's completions at a position of a document version, in Lean's order, with kind, detail and "
+            "docs; dropped counts those beyond limit.",
         ),
         read_only=True,
         version_bound=True,
@@ -341,14 +346,12 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "outline",
-        m.OutlineInput,
-        m.OutlineResult,
+        om.OutlineInput,
+        om.OutlineResult,
         outline.outline,
         description=_d(
-            "Outline of a document version, from Lean: its imports (Lean's module hierarchy) and every "
-            "declaration, namespace and section in document order, with its kind (the declaration keyword), "
-            "modifiers, name, signature and docstring (Lean's hover on the name), enclosing namespaces and "
-            "range. Lean answers once the whole file is elaborated."
+            "Imports, then every declaration, namespace and section of a document version with its kind, "
+            "modifiers, signature, docstring and range (once Lean elaborated the whole file).",
         ),
         read_only=True,
         version_bound=True,
@@ -362,11 +365,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.AttemptsResult,
         attempts.attempts,
         description=_d(
-            "Run several alternative Lean texts at one position of a document version, each on its own as "
-            "lean_run_at would (tactics on the goals there inside a proof, else a command after the enclosing "
-            "command), concurrently on the document's probe mirrors. Each attempt answers success, messages, traces "
-            "and the goals after it, in the order of texts; with handles: true a successful attempt also returns "
-            "next_handle (for lean_run_with). The cost follows the enclosing declaration, not the rest of the file.",
+            "Run several alternative texts at one position of a document version, each as lean_run_at would, "
+            "concurrently; each answers success, messages and goals (with handles: true, next_handle). The cost "
+            "follows the enclosing declaration, not the file.",
             SPECULATIVE,
         ),
         destructive=False,
@@ -381,13 +382,9 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.AxiomsResult,
         axioms.axioms,
         description=_d(
-            "The axioms a declaration depends on, from Lean's #print axioms run as a command probe on a private "
-            "mirror of a document version: the declaration Lean lists at line and character, or name (as it "
-            "resolves right after that declaration, or after the document's last line without a position). "
-            "uses_sorry flags sorryAx (a sorry, or an "
-            "error Lean recovered from); nonstandard lists the axioms beyond propext, Classical.choice and "
-            "Quot.sound. axioms is null when Lean printed no list (see messages: an unknown name, say). The source "
-            "file is never touched."
+            "The axioms a declaration (at a position, or by name) depends on, from #print axioms on a private "
+            "mirror: uses_sorry flags sorryAx; nonstandard lists those beyond propext, Classical.choice and "
+            "Quot.sound.",
         ),
         read_only=True,
         version_bound=True,
@@ -400,11 +397,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.ProfileResult,
         profile.profile,
         description=_d(
-            "Elaborate the declaration Lean lists at a position of a document version with Lean's profiler on "
-            "(set_option profiler and trace.profiler), on a private mirror holding the source up to it, and return "
-            "Lean's times: per category (elaboration, type checking, ...), per source line, and the trace steps with "
-            "the most time of their own (steps under threshold_ms are left out), plus the declaration's messages. "
-            "The source file is never touched."
+            "Lean's profiler on the declaration at a position of a document version, on a private mirror: times "
+            "per category and per line, the slowest trace steps, and its messages.",
         ),
         read_only=True,
         version_bound=True,
@@ -418,11 +412,8 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         pm.RunCodeResult,
         scratch.run_code,
         description=_d(
-            "Check a standalone Lean text in the context of a workspace (its header may import the workspace's "
-            "modules and dependencies) in a private in-memory document: no file is written to the project. Returns "
-            "every message Lean reports (#eval and #check output included) with its range in the text, and success "
-            "when there is no error. The text is bounded by the workspace's source size limit. Lean elaboration is "
-            "not an OS sandbox: project code and #eval may perform IO."
+            "Check a standalone Lean text (it may import the workspace's modules) in memory: every message with "
+            "its range, success when there is no error. Lean is not an OS sandbox: #eval may perform IO.",
         ),
         read_only=True,
         progress=_FULL_PROGRESS,
@@ -432,12 +423,11 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "term_goal",
         m.PositionInput,
-        m.TermGoalResult,
+        om.TermGoalResult,
         widgets.term_goal,
         description=_d(
-            "The expected type of the term at a position of a document version (Lean's $/lean/plainTermGoal): "
-            "goal is Lean's text of it (hypotheses, then the expected type after ⊢) and range the term's range; "
-            "both are null where Lean has no term."
+            "The expected type of the term at a position of a document version, and the term's range; null where "
+            "there is no term.",
         ),
         read_only=True,
         version_bound=True,
@@ -446,12 +436,11 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     WorkspaceOperation(
         "widgets",
         m.PositionInput,
-        m.WidgetsResult,
+        om.WidgetsResult,
         widgets.widgets,
         description=_d(
-            "The panel widgets Lean shows at a position of a document version (Lean.Widget.getWidgets over Lean's "
-            "RPC): each instance as Lean sends it (id, javascriptHash, props, range). Pass a javascriptHash to "
-            "lean_widget_source for the widget's JavaScript."
+            "Lean's panel widgets at a position of a document version (id, javascriptHash, props, range); "
+            "lean_widget_source gives their JavaScript.",
         ),
         read_only=True,
         version_bound=True,
@@ -459,12 +448,11 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "widget_source",
-        m.WidgetSourceInput,
-        m.WidgetSourceResult,
+        om.WidgetSourceInput,
+        om.WidgetSourceResult,
         widgets.widget_source,
         description=_d(
-            "The JavaScript module of a widget, by the javascriptHash lean_widgets returned, as Lean serves it for "
-            "a document version, from Lean.Widget.getWidgetSource. The module's text is source.sourcetext."
+            "A widget's JavaScript module, by the javascriptHash lean_widgets returned (text in source.sourcetext).",
         ),
         read_only=True,
         version_bound=True,
@@ -472,13 +460,12 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
     ),
     WorkspaceOperation(
         "interactive_diagnostics",
-        m.InteractiveDiagnosticsInput,
-        m.InteractiveDiagnosticsResult,
+        om.InteractiveDiagnosticsInput,
+        om.InteractiveDiagnosticsResult,
         widgets.interactive_diagnostics,
         description=_d(
-            "Lean's interactive diagnostics of a document version (Lean.Widget.getInteractiveDiagnostics over Lean's "
-            "RPC), optionally only those of lines start_line up to end_line. Messages are Lean's tagged text, with "
-            "embedded expressions and traces. Waits until Lean finished elaborating the version, as lean_sync does."
+            "Lean's interactive diagnostics (tagged text) of a document version once elaborated, optionally of "
+            "lines start_line up to end_line.",
         ),
         read_only=True,
         version_bound=True,
@@ -489,7 +476,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
 )
 
 _SNAPSHOT = frozenset({"snapshot"})
-"""Upstream Beam's current snapshot tokens beside the seed's versions: beyond the seed's tool surface."""
+"""Upstream Beam's current snapshot tokens beside versions: beyond the `beam` tool surface."""
 _ANSWERS_SNAPSHOT = frozenset({"update", "sync", "refresh", "save", "close_save", "todo", "code_action_resolve"})
 """The operations whose results carry the document's `snapshot` (at the top, or in the save they nest)."""
 

@@ -44,7 +44,7 @@ from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents, header_imports, read_source, text_hash
+from ._documents import DocState, Documents, check_pin, header_imports, header_text, read_source, text_hash
 from ._freshness import Freshness
 from ._handles import HandleStore
 from ._metrics import Metrics
@@ -321,6 +321,10 @@ class WorkspaceRuntime:
             if opened:
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
+                scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
+                if self.config.warm_scratch and scratch not in self.pools:  # the first document: see `mirrors.warm`
+                    warm = self.pool(scratch)
+                    self._tg.start_soon(mirrors.warm, client, warm, header_text(text), self.freshness, self.redactor)
             elif doc.text_hash == text_hash(text):
                 return doc, False
             else:
@@ -353,33 +357,7 @@ class WorkspaceRuntime:
                 `"snapshotMismatch"` (upstream Beam's error data: `expectedSnapshot`, `currentSnapshot`, `uri`).
         """
         doc, _ = await self.update(client, pin.path, hold=hold)
-        if pin.snapshot is not None:
-            if doc.snapshot != pin.snapshot:
-                raise BrokerError(
-                    CONTENT_MODIFIED,
-                    f"source snapshot changed for {doc.uri}; read the source and resolve the intended target again "
-                    "before retrying",
-                    {
-                        "reason": "snapshotMismatch",
-                        "expectedSnapshot": pin.snapshot,
-                        "currentSnapshot": doc.snapshot,
-                        "uri": doc.uri,
-                    },
-                )
-            return doc
-        version = pin.version
-        if doc.version != version:
-            raise BrokerError(
-                CONTENT_MODIFIED,
-                f"document version mismatch for {doc.uri}: expected document version {version}, got {doc.version}",
-                {
-                    "reason": "documentVersionMismatch",
-                    "expectedVersion": version,
-                    "acceptedVersion": doc.version,
-                    "currentVersion": doc.version,
-                    "uri": doc.uri,
-                },
-            )
+        check_pin(doc, pin)
         return doc
 
     async def close_doc(self, client: LeanClient | None, rel: str, *, idle_only: bool = False) -> None:

@@ -72,9 +72,9 @@ class EvidenceEntry(BaseModel):
 
     model_config = _INPUT_CONFIG
 
-    name: str = Field(description="Simple file name of the evidence (unique in the report).")
-    content: JsonValue = Field(None, description="Inline evidence: any JSON value (a string stays text).")
-    path: str | None = Field(None, description="A file inside the workspace root to attach (up to 1 MiB).")
+    name: str = Field(description="Unique simple file name.")
+    content: JsonValue = Field(None, description="Inline evidence (any JSON).")
+    path: str | None = Field(None, description="A file in the workspace to attach (up to 1 MiB).")
 
     @field_validator("name")
     @classmethod
@@ -106,36 +106,28 @@ class FeedbackReport(BaseModel):
 
     title: str = Field(description="One-line title of the problem.")
     summary: str = Field(description="What happened, in a few sentences.")
-    reproduction: str = Field(description="Steps or the tool call sequence that reproduces it.")
+    reproduction: str = Field(description="Steps or tool calls that reproduce it.")
     expected: str = Field(description="What you expected.")
     actual: str = Field(description="What happened instead.")
-    kind: Kind | None = Field(None, description="What kind of feedback this is.")
+    kind: Kind | None = Field(None, description="Kind of feedback.")
     severity: Severity | None = Field(None, description="How much the problem hurts.")
     impact: str | None = Field(None, description="Who or what it affects.")
     workaround: str | None = Field(None, description="A workaround, if you found one.")
     tags: list[str] = Field(default_factory=list, description="Free-form tags.")
     client_request_id: str | None = Field(None, description="Your id for the failing request, if any.")
-    request: dict[str, JsonValue] | None = Field(None, description="The tool call that failed (a JSON object).")
-    response: dict[str, JsonValue] | None = Field(None, description="The answer it got (a JSON object).")
+    request: dict[str, JsonValue] | None = Field(None, description="The failing tool call.")
+    response: dict[str, JsonValue] | None = Field(None, description="The answer it got.")
     evidence: list[EvidenceEntry] = Field(
         default_factory=list,
-        description="Evidence entries: {name, content} (any JSON) or {name, path} (a file inside the workspace).",
+        description="Evidence: {name, content} or {name, path}.",
     )
-    bundle: BundleMode = Field(
-        "none", description="Also write a local evidence bundle: 'none' (default), 'dir' or 'zip'."
-    )
-    redact: bool = Field(
-        True, description="Redact secrets and the home directory (default true; required when confidential)."
-    )
-    confidential: bool = Field(
-        False, description="Collect nothing project-derived and do not echo the workspace (default false)."
-    )
+    bundle: BundleMode = Field("none", description="Also write a local evidence bundle.")
+    redact: bool = Field(True, description="Redact secrets and the home directory (required when confidential).")
+    confidential: bool = Field(False, description="Collect nothing project-derived; do not echo the workspace.")
     include_collected: bool = Field(
-        False, description="Return the collected context as 'collected' and show it in the Markdown (default false)."
+        False, description="Return the collected context as 'collected' and in the Markdown."
     )
-    workspace: WorkspaceRef | None = Field(
-        None, description='Workspace descriptor: {"root": absolute Lean/Lake project root path}.'
-    )
+    workspace: WorkspaceRef | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._barrier import SyncResult as SyncResult
+    from ._convert import load_lsp_types as load_lsp_types
     from ._events import DiagnosticsEvent as DiagnosticsEvent
     from ._events import EventStream as EventStream
     from ._events import LspEvent as LspEvent
@@ -105,6 +106,7 @@ _NAMES, __getattr__ = lazy_exports(
     {
         ".client": ("LeanClient", "ClientStats"),
         "._barrier": ("SyncResult",),
+        "._convert": ("load_lsp_types",),
         "._handshake": ("ServerRequestHandler", "DEFAULT_SERVER_REQUESTS"),
         "._sync": ("SyncLeanClient", "SyncLeanFile", "SyncEventStream"),
         "._file": (

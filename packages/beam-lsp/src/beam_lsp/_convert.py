@@ -11,21 +11,32 @@ It sends nothing and knows nothing about documents (`_requests.py` does).
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from lsprotocol import converters, types
+import anyio
 
 from .documents import PositionLike, RangeLike
 from .errors import InvalidResult
+from .lazy import lazy_module
 from .lean import JsonValue, Model, SemanticToken
+
+if TYPE_CHECKING:
+    from cattrs import Converter
+    from lsprotocol import types
+else:
+    types = lazy_module("lsprotocol.types")  # loaded by the first typed conversion (see `lazy_module`)
 
 __all__ = [
     "PositionLike",
     "RangeLike",
     "decode_semantic_tokens",
     "hover",
+    "load_lsp_types",
     "locations",
+    "converter",
     "model",
     "position_json",
     "range_json",
@@ -34,11 +45,51 @@ __all__ = [
     "unstructure",
 ]
 
-CONVERTER: Final = converters.get_converter()
-
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
-_MARKUP: Final = {"markdown": types.MarkupKind.Markdown, "plaintext": types.MarkupKind.PlainText}
+
+
+_MAKING: Final = threading.Lock()
+"""Held while the converter is made: lsprotocol's first `get_converter()` resolves its types' forward references
+in place, and two threads doing it at once break each other (`dictionary changed size during iteration`)."""
+
+
+@functools.cache
+def _make_converter() -> Converter:
+    from lsprotocol import converters
+
+    return converters.get_converter()
+
+
+def converter() -> Converter:
+    """The converter of lsprotocol (cattrs), made on first use: one per process, made by one thread.
+
+    lsprotocol builds a new one, registering hundreds of hooks, on every `get_converter()` call; importing it
+    costs lsprotocol's and cattrs' import, which a client that never converts a standard LSP answer never pays.
+    """
+    with _MAKING:
+        return _make_converter()
+
+
+def load_lsp_types() -> None:
+    """Load lsprotocol and its converter now, rather than with the first standard LSP answer.
+
+    beam-lsp loads them when it first reads an answer into lsprotocol's types (a hover, locations, symbols),
+    which costs about 1 s of CPU and 16 MiB; a long-running program can call this on a worker thread
+    (`anyio.to_thread.run_sync(load_lsp_types)`) while Lean starts, so that no answer waits for it. Safe to call
+    from several threads at once (one makes the converter, the others wait for it).
+    """
+    converter()
+
+
+async def loaded() -> None:
+    """Load lsprotocol and its converter on a worker thread unless they are loaded (the event loop never blocks).
+
+    Every request whose answer is read into lsprotocol's types awaits this first: the import would otherwise run
+    on the event loop (a second or more, every other task stopped) or wait there for a loading thread.
+    """
+    if _make_converter.cache_info().currsize == 0:
+        await anyio.to_thread.run_sync(load_lsp_types)
 
 
 def position_json(position: PositionLike) -> dict[str, int]:
@@ -65,7 +116,7 @@ def structure(method: str, value: object, kind: type[T]) -> T:
         InvalidResult: The value does not have that shape.
     """
     try:
-        return CONVERTER.structure(value, kind)
+        return converter().structure(value, kind)
     except Exception as exc:  # cattrs raises several unrelated types (and attrs validators ValueError)
         raise _fail(method, kind, value) from exc
 
@@ -99,7 +150,7 @@ def unstructure(value: object) -> JsonValue:
     """An lsprotocol value (or a Lean model) as LSP JSON, e.g. to send it back to Lean."""
     if isinstance(value, Model):
         return value.wire()
-    result: JsonValue = CONVERTER.unstructure(value)
+    result: JsonValue = converter().unstructure(value)
     return result
 
 
@@ -123,6 +174,15 @@ def _range(value: object) -> types.Range:
     )
 
 
+def _markup(kind: object) -> types.MarkupKind | None:
+    """The `MarkupKind` named `kind` (None for any other value)."""
+    if kind == "markdown":
+        return types.MarkupKind.Markdown
+    if kind == "plaintext":
+        return types.MarkupKind.PlainText
+    return None
+
+
 def hover(method: str, value: object) -> types.Hover | None:
     """`textDocument/hover`'s answer: null, or `Hover` (Lean's is Markdown `MarkupContent` with a range).
 
@@ -134,7 +194,7 @@ def hover(method: str, value: object) -> types.Hover | None:
     if type(value) is dict and 1 <= len(value) <= 2:
         contents, rng = value.get("contents"), value.get("range")
         if type(contents) is dict and len(contents) == 2:
-            kind, text = _MARKUP.get(str(contents.get("kind"))), contents.get("value")
+            kind, text = _markup(contents.get("kind")), contents.get("value")
             if kind is not None and type(text) is str and (rng is not None or len(value) == 1):
                 try:
                     return types.Hover(types.MarkupContent(kind=kind, value=text), None if rng is None else _range(rng))
@@ -151,8 +211,8 @@ def _location(item: object) -> types.Location | types.LocationLink:
         if len(item) == 2 and type(item.get("uri")) is str:
             return types.Location(uri=item["uri"], range=_range(item["range"]))
         if "targetUri" in item:
-            return CONVERTER.structure(item, types.LocationLink)
-        return CONVERTER.structure(item, types.Location)
+            return converter().structure(item, types.LocationLink)
+        return converter().structure(item, types.Location)
     raise TypeError
 
 

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from lsprotocol import types
-
 from ._barrier import SyncResult
 from .documents import PositionLike, TextDocument, path_to_uri
 from .errors import InvalidPosition
@@ -34,6 +32,8 @@ from .lean import (
 )
 
 if TYPE_CHECKING:
+    from lsprotocol import types
+
     from .client import LeanClient
 
 __all__ = ["LeanFile", "Point", "Point0", "Point1"]

@@ -12,14 +12,18 @@ reference (docs/lsp-api.md) is generated from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from lsprotocol import types
+from typing import TYPE_CHECKING, Any
 
 from . import _convert
 from ._convert import PositionLike, RangeLike, position_json, range_json
 from .documents import TextDocument
+from .lazy import lazy_module
 from .lean import LeanDiagnostic, SemanticToken
+
+if TYPE_CHECKING:
+    from lsprotocol import types
+else:
+    types = lazy_module("lsprotocol.types")  # loaded by the first typed answer (see `lazy_module`)
 
 __all__ = ["LspRequests", "PositionLike", "RangeLike"]
 
@@ -27,7 +31,10 @@ __all__ = ["LspRequests", "PositionLike", "RangeLike"]
 class RequestBase:
     """What the request mixins need from `LeanClient` (it provides every one of these)."""
 
-    capabilities: types.ServerCapabilities
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        """What the server announced in the handshake (see `LeanClient.capabilities`)."""
+        raise NotImplementedError
 
     async def _request(self, method: str, params: Any = None) -> Any:
         raise NotImplementedError
@@ -53,6 +60,19 @@ class RequestBase:
 class LspRequests(RequestBase):
     """The standard LSP requests Lean answers (see the module docstring)."""
 
+    # Each request loads lsprotocol (off the event loop) before it asks: its answer is read into lsprotocol's types.
+    async def _lsp_at(self, method: str, uri: str, position: PositionLike, /, **extra: Any) -> Any:
+        await _convert.loaded()
+        return await self._at(method, uri, position, **extra)
+
+    async def _lsp_on(self, method: str, uri: str, /, **extra: Any) -> Any:
+        await _convert.loaded()
+        return await self._on(method, uri, **extra)
+
+    async def _lsp_request(self, method: str, params: Any = None) -> Any:
+        await _convert.loaded()
+        return await self._request(method, params)
+
     # ---- at a position -------------------------------------------------------------------------------------------
     async def hover(self, uri: str, position: PositionLike) -> types.Hover | None:
         r"""`textDocument/hover`: the type and docstring of what is at `position` (None on whitespace).
@@ -65,7 +85,7 @@ class LspRequests(RequestBase):
             InvalidPosition: The position is outside the text.
             ResponseError: Lean answered with an error.
         """
-        return _convert.hover("textDocument/hover", await self._at("textDocument/hover", uri, position))
+        return _convert.hover("textDocument/hover", await self._lsp_at("textDocument/hover", uri, position))
 
     async def signature_help(self, uri: str, position: PositionLike) -> types.SignatureHelp | None:
         """`textDocument/signatureHelp`: the signature of the function applied at `position`.
@@ -78,7 +98,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/signatureHelp", uri, position)
+        result = await self._lsp_at("textDocument/signatureHelp", uri, position)
         return None if result is None else _convert.structure("textDocument/signatureHelp", result, types.SignatureHelp)
 
     async def definition(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
@@ -91,7 +111,8 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        return _convert.locations("textDocument/definition", await self._at("textDocument/definition", uri, position))
+        result = await self._lsp_at("textDocument/definition", uri, position)
+        return _convert.locations("textDocument/definition", result)
 
     async def declaration(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
         """`textDocument/declaration`: the same shapes as `definition`.
@@ -100,7 +121,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/declaration", uri, position)
+        result = await self._lsp_at("textDocument/declaration", uri, position)
         return _convert.locations("textDocument/declaration", result)
 
     async def type_definition(self, uri: str, position: PositionLike) -> list[types.Location | types.LocationLink]:
@@ -113,7 +134,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/typeDefinition", uri, position)
+        result = await self._lsp_at("textDocument/typeDefinition", uri, position)
         return _convert.locations("textDocument/typeDefinition", result)
 
     async def references(
@@ -129,7 +150,7 @@ class LspRequests(RequestBase):
             InvalidPosition: The position is outside the text.
         """
         context = {"includeDeclaration": include_declaration}
-        result = await self._at("textDocument/references", uri, position, context=context)
+        result = await self._lsp_at("textDocument/references", uri, position, context=context)
         return _convert.plain_locations("textDocument/references", result)
 
     async def document_highlights(self, uri: str, position: PositionLike) -> list[types.DocumentHighlight]:
@@ -141,7 +162,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/documentHighlight", uri, position)
+        result = await self._lsp_at("textDocument/documentHighlight", uri, position)
         return _convert.structure_list("textDocument/documentHighlight", result, types.DocumentHighlight)
 
     async def completion(self, uri: str, position: PositionLike) -> types.CompletionList:
@@ -155,7 +176,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/completion", uri, position)
+        result = await self._lsp_at("textDocument/completion", uri, position)
         if result is None or isinstance(result, list):
             result = {"isIncomplete": False, "items": result or []}
         return _convert.structure("textDocument/completion", result, types.CompletionList)
@@ -168,7 +189,7 @@ class LspRequests(RequestBase):
         Raises:
             ResponseError: Lean answered with an error.
         """
-        result = await self._request("completionItem/resolve", _convert.unstructure(item))
+        result = await self._lsp_request("completionItem/resolve", _convert.unstructure(item))
         return _convert.structure("completionItem/resolve", result, types.CompletionItem)
 
     # ---- call hierarchy and rename -------------------------------------------------------------------------------
@@ -183,7 +204,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/prepareCallHierarchy", uri, position)
+        result = await self._lsp_at("textDocument/prepareCallHierarchy", uri, position)
         return _convert.structure_list("textDocument/prepareCallHierarchy", result, types.CallHierarchyItem)
 
     async def incoming_calls(self, item: types.CallHierarchyItem) -> list[types.CallHierarchyIncomingCall]:
@@ -194,7 +215,7 @@ class LspRequests(RequestBase):
         Raises:
             ResponseError: Lean answered with an error.
         """
-        result = await self._request("callHierarchy/incomingCalls", {"item": _convert.unstructure(item)})
+        result = await self._lsp_request("callHierarchy/incomingCalls", {"item": _convert.unstructure(item)})
         return _convert.structure_list("callHierarchy/incomingCalls", result, types.CallHierarchyIncomingCall)
 
     async def outgoing_calls(self, item: types.CallHierarchyItem) -> list[types.CallHierarchyOutgoingCall]:
@@ -205,7 +226,7 @@ class LspRequests(RequestBase):
         Raises:
             ResponseError: Lean answered with an error.
         """
-        result = await self._request("callHierarchy/outgoingCalls", {"item": _convert.unstructure(item)})
+        result = await self._lsp_request("callHierarchy/outgoingCalls", {"item": _convert.unstructure(item)})
         return _convert.structure_list("callHierarchy/outgoingCalls", result, types.CallHierarchyOutgoingCall)
 
     async def prepare_rename(
@@ -220,7 +241,7 @@ class LspRequests(RequestBase):
             InvalidPosition: The position is outside the text.
         """
         method = "textDocument/prepareRename"
-        result = await self._at(method, uri, position)
+        result = await self._lsp_at(method, uri, position)
         if result is None:
             return None
         if isinstance(result, dict) and "placeholder" in result:
@@ -239,7 +260,7 @@ class LspRequests(RequestBase):
             DocumentNotOpen: The document is not open.
             InvalidPosition: The position is outside the text.
         """
-        result = await self._at("textDocument/rename", uri, position, newName=new_name)
+        result = await self._lsp_at("textDocument/rename", uri, position, newName=new_name)
         return None if result is None else _convert.structure("textDocument/rename", result, types.WorkspaceEdit)
 
     # ---- about a whole document ----------------------------------------------------------------------------------
@@ -253,7 +274,8 @@ class LspRequests(RequestBase):
         Raises:
             DocumentNotOpen: The document is not open.
         """
-        result = _convert.json_list("textDocument/documentSymbol", await self._on("textDocument/documentSymbol", uri))
+        answer = await self._lsp_on("textDocument/documentSymbol", uri)
+        result = _convert.json_list("textDocument/documentSymbol", answer)
         kinds = {True: types.SymbolInformation, False: types.DocumentSymbol}
         return [
             _convert.structure(
@@ -271,7 +293,7 @@ class LspRequests(RequestBase):
         Raises:
             ResponseError: Lean answered with an error.
         """
-        result = await self._request("workspace/symbol", {"query": query})
+        result = await self._lsp_request("workspace/symbol", {"query": query})
         return _convert.structure_list("workspace/symbol", result, types.SymbolInformation)
 
     async def folding_ranges(self, uri: str) -> list[types.FoldingRange]:
@@ -283,7 +305,7 @@ class LspRequests(RequestBase):
         Raises:
             DocumentNotOpen: The document is not open.
         """
-        result = await self._on("textDocument/foldingRange", uri)
+        result = await self._lsp_on("textDocument/foldingRange", uri)
         return _convert.structure_list("textDocument/foldingRange", result, types.FoldingRange)
 
     async def semantic_tokens(self, uri: str) -> types.SemanticTokens:
@@ -296,7 +318,7 @@ class LspRequests(RequestBase):
         Raises:
             DocumentNotOpen: The document is not open.
         """
-        result = await self._on("textDocument/semanticTokens/full", uri)
+        result = await self._lsp_on("textDocument/semanticTokens/full", uri)
         return _convert.structure("textDocument/semanticTokens/full", result, types.SemanticTokens)
 
     async def semantic_tokens_range(self, uri: str, range_: RangeLike) -> types.SemanticTokens:
@@ -310,7 +332,7 @@ class LspRequests(RequestBase):
             InvalidPosition: The range is outside the text or reversed.
         """
         self.document(uri).validate_range(range_)
-        result = await self._on("textDocument/semanticTokens/range", uri, range=range_json(range_))
+        result = await self._lsp_on("textDocument/semanticTokens/range", uri, range=range_json(range_))
         return _convert.structure("textDocument/semanticTokens/range", result, types.SemanticTokens)
 
     @property
@@ -338,7 +360,7 @@ class LspRequests(RequestBase):
             InvalidPosition: The range is outside the text or reversed.
         """
         self.document(uri).validate_range(range_)
-        result = await self._on("textDocument/inlayHint", uri, range=range_json(range_))
+        result = await self._lsp_on("textDocument/inlayHint", uri, range=range_json(range_))
         return _convert.structure_list("textDocument/inlayHint", result, types.InlayHint)
 
     # ---- code actions --------------------------------------------------------------------------------------------
@@ -357,7 +379,7 @@ class LspRequests(RequestBase):
         """
         self.document(uri).validate_range(range_)
         context = {"diagnostics": [d.wire() for d in diagnostics]}
-        result = await self._on("textDocument/codeAction", uri, range=range_json(range_), context=context)
+        result = await self._lsp_on("textDocument/codeAction", uri, range=range_json(range_), context=context)
         actions: list[types.CodeAction | types.Command] = []
         for item in _convert.json_list("textDocument/codeAction", result):
             if isinstance(item, dict) and isinstance(item.get("command"), str):  # a bare `Command`
@@ -375,5 +397,5 @@ class LspRequests(RequestBase):
         Raises:
             ResponseError: Lean answered with an error.
         """
-        result = await self._request("codeAction/resolve", _convert.unstructure(action))
+        result = await self._lsp_request("codeAction/resolve", _convert.unstructure(action))
         return _convert.structure("codeAction/resolve", result, types.CodeAction)

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from lsprotocol import types
 
 from ._events import EventStream, LspEvent
 from ._file import LeanFile
@@ -159,16 +158,6 @@ class SyncLeanClient(SyncClientMethods):
     def root(self) -> Path:
         """The project root the server runs in."""
         return self._client.root
-
-    @property
-    def capabilities(self) -> types.ServerCapabilities:
-        """What the server announced in the handshake."""
-        return self._client.capabilities
-
-    @property
-    def server_info(self) -> types.ServerInfo | None:
-        """The server's name and version from the handshake."""
-        return self._client.server_info
 
     def diagnostics(self, uri_or_path: str) -> DiagnosticsSnapshot:
         """What the diagnostics cache holds for a file (`DiagnosticsCache.get`), read on the loop."""

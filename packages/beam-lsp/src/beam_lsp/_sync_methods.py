@@ -11,8 +11,6 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from lsprotocol import types
-
 from ._barrier import SyncResult
 from ._file import Point
 from ._model import JsonValue
@@ -36,6 +34,8 @@ from .lean import (
 )
 
 if TYPE_CHECKING:
+    from lsprotocol import types
+
     from ._file import LeanFile, Point0, Point1
     from .client import ClientStats, LeanClient
 
@@ -71,6 +71,15 @@ class SyncClientMethods(SyncRunner):
             ValueError: The edit creates, renames or deletes files (not supported).
         """
         return self._await(functools.partial(self._client.apply_edit, edit, save=save))
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        """What the server announced in the handshake (lsprotocol's `ServerCapabilities`; empty before it).
+
+        Read into lsprotocol's type when first asked (the first read loads lsprotocol). Capabilities that do not
+        parse are logged and none are assumed: a server's odd capability must not stop the session.
+        """
+        return self._get(lambda: self._client.capabilities)
 
     def change(self, uri: str, text: str, *, save: bool = True, defer: float = 0) -> int:
         """Replace the document's text (`didChange` of what differs, then `didSave`); returns the new version.
@@ -535,6 +544,11 @@ class SyncClientMethods(SyncRunner):
             InvalidPosition: The range is outside the text or reversed.
         """
         return self._await(functools.partial(self._client.semantic_tokens_range, uri, range_))
+
+    @property
+    def server_info(self) -> types.ServerInfo | None:
+        """The server's name and version from the handshake (`ServerInfo(name="Lean 4 Server", version="0.3.0")`)."""
+        return self._get(lambda: self._client.server_info)
 
     def signature_help(self, uri: str, position: PositionLike) -> types.SignatureHelp | None:
         """`textDocument/signatureHelp`: the signature of the function applied at `position`.

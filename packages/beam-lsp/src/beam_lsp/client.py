@@ -19,11 +19,10 @@ import math
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
-from lsprotocol import types
 
 from . import _convert
 from ._barrier import Barrier, SyncResult
@@ -44,6 +43,9 @@ from .lean import (
     publish_params,
 )
 from .redaction import Redactor
+
+if TYPE_CHECKING:
+    from lsprotocol import types
 
 __all__ = [
     "ClientStats",
@@ -119,10 +121,9 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         self._tg: TaskGroup | None = None
         self._rpc_sessions: dict[str, int | str] = {}
         self._requests = 0
-        self.server_info: types.ServerInfo | None = None
-        """The server's name and version from the handshake (`ServerInfo(name="Lean 4 Server", version="0.3.0")`)."""
-        self.capabilities: types.ServerCapabilities = types.ServerCapabilities()
-        """What the server announced in the handshake (lsprotocol's `ServerCapabilities`)."""
+        self._initialized: dict[str, Any] = {}
+        """The server's `initialize` answer, read into lsprotocol's types when first asked (`capabilities`)."""
+        self._capabilities: types.ServerCapabilities | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     @classmethod
@@ -206,16 +207,41 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         await self._rpc.notify("initialized", {})
 
     def _read_initialize_result(self, result: dict[str, Any]) -> None:
+        # Kept as JSON: reading it into lsprotocol's types loads lsprotocol (about 1 s), which a session that only
+        # syncs and asks Lean's own requests never needs; `capabilities` reads it when first asked.
+        self._initialized = result
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        """What the server announced in the handshake (lsprotocol's `ServerCapabilities`; empty before it).
+
+        Read into lsprotocol's type when first asked (the first read loads lsprotocol). Capabilities that do not
+        parse are logged and none are assumed: a server's odd capability must not stop the session.
+        """
+        if self._capabilities is not None:
+            return self._capabilities
+        from lsprotocol import types
+
+        raw = self._initialized.get("capabilities") or {}
         try:
-            self.capabilities = _convert.CONVERTER.structure(result.get("capabilities") or {}, types.ServerCapabilities)
-        except Exception as exc:  # cattrs' errors: a server's odd capability must not stop the session
+            found: types.ServerCapabilities = _convert.converter().structure(raw, types.ServerCapabilities)
+        except Exception as exc:  # cattrs' errors
             log.warning("the server's capabilities do not parse, none are assumed: %s", type(exc).__name__)
-        info = result.get("serverInfo")
+            found = types.ServerCapabilities()
+        if self._initialized:  # asked before the handshake: read the answer when it comes
+            self._capabilities = found
+        return found
+
+    @property
+    def server_info(self) -> types.ServerInfo | None:
+        """The server's name and version from the handshake (`ServerInfo(name="Lean 4 Server", version="0.3.0")`)."""
+        from lsprotocol import types
+
+        info = self._initialized.get("serverInfo")
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             version = info.get("version")
-            self.server_info = types.ServerInfo(
-                name=info["name"], version=version if isinstance(version, str) else None
-            )
+            return types.ServerInfo(name=info["name"], version=version if isinstance(version, str) else None)
+        return None
 
     async def _shutdown(self, *, graceful: bool) -> None:
         self._barrier.stop()  # first: Lean's `shutdown` publishes [] for every open file, which is no clean bill

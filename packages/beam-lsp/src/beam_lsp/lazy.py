@@ -1,4 +1,4 @@
-"""Loading on first use: a package's public names (PEP 562), and a module of coroutine functions.
+"""Loading on first use: a package's public names (PEP 562), a module of coroutine functions, and a module.
 
 Every Beam package lists its public names this way, so that importing a package costs only what is used: the MCP
 server answers discovery before the Lean client stack loads, and `lean-beam` answers through its daemon without
@@ -6,7 +6,9 @@ pydantic. A package writes each name once in its table (home module -> names, th
 statement: `".client"`); the table gives its `__all__` and its module `__getattr__`. Type checkers cannot read the
 table, so the package also imports the names under `TYPE_CHECKING` (`from .client import LeanClient as
 LeanClient`); a test holds the two to the same names. `lazy_coroutines` stands in for a module of coroutine
-functions until one of them is called (the broker's registry names its handlers this way). Standard library only.
+functions until one of them is called (the broker's registry names its handlers this way). `lazy_module` stands in
+for a module until one of its names is read (beam-lsp loads lsprotocol so: about 1 s and 16 MiB of classes that a
+client answering diagnostics and Lean's own requests never needs). Standard library only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 
@@ -72,3 +75,28 @@ class lazy_coroutines:
 
         call.__module__, call.__name__, call.__qualname__ = module, name, name
         return call
+
+
+class _LazyModule(ModuleType):
+    """A module object that imports the module it names when one of its names is first read, then holds them all."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names not yet in this object come here: the first read copies the real module's names in, so every
+        # later read is an ordinary module attribute (no Python call on a client's hot path).
+        module = importlib.import_module(self.__name__)
+        self.__dict__.update(module.__dict__)
+        return getattr(module, name)
+
+
+def lazy_module(name: str) -> ModuleType:
+    """A stand-in for the module `name` that imports it when one of its names is first read.
+
+    A module binds it where it would import the module (`types = lazy_module("lsprotocol.types")`, with the real
+    import under `TYPE_CHECKING` for type checkers); annotations never read it (`from __future__ import
+    annotations`), so only code that builds or tests a value of the module's types pays for the import. Importing
+    the module from several threads at once is safe (Python's import lock); the stand-in then holds the same names.
+
+    Args:
+        name: The absolute name of the module.
+    """
+    return _LazyModule(name)

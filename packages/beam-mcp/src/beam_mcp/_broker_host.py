@@ -2,7 +2,9 @@
 
 The broker's light modules (errors, events, the operation registry and its models) are ordinary imports of the
 modules that use them; only `Broker` (the runtime and the Lean client stack behind it, the slow import) loads
-here, on a worker thread, so the server answers discovery, `initialize` and `tools/list` meanwhile. Importing on
+here, on a worker thread, so the server answers discovery, `initialize` and `tools/list` meanwhile. lsprotocol (the
+standard LSP types, about half of that stack's import) is left out of it, and loads on another worker thread once
+the broker is open, while the first call's Lean starts and elaborates (`_import_lsp_types`). Importing on
 two threads at once is safe because no import cycle exists in the packages (`tests/test_layout.py`): a thread
 that needs a module another thread is importing waits for it. This module must not know tools or MCP methods.
 """
@@ -30,6 +32,14 @@ def _import_broker() -> None:
     from beam_broker import broker  # the runtime and the Lean client stack
 
     assert broker.Broker is not None
+
+
+def _import_lsp_types() -> None:
+    # beam-lsp reads the standard LSP answers (hover, locations, symbols) into lsprotocol's types and loads it
+    # with the first one; a server loads it ahead, beside Lean's start, so no answer waits for it.
+    from beam_lsp import load_lsp_types
+
+    load_lsp_types()
 
 
 class BrokerHost:
@@ -79,7 +89,10 @@ class BrokerHost:
                 remove = broker.add_diagnostics_listener(self._on_change)
                 self._on_open()
                 try:
-                    await self._stop.wait()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._preload)
+                        await self._stop.wait()
+                        tg.cancel_scope.cancel()
                 finally:
                     remove()
         except Exception as exc:
@@ -89,6 +102,12 @@ class BrokerHost:
             self._broker = None
             self._ready.set()
             self._stopped.set()
+
+    async def _preload(self) -> None:
+        try:  # abandoned when the broker closes first: the import goes on in its thread, and nothing waits for it
+            await anyio.to_thread.run_sync(_import_lsp_types, abandon_on_cancel=True)
+        except Exception:
+            log.exception("could not load lsprotocol ahead (the first answer that needs it loads it)")
 
     async def stop(self) -> None:
         """Close the broker (every Lean server stops) and wait until it is closed."""

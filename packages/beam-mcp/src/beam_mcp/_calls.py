@@ -27,7 +27,8 @@ from ._jsonrpc import Request
 from ._notify import CallNotifier
 from ._params import MRTR_REJECTED, CallParams
 from ._protocol import MODERN_VERSION, SERVER_NAME, ModernContext, modern_envelope, tool_result
-from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet, conform
+from ._schemas import conform
+from ._tools import BEAM_FEEDBACK_REPORT, BEAM_STATS, BEAM_VERSION, Tool, ToolSet
 from .errors import ToolFailure, invalid_params, tool_failure
 
 if TYPE_CHECKING:

@@ -62,7 +62,12 @@ def render() -> str:
             required = "yes" if name in schema["required"] else "no"
             if [name] in alternatives:  # exactly one of them (a version or a snapshot)
                 required = f"one of {either}"
-            meaning = prop.get("description", "").replace("|", "\\|").replace("\n", " ")
+            meaning = prop.get("description") or " ".join(  # an object described by its fields (the workspace)
+                f"`{key}`: {sub['description']}"
+                for key, sub in prop.get("properties", {}).items()
+                if "description" in sub
+            )
+            meaning = meaning.replace("|", "\\|").replace("\n", " ")
             if "default" in prop:
                 meaning += f" Default `{json.dumps(prop['default'])}`."
             lines.append(f"| `{name}` | {_type(prop)} | {required} | {meaning.strip()} |")

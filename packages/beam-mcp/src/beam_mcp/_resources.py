@@ -58,27 +58,30 @@ def uri_to_path(uri: Any) -> str:
 
     Raises:
         JsonRpcError: `-32602` for anything but a string `lsp-diagnostics://` URI with an empty authority, an
-            absolute path, valid percent escapes and no query, fragment or NUL.
+            absolute path, valid percent escapes and no query, fragment or NUL: MCP's "resource not found", so a
+            string URI is echoed as `data.uri` (the spec's SHOULD).
     """
     if not isinstance(uri, str):
         raise invalid_params("resource uri must be a string")
     scheme, colon, rest = uri.partition(":")
     if not colon or scheme.lower() != SCHEME:
-        raise invalid_params(f"unsupported resource URI {uri!r}: {_FORM}")
+        raise invalid_params(f"unsupported resource URI {uri!r}: {_FORM}", {"uri": uri})
     if not rest.startswith("//"):
-        raise invalid_params(f"resource URI {uri!r} has no authority part: {_FORM}")
+        raise invalid_params(f"resource URI {uri!r} has no authority part: {_FORM}", {"uri": uri})
     authority, slash, path = rest[2:].partition("/")
     if authority:
-        raise invalid_params(f"resource URI {uri!r} must have an empty authority: {_FORM}")
+        raise invalid_params(f"resource URI {uri!r} must have an empty authority: {_FORM}", {"uri": uri})
     if not slash:
-        raise invalid_params(f"resource URI {uri!r} names no path: {_FORM}")
+        raise invalid_params(f"resource URI {uri!r} names no path: {_FORM}", {"uri": uri})
     if "?" in path or "#" in path:
-        raise invalid_params(f"resource URI {uri!r} must not have a query or fragment (encode ? and # as %3F, %23)")
+        raise invalid_params(
+            f"resource URI {uri!r} must not have a query or fragment (encode ? and # as %3F, %23)", {"uri": uri}
+        )
     if _BAD_ESCAPE.search(path):
-        raise invalid_params(f"resource URI {uri!r} has an invalid percent escape")
+        raise invalid_params(f"resource URI {uri!r} has an invalid percent escape", {"uri": uri})
     raw = unquote_to_bytes("/" + path)
     if b"\0" in raw:
-        raise invalid_params(f"resource URI {uri!r} names a path with a NUL byte")
+        raise invalid_params(f"resource URI {uri!r} names a path with a NUL byte", {"uri": uri})
     return os.fsdecode(raw)
 
 

@@ -5,11 +5,12 @@ from the closed input model, its `outputSchema` from the output model, the annot
 process-level tools the MCP server implements itself (`beam_version`, `beam_stats`, `beam_feedback_report`), and
 the tool surfaces a server can serve (`all`; `beam`: upstream Beam's 24 tools, without the later operations;
 `lean-lsp-mcp`: lean-lsp-mcp 0.32.0's 22 tools, projected by `_compat`).
-Schemas are pydantic's JSON Schema with references inlined and titles dropped; every other keyword (lengths,
-patterns, bounds, enums, defaults) is kept. Every workspace-bound tool marks `workspace.root` with `x-mcp-header`
-(MCP 2026-07-28), so HTTP clients mirror it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers`
-lists what a tool declares, for the transport to check. It must not hold Lean semantics: `ToolSet.build` receives
-the registry and the feedback models from the server.
+The schemas are `_schemas`' compact projections of the models (a result schema shares the shapes it repeats once
+the surface has left its fields out); `tools/list` stays within a budget a test pins.
+Every workspace-bound tool marks `workspace.root` with `x-mcp-header` (MCP 2026-07-28), so HTTP clients mirror
+it as the `Mcp-Param-Workspace` routing header; `Tool.param_headers` lists what a tool declares, for the
+transport to check. It must not hold Lean semantics: `ToolSet.build` receives the registry and the feedback
+models from the server.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from beam_broker.operations import PROGRESS_SENTENCE
 
+from ._schemas import JSON_SCHEMA_DIALECT, X_MCP_HEADER, input_schema, output_schema, shared_defs
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -29,36 +32,27 @@ if TYPE_CHECKING:
 
     from ._calls import CallRun, Calls
 
-JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
 BEAM_VERSION: Final = "beam_version"
 BEAM_STATS: Final = "beam_stats"
 BEAM_FEEDBACK_REPORT: Final = "beam_feedback_report"
 
-X_MCP_HEADER: Final = "x-mcp-header"
-"""The input-schema keyword that asks HTTP clients to mirror a property as an `Mcp-Param-{name}` header."""
 PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
 WORKSPACE_HEADER: Final = "Workspace"
 """The `x-mcp-header` name of `workspace.root`: the routing key of every workspace-bound tool
 (`Mcp-Param-Workspace`), on which a load balancer keeps a workspace on one replica."""
 
 VERSION_DESCRIPTION: Final = (
-    "Identity of the running lean-beam-mcp server: name, version, preferred MCP revision (mcp_protocol) and "
-    "whether a Lean runtime is active. Process-wide: takes no workspace descriptor and never starts a Lean "
-    "runtime."
+    "This server's name, version, MCP revision and whether a Lean runtime is active; never starts Lean."
 )
 STATS_DESCRIPTION: Final = (
-    "Debug statistics of every Lean workspace runtime cached in this server process (sessions, operation "
-    "counts and latencies). Process-wide: takes no workspace descriptor. Do not use it to establish context "
-    "for a later call; pass an explicit workspace descriptor instead."
+    "Debug statistics of every cached Lean workspace runtime (sessions, operation counts, latencies). It selects "
+    "nothing for later calls."
 )
 FEEDBACK_DESCRIPTION: Final = (
-    "Beam does not upload or submit feedback. Build a feedback report about Beam for this workspace: "
-    "paste-ready Markdown, metadata and local debug context (redacted by default; collecting it never starts "
-    "Lean), returned to you so you can review it before posting it anywhere. Write title, summary, "
-    "reproduction, expected and actual yourself and retain caller-authored narrative as given: Beam adds "
-    "context but never rewrites it. confidential: true collects no project-derived context and does not echo "
-    "the workspace. bundle 'dir' or 'zip' also writes a local evidence bundle under <root>/.beam/feedback. "
+    "Beam does not upload or submit feedback. Build a redacted feedback report about Beam for this workspace "
+    "(Markdown plus local context; never starts Lean) for you to review it before posting anywhere; write the "
+    "narrative fields yourself: Beam adds context and will retain caller-authored narrative as given. "
     f"{PROGRESS_SENTENCE}"
 )
 
@@ -83,102 +77,6 @@ class StatsResult(BaseModel):
 
     uptimeMs: int = Field(ge=0)
     workspaces: dict[str, dict[str, Any]]
-
-
-# ---- schema projection --------------------------------------------------------------------------------------------
-_FIRST: Final = ("type", "description", "enum")
-_NULL: Final = {"type": "null"}
-
-
-class _Projector:
-    """Turns one pydantic JSON Schema into a self-contained one (no `$ref`, no titles).
-
-    Inputs collapse `X | None` to `X` (an optional argument is omitted, never null) and close every object;
-    outputs keep `null` alternatives (a result field may be null) and pydantic's own `additionalProperties`.
-    """
-
-    def __init__(self, defs: Mapping[str, Any], *, output: bool) -> None:
-        self.defs = defs
-        self.output = output
-
-    def node(self, node: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any]
-        if "$ref" in node:
-            out = self.node(self.defs[node["$ref"].rsplit("/", 1)[-1]])
-            if not self.output:
-                # A model's docstring is not a field description: only the referencing field's own text is kept.
-                out.pop("description", None)
-            out.update({k: v for k, v in self._plain(node).items() if k != "$ref"})
-        elif "anyOf" in node and not self.output:
-            options = [opt for opt in node["anyOf"] if opt != _NULL]
-            if len(options) == 1:
-                out = self.node(options[0])
-            else:
-                out = {"anyOf": [self.node(opt) for opt in options]}
-            out.update({k: v for k, v in self._plain(node).items() if k != "anyOf"})
-        else:
-            out = self._plain(node)
-            for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-                if key in node:
-                    out[key] = [self.node(sub) for sub in node[key]]
-            if "items" in node and isinstance(node["items"], dict):
-                out["items"] = self.node(node["items"])
-            if isinstance(node.get("additionalProperties"), dict):
-                out["additionalProperties"] = self.node(node["additionalProperties"])
-            if "properties" in node:
-                out["properties"] = {name: self.node(sub) for name, sub in node["properties"].items()}
-                out["required"] = list(node.get("required", []))
-                if not self.output:
-                    out["additionalProperties"] = False
-            elif "required" in node:
-                out["required"] = list(node["required"])
-        if "const" in out:
-            out["enum"] = [out.pop("const")]
-        if not self.output and out.get("default", 0) is None:
-            del out["default"]  # an omitted optional argument, not a null one
-        return {key: out[key] for key in (*_FIRST, *(k for k in out if k not in _FIRST)) if key in out}
-
-    @staticmethod
-    def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
-        skip = {"title", "anyOf", "oneOf", "allOf", "prefixItems", "items", "properties", "required", "$defs"}
-        return {
-            k: v for k, v in node.items() if k not in skip and not (k == "additionalProperties" and isinstance(v, dict))
-        }
-
-
-def input_schema(model: type[BaseModel], *, require: Iterable[str] = ()) -> dict[str, Any]:
-    """The closed `inputSchema` of a tool whose arguments are `model`.
-
-    Required fields keep the model's field order, with `workspace` last among them; `require` makes optional
-    fields required (the feedback tool's workspace).
-    """
-    raw = model.model_json_schema(mode="validation")
-    projector = _Projector(raw.get("$defs", {}), output=False)
-    properties: dict[str, Any] = {}
-    for name, node in raw.get("properties", {}).items():
-        properties[name] = projector.node(node)
-    extra_required = set(require)
-    required = [name for name in properties if name in raw.get("required", []) or name in extra_required]
-    if "workspace" in required:
-        required = [name for name in required if name != "workspace"] + ["workspace"]
-    schema: dict[str, Any] = {
-        "$schema": JSON_SCHEMA_DIALECT,
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-    if "oneOf" in raw:  # alternatives of required fields (a version or a snapshot), as the model declares them
-        schema["oneOf"] = [dict(alt) for alt in raw["oneOf"]]
-    return schema
-
-
-def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The `outputSchema` of a tool whose `structuredContent` is `model` (as serialized)."""
-    raw = model.model_json_schema(mode="serialization")
-    schema = _Projector(raw.get("$defs", {}), output=True).node(raw)
-    schema.pop("description", None)
-    return {"$schema": JSON_SCHEMA_DIALECT, **schema}
 
 
 def _empty_schema() -> dict[str, Any]:
@@ -293,7 +191,7 @@ def _tool(
         "name": name,
         "description": description,
         "inputSchema": schema,
-        "outputSchema": output,
+        "outputSchema": shared_defs(dict(output)),  # after the surface left fields out: only what it lists
     }
     if annotations:
         descriptor["annotations"] = annotations
@@ -322,7 +220,7 @@ def feedback_tool(report: type[BaseModel], result: type[BaseModel]) -> Tool:
 
 Contract = Literal["seed", "upstream-2026-11"]
 """How Lean tools name a document state: `seed`, by numeric `version` (Beam for Python also takes and returns
-`snapshot` tokens beside it, except on the `beam` surface, which keeps the seed's exact schemas); `upstream-2026-11`,
+`snapshot` tokens beside it, except on the `beam` surface, which keeps upstream's original schemas); `upstream-2026-11`,
 upstream Beam's current contract: upstream's 24 tools, `snapshot` only (a `version` argument is undeclared, and
 results carry no `version` where they carry a `snapshot`)."""
 CONTRACTS: Final[tuple[Contract, ...]] = ("seed", "upstream-2026-11")
@@ -332,7 +230,7 @@ _UPSTREAM_WORDS: Final = (
     ("document version", "document snapshot"),
     ("that version", "that snapshot"),
 )
-"""The seed's descriptions reworded for the upstream contract (its tools name document snapshots)."""
+"""The `beam` surface's descriptions reworded for the upstream contract (its tools name document snapshots)."""
 
 Surface = Literal["all", "beam", "lean-lsp-mcp"]
 """Which tools a server lists and serves: `all`; `beam`, upstream Beam's exact 24; `lean-lsp-mcp`, lean-lsp-mcp
@@ -370,7 +268,7 @@ def _without(schema: dict[str, Any], fields: frozenset[str], *, deep: bool = Tru
     """A schema without some properties, in every object it describes (a save result nests its sync result).
 
     A `oneOf` of required fields loses the alternatives that name a dropped field; when one is left, its fields
-    are simply required (the seed's schemas: `version` required, no `snapshot`). With `deep=False` only the
+    are simply required (the original schemas: `version` required, no `snapshot`). With `deep=False` only the
     schema's own object loses them.
     """
     if not fields:
@@ -420,31 +318,6 @@ def _retire(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("items"), dict):
         out["items"] = _retire(out["items"])
     return out
-
-
-def conform(value: Any, schema: Mapping[str, Any]) -> Any:
-    """`value` cut to a listed output schema: keys a closed object does not declare are left out, at any depth.
-
-    An object schema with `properties` and `additionalProperties: false` keeps only its properties; `anyOf`
-    descends into its one object alternative (a nullable field); arrays descend into `items`. Open objects and
-    anything else are kept as they are.
-    """
-    if isinstance(value, dict):
-        objects = [alt for alt in schema.get("anyOf", ()) if isinstance(alt, dict) and "properties" in alt]
-        if "properties" not in schema and len(objects) == 1:
-            return conform(value, objects[0])
-        properties = schema.get("properties")
-        if not isinstance(properties, dict):
-            return value
-        closed = schema.get("additionalProperties") is False
-        return {
-            k: conform(v, properties[k]) if k in properties else v
-            for k, v in value.items()
-            if k in properties or not closed
-        }
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [conform(v, schema["items"]) for v in value]
-    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -68,7 +69,9 @@ examples:
   lean-beam-mcp --tools lean-lsp-mcp              serve lean-lsp-mcp 0.32.0's tools (a drop-in; the project is
                                                   $LEAN_PROJECT_PATH, else found from each file_path)
   lean-beam-mcp --self-check ~/proj/Main.lean     check that Beam can sync a file of your project
-  lean-beam-mcp --lean-cmd "lake serve"           use a specific Lean server command
+  lean-beam-mcp --lean-cmd "lake serve -- -Dserver.reportDelayMs=0"
+                                                  use a specific Lean server command (keep the option:
+                                                  without it Lean holds every report for 200 ms)
   lean-beam-mcp --http 0.0.0.0:8765 --http-token-file T --memory-budget-mib 8192 --idle-timeout 1800
                                                   one server shared by many agents and projects
 """
@@ -313,6 +316,28 @@ async def _serve_http(config: ServerConfig, http_config: HttpConfig) -> str | No
     return None
 
 
+def _load_lean_stack() -> None:
+    """Start importing the broker's Lean stack and lsprotocol on a thread, while this one imports the MCP layer.
+
+    The server answers `initialize` and `tools/list` without them, and its first Lean call waits for them (about
+    1.5 s of CPU at import): started here, that import overlaps the MCP layer's own and the client's handshake
+    instead of following them. Importing on two threads at once is safe (no import cycle in the packages:
+    `tests/test_layout.py`); a failure is left to the broker host, which imports the same modules and reports it.
+    """
+
+    def load() -> None:
+        try:
+            from beam_broker import broker
+            from beam_lsp import load_lsp_types
+
+            assert broker.Broker is not None
+            load_lsp_types()
+        except Exception:
+            logging.getLogger("beam_mcp").debug("loading the Lean stack ahead failed", exc_info=True)
+
+    threading.Thread(target=load, name="beam-mcp-load", daemon=True).start()
+
+
 def _warn_report_delay(lean_cmd: list[str] | None) -> None:
     """Warn when the Lean server command lacks `-Dserver.reportDelayMs=0` (every probe would wait 200 ms)."""
     from beam_broker.config import BrokerConfig, server_command, slow_reports
@@ -420,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args.self_check, lean_cmd)
 
+    _load_lean_stack()
     from .server import ServerConfig
 
     broker: dict[str, Any] = {}

@@ -147,7 +147,8 @@ class McpServer:
             env=config.env,
             on_change=self._hub.changed,
             on_open=self._opened,
-            config=config.broker,
+            # lean-lsp-mcp keeps a scratch file open for lean_run_code; so does its drop-in (see `warm_scratch`)
+            config={"warm_scratch": config.tools == "lean-lsp-mcp", **config.broker},
             registry=config.registry,
         )
         self._call_listeners: list[Callable[[str, str, float], None]] = []

@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, get_args
 
-from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker._ops import models as om
 from beam_broker._ops.navigation import lsp_json
 from beam_lsp import Position
 
-KINDS: Final[tuple[str, ...]] = get_args(m.CompletionKind)
+KINDS: Final[tuple[str, ...]] = get_args(om.CompletionKind)
 """LSP `CompletionItemKind` names; kind `n` is `KINDS[n - 1]`."""
 
 
-async def completions(call: Call, inp: m.CompletionsInput) -> m.CompletionsResult:
+async def completions(call: Call, inp: om.CompletionsInput) -> om.CompletionsResult:
     """Lean's completions at a position: the first `limit` items, resolved, and how many were dropped."""
     client, doc = await call.checked(inp)
     pos = Position(line=inp.line, character=inp.character)
@@ -29,7 +29,7 @@ async def completions(call: Call, inp: m.CompletionsInput) -> m.CompletionsResul
     listed = await client.completion(doc.uri, pos)
     kept = listed.items[: inp.limit]
     resolved = [await client.resolve_completion(item) for item in kept]
-    return m.CompletionsResult(
+    return om.CompletionsResult(
         workspace=call.workspace,
         version=doc.version,
         is_incomplete=listed.is_incomplete,
@@ -46,7 +46,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _item(raw: Mapping[str, Any]) -> m.CompletionItem:
+def _item(raw: Mapping[str, Any]) -> om.CompletionItem:
     """One Lean completion item: its label, kind name, detail, documentation and the text it would insert.
 
     `insert_text` is given only when Lean inserts something other than the label (`textEdit.newText`, else
@@ -56,7 +56,7 @@ def _item(raw: Mapping[str, Any]) -> m.CompletionItem:
     edit = raw.get("textEdit")
     insert = edit.get("newText") if isinstance(edit, Mapping) else raw.get("insertText")
     label = str(raw.get("label", ""))
-    return m.CompletionItem(
+    return om.CompletionItem(
         label=label,
         kind=KINDS[kind - 1] if isinstance(kind, int) and 1 <= kind <= len(KINDS) else None,  # type: ignore[arg-type]
         detail=_text(raw.get("detail")),

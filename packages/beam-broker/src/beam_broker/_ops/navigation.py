@@ -43,9 +43,13 @@ def _plain(value: Any) -> Any:
 @functools.cache
 def _converter() -> Converter:
     # lsprotocol builds a new converter (and registers hundreds of hooks) on every get_converter() call: one
-    # per process, made on first use so the registry does not import lsprotocol.
+    # per process, made on first use so the registry does not import lsprotocol. beam-lsp's is made first, by one
+    # thread: lsprotocol's first get_converter() resolves its types in place, which two threads cannot do at once.
     from lsprotocol import converters
 
+    from beam_lsp import load_lsp_types
+
+    load_lsp_types()
     return converters.get_converter()
 
 

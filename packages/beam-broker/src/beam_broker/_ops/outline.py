@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from beam_broker import models as m
 from beam_broker._call import Call, Watch
+from beam_broker._ops import models as om
 from beam_broker.workspace import resolve_path
 from beam_lsp import LeanImport, Position, Range, ResponseError, SemanticToken, path_to_uri
 from beam_lsp import errors as lsp
@@ -48,7 +48,7 @@ class Token:
     text: str
 
 
-async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
+async def outline(call: Call, inp: om.OutlineInput) -> om.OutlineResult:
     """The imports and every declaration of a document version, from Lean."""
     runtime = call.runtime
     path = resolve_path(runtime.root, inp.path)
@@ -59,7 +59,7 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
             client, doc = await call.checked(inp)
             version = doc.version
             cached = doc.outline
-            if isinstance(cached, m.OutlineResult) and cached.version == version:  # asked again, unchanged
+            if isinstance(cached, om.OutlineResult) and cached.version == version:  # asked again, unchanged
                 return cached.model_copy(update={"workspace": call.workspace})
             watch.bind(doc, False)
             symbols = lsp_json(await client.document_symbols(doc.uri))  # Lean answers once the file is done
@@ -74,7 +74,7 @@ async def outline(call: Call, inp: m.OutlineInput) -> m.OutlineResult:
     entries = [
         _entry(symbol, container, keywords, hover) for (symbol, container), hover in zip(flat, hovers, strict=True)
     ]
-    result = m.OutlineResult(workspace=call.workspace, version=doc.version, imports=imports, declarations=entries)
+    result = om.OutlineResult(workspace=call.workspace, version=doc.version, imports=imports, declarations=entries)
     if doc.version == version:  # the document did not change while Lean answered (a newer version is not this one)
         doc.outline = result
     return result
@@ -118,7 +118,7 @@ def _hover_job(client: LeanClient, uri: str, symbol: Mapping[str, Any]) -> Calla
     return job
 
 
-async def _imports(client: LeanClient, uri: str) -> list[m.OutlineImport] | None:
+async def _imports(client: LeanClient, uri: str) -> list[om.OutlineImport] | None:
     """The document's imports from Lean's module hierarchy; None when the server has none (an older Lean)."""
     try:
         module = await client.prepare_module_hierarchy(uri)
@@ -132,9 +132,9 @@ async def _imports(client: LeanClient, uri: str) -> list[m.OutlineImport] | None
     return imports_of(found)
 
 
-def imports_of(found: Sequence[LeanImport]) -> list[m.OutlineImport]:
+def imports_of(found: Sequence[LeanImport]) -> list[om.OutlineImport]:
     """Lean's imports (`{module: {name, uri}, kind}`) as outline imports, in Lean's order."""
-    return [m.OutlineImport(module=i.module.name, uri=i.module.uri, kind=i.kind.wire()) for i in found]
+    return [om.OutlineImport(module=i.module.name, uri=i.module.uri, kind=i.kind.wire()) for i in found]
 
 
 async def _keywords(client: LeanClient, text: TextDocument) -> list[Token]:
@@ -180,12 +180,12 @@ def _at(point: Mapping[str, Any]) -> tuple[int, int]:
 
 def _entry(
     symbol: Mapping[str, Any], container: tuple[str, ...], keywords: Sequence[Token], hover: Any
-) -> m.OutlineEntry:
+) -> om.OutlineEntry:
     """One outline entry: Lean's symbol, its keywords (up to its name) and its hover."""
     start, name_at = _at(symbol["range"]["start"]), _at(symbol["selectionRange"]["start"])
     head = [token.text for token in keywords if start <= (token.line, token.character) <= name_at]
     signature, docstring = hover_parts(hover)
-    return m.OutlineEntry(
+    return om.OutlineEntry(
         name=str(symbol.get("name", "")),
         kind=head[-1] if head else None,
         signature=signature,

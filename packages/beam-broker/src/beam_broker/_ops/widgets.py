@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from beam_broker import models as m
 from beam_broker._call import Call
+from beam_broker._ops import models as om
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError
 from beam_lsp import Elaboration, Position
 
@@ -29,25 +30,25 @@ async def _at(call: Call, pin: m.PinnedInput, line: int, character: int) -> tupl
     return client, doc, pos
 
 
-async def term_goal(call: Call, inp: m.PositionInput) -> m.TermGoalResult:
+async def term_goal(call: Call, inp: m.PositionInput) -> om.TermGoalResult:
     """The expected type of the term at a position (`$/lean/plainTermGoal`), or nulls when there is no term."""
     client, doc, pos = await _at(call, inp, inp.line, inp.character)
     async with call.position(client, doc, pos) as uri:
         found = await client.plain_term_goal(uri, pos)
     if found is None:
-        return m.TermGoalResult(workspace=call.workspace, version=doc.version, goal=None, range=None)
-    return m.TermGoalResult(workspace=call.workspace, version=doc.version, goal=found.goal, range=found.range.wire())
+        return om.TermGoalResult(workspace=call.workspace, version=doc.version, goal=None, range=None)
+    return om.TermGoalResult(workspace=call.workspace, version=doc.version, goal=found.goal, range=found.range.wire())
 
 
-async def widgets(call: Call, inp: m.PositionInput) -> m.WidgetsResult:
+async def widgets(call: Call, inp: m.PositionInput) -> om.WidgetsResult:
     """The panel widgets Lean shows at a position (`Lean.Widget.getWidgets`)."""
     client, doc, pos = await _at(call, inp, inp.line, inp.character)
     async with call.position(client, doc, pos) as uri:
         found = await client.widgets(uri, pos)
-    return m.WidgetsResult(workspace=call.workspace, version=doc.version, widgets=[w.wire() for w in found])
+    return om.WidgetsResult(workspace=call.workspace, version=doc.version, widgets=[w.wire() for w in found])
 
 
-async def widget_source(call: Call, inp: m.WidgetSourceInput) -> m.WidgetSourceResult:
+async def widget_source(call: Call, inp: om.WidgetSourceInput) -> om.WidgetSourceResult:
     """The JavaScript module of a widget by its hash (`Lean.Widget.getWidgetSource`, asked at the file's start).
 
     Raises:
@@ -55,10 +56,10 @@ async def widget_source(call: Call, inp: m.WidgetSourceInput) -> m.WidgetSourceR
     """
     client, doc, pos = await _at(call, inp, 0, 0)
     found = await client.widget_source(doc.uri, pos, inp.javascript_hash)
-    return m.WidgetSourceResult(workspace=call.workspace, version=doc.version, source=found.wire())
+    return om.WidgetSourceResult(workspace=call.workspace, version=doc.version, source=found.wire())
 
 
-async def interactive_diagnostics(call: Call, inp: m.InteractiveDiagnosticsInput) -> m.InteractiveDiagnosticsResult:
+async def interactive_diagnostics(call: Call, inp: om.InteractiveDiagnosticsInput) -> om.InteractiveDiagnosticsResult:
     """Lean's interactive diagnostics of a complete version, optionally of a line range.
 
     Raises:
@@ -74,6 +75,6 @@ async def interactive_diagnostics(call: Call, inp: m.InteractiveDiagnosticsInput
     if inp.start_line is not None or inp.end_line is not None:
         lines = (inp.start_line or 0, inp.end_line if inp.end_line is not None else 2**30)
     found = await client.interactive_diagnostics(doc.uri, lines=lines)
-    return m.InteractiveDiagnosticsResult(
+    return om.InteractiveDiagnosticsResult(
         workspace=call.workspace, version=doc.version, diagnostics=[d.wire() for d in found]
     )

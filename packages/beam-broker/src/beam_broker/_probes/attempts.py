@@ -6,10 +6,11 @@ concurrently, and answering each one as `run_at` would, in the order of the text
 asked). Cost stays independent of the file's tail: every probe is a truncated mirror.
 
 Each document version costs Lean about 3.5 ms of CPU whatever it holds (it parses the header again, walks its
-snapshots, relays through the watchdog), so command alternatives that cannot see each other (`_probe_text.isolated`:
-one command each, nothing shared, no name of one used by another) run several to a mirror version, one group of
-consecutive ones per mirror and core (`run.run_batch`); any other batch, and a group whose answer cannot
-be split per alternative, runs one probe per alternative (`run.run_probe`).
+snapshots, relays through the watchdog), so alternatives that can be answered from one version
+(`_probe_text.shareable`: commands that cannot see each other, a name several declare renamed in all but the
+first; tactics in copies of the enclosing declaration) run up to `PER_VERSION` to a mirror version, one group of
+consecutive ones per mirror (`run.run_batch`); any other batch, and a group whose answer cannot be split per
+alternative, runs one probe per alternative (`run.run_probe`).
 
 Scheduling: each mirror takes the next waiting group. When none is waiting, a mirror that is done may help a group
 that has been running on another mirror for more than twice the batch's mean time per group so far (a mirror that
@@ -42,6 +43,13 @@ T = TypeVar("T")
 Run = Callable[["Mirror", int], Awaitable[T]]
 """`run(mirror, index)`: work item `index` (a group of alternatives) on `mirror`."""
 
+PER_VERSION: Final = 8
+"""Alternatives one shared version holds before a batch spreads over more mirrors (at most one per CPU).
+
+A second version costs Lean its ~3.3 ms of CPU again, about what several more small alternatives cost in one
+version; and on a machine whose cores are busy (agents run several Lean processes), a second mirror is no faster.
+"""
+
 HELP_AFTER: Final = 2.0
 """A mirror with nothing left to do helps a group running longer than this many mean times per group."""
 
@@ -59,8 +67,9 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
         basis = probe.proof_basis(text_doc, pos) if proof else probe.command_basis(text_doc, pos)
 
         texts = list(inp.texts)
-        shared = basis.mode == "command" and probe.isolated(texts)
-        wanted = min(len(texts), _cores()) if shared else len(texts)
+        start = probe.declaration_start(text_doc, pos)
+        shared = probe.shareable(texts, basis, source, start)
+        wanted = min(-(-len(texts) // PER_VERSION), _cores()) if shared else len(texts)
         async with pool.spares(source[: basis.prefix_end], wanted - 1) as spares:
             mirrors = [first, *spares]
             groups = _groups(len(texts), len(mirrors) if shared else len(texts))
@@ -68,7 +77,7 @@ async def attempts(call: Call, inp: pm.AttemptsInput) -> pm.AttemptsResult:
             async def run(mirror: Mirror, index: int) -> list[Outcome]:
                 members = [texts[i] for i in groups[index]]
                 if len(members) > 1:
-                    together = await run_batch(call, client, doc, mirror, source, basis, members)
+                    together = await run_batch(call, client, doc, mirror, source, basis, members, start)
                     if together is not None:
                         return together
                 return [await run_probe(call, client, doc, mirror, source, basis, [text]) for text in members]

@@ -16,7 +16,6 @@ from pydantic import Field, model_validator
 from beam_broker.models import (
     CHAR_DESC,
     LINE_DESC,
-    WORKSPACE_DESC,
     PathInput,
     PinnedInput,
     ProofState,
@@ -32,23 +31,23 @@ class RunAtInput(PinnedInput):
 
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    text: str = Field(description="Lean text to run speculatively at the position (tactics or a command).")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    text: str = Field(description="Lean tactics or a command to run at the position.")
+    workspace: WorkspaceDescriptor
 
 
 class RunWithInput(PathInput):
     """`lean_run_with`, `lean_run_with_linear`."""
 
-    handle: dict[str, Any] = Field(description="Opaque handle from a previous next_handle, passed back unchanged.")
-    text: str = Field(description="Lean text to run from the handle's state.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    handle: dict[str, Any] = Field(description="A next_handle, passed back unchanged.")
+    text: str = Field(description="Lean text to run from the handle.")
+    workspace: WorkspaceDescriptor
 
 
 class ReleaseInput(PathInput):
     """`lean_release`."""
 
     handle: dict[str, Any] = Field(description="Opaque handle to release.")
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class RunMessage(_Out):
@@ -92,28 +91,25 @@ class AttemptsInput(PinnedInput):
     texts: list[str] = Field(
         min_length=1,
         max_length=ATTEMPTS_MAX,
-        description=f"Alternative Lean texts to run at the position, each on its own (1..{ATTEMPTS_MAX}).",
+        description="Alternative Lean texts, each run on its own at the position.",
     )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
-    handles: bool = Field(False, description="Also return next_handle for each successful attempt (for lean_run_with).")
+    workspace: WorkspaceDescriptor
+    handles: bool = Field(False, description="Return next_handle for each successful attempt.")
 
 
 class AxiomsInput(PinnedInput):
     """`lean_axioms`: the declaration at (`line`, `character`), or `name`, or `name` as it resolves there."""
 
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
     name: str | None = Field(
         None,
         min_length=1,
         max_length=1024,
         pattern=NAME_PATTERN,
-        description="Declaration name (one Lean identifier: dot-separated parts, «quoted» where Lean needs it), as "
-        "it resolves right after the declaration at line and character when they are given, else after the "
-        "document's last line. Without it: the declaration Lean lists there.",
+        description="Declaration name, resolved after the declaration at line and character, else at the end of "
+        "the document.",
     )
-    line: int | None = Field(
-        None, ge=0, description=f"{LINE_DESC} With character: a position in a declaration of the document."
-    )
+    line: int | None = Field(None, ge=0, description=f"{LINE_DESC} With character: a position in the declaration.")
     character: int | None = Field(None, ge=0, description=f"{CHAR_DESC} With line.")
 
     @model_validator(mode="after")
@@ -128,15 +124,14 @@ class AxiomsInput(PinnedInput):
 class ProfileInput(PinnedInput):
     """`lean_profile`."""
 
-    line: int = Field(description=f"{LINE_DESC} A position in the declaration to profile.", ge=0)
+    line: int = Field(description=f"{LINE_DESC} A position in the declaration.", ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
     threshold_ms: int = Field(
         PROFILE_THRESHOLD_MS,
         ge=0,
         le=60_000,
-        description="Trace steps shorter than this many milliseconds are left out (trace.profiler.threshold; "
-        "0 keeps every step).",
+        description="Leave out trace steps shorter than this (0 keeps all).",
     )
 
 
@@ -144,10 +139,9 @@ class RunCodeInput(_In):
     """`lean_run_code`."""
 
     text: str = Field(
-        description="A standalone Lean file's text (its own header: imports of the workspace's modules and "
-        "dependencies). Never written to disk."
+        description="A standalone Lean file's text (it may import the workspace's modules); never written to disk."
     )
-    workspace: WorkspaceDescriptor = Field(description=WORKSPACE_DESC)
+    workspace: WorkspaceDescriptor
 
 
 class Attempt(_Out):

@@ -208,7 +208,6 @@ async def run_probe(
 ) -> Outcome:
     """Run the probe chain on a checked-out mirror of the document (`elaborate`) and read its outcome."""
     built = probe.build(source, basis, texts)
-    state: m.ProofState | None = None
     result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
     diags = verdict.visible(result.diagnostics)
     mine = [d for d in diags if probe.in_span(d, built.span_start)]
@@ -216,19 +215,38 @@ async def run_probe(
     ok = result.elaboration is Elaboration.COMPLETE and not any(d.is_error for d in mine)
     if result.elaboration is not Elaboration.COMPLETE:
         messages.append(pm.RunMessage(severity="error", text="Lean did not finish elaborating the probe"))
-    if basis.mode == "proof" and ok:
+    state = None
+    if basis.mode == "proof":
         # The enclosing declaration's "unsolved goals" error is not a probe error: goals remain.
         unsolved = [d for d in diags if verdict.is_unsolved_goals(d) and d not in mine]
-        if unsolved:
-            state = await goals_at(client, mirror.uri, built.span_end)
-            state = state or verdict.goals_from_unsolved(unsolved[-1])
-        state = state or m.ProofState(goals=[])
-    if basis.mode == "proof" and not ok and basis.goal_position is not None:
-        # The goals at the basis: the mirror holds the source's text up to there (the document is busy when
-        # Lean elaborates it again).
-        uri = mirror.uri if reelaborating(client, doc) else doc.uri
-        state = await goals_at(client, uri, basis.goal_position)
+        state = (
+            await _after(client, mirror, built.span_end, unsolved)
+            if ok
+            else await _before(call, client, doc, mirror, basis)
+        )
     return Outcome(ok, messages, traces, state)
+
+
+async def _after(client: LeanClient, mirror: Mirror, end: Position, unsolved: list[LeanDiagnostic]) -> m.ProofState:
+    """The goals after a successful proof-mode probe ending at `end` (none when nothing is left unsolved)."""
+    state = None
+    if unsolved:
+        state = await goals_at(client, mirror.uri, end)
+        state = state or verdict.goals_from_unsolved(unsolved[-1])
+    return state or m.ProofState(goals=[])
+
+
+async def _before(
+    call: Call, client: LeanClient, doc: DocState, mirror: Mirror, basis: probe.Basis
+) -> m.ProofState | None:
+    """The goals at the basis, for a failed proof-mode probe.
+
+    The mirror holds the source's text up to there (the document is busy when Lean elaborates it again).
+    """
+    if basis.goal_position is None:
+        return None
+    uri = mirror.uri if reelaborating(client, doc) else doc.uri
+    return await goals_at(client, uri, basis.goal_position)
 
 
 async def run_batch(
@@ -239,29 +257,61 @@ async def run_batch(
     source: str,
     basis: probe.Basis,
     texts: list[str],
+    declaration_start: int,
 ) -> list[Outcome] | None:
-    """Run command alternatives isolated from each other (`probe.isolated`) as one mirror version.
+    """Run alternatives that can share a version (`probe.shareable`) as one mirror version (`probe.shared`).
 
-    Each alternative's outcome is what `run_probe` would give it alone: the messages inside its span. None when
-    the answer cannot be split that way (a parse error, after which Lean resumes at the next command and a
-    message may land in the next alternative's span; or Lean did not finish): the caller runs them one by one.
+    Each alternative's outcome is what `run_probe` would give it alone: the messages inside its span (a renamed
+    copy's names mapped back), and in proof mode the goals after it (or at the basis when it failed). None when
+    the answer cannot be split that way: a parse error (after which Lean resumes at the next command and a
+    message may land in the next alternative's span), a message about a name that copies declare under fresh
+    names (already declared, say: the copies would not hear it), or Lean did not finish. The caller then runs
+    them one by one.
     """
-    built = probe.build(source, basis, texts)
+    built = probe.shared(source, basis, texts, declaration_start)
     result = await elaborate(call, client, mirror, built.text, call.runtime.display(doc.path))
     diags = verdict.visible(result.diagnostics)
-    if result.elaboration is not Elaboration.COMPLETE or probe.batch_parse_error(diags, built.starts[0]):
+    first = built.alternatives[0]
+    if result.elaboration is not Elaboration.COMPLETE or probe.batch_parse_error(diags, first.start):
         return None
+    for index, name in built.kept:
+        alternative = built.alternatives[index]
+        if any(
+            probe.in_message(d.message, name) for d in diags if probe.in_span(d, alternative.copy, alternative.stop)
+        ):
+            return None
+    before: list[m.ProofState | None] = []  # the goals at the basis, asked once for every failed alternative
     outcomes: list[Outcome] = []
-    for start, stop in built.spans():
-        mine = [d for d in diags if probe.in_span(d, start, stop)]
-        messages, traces = _messages(mine)
-        outcomes.append(Outcome(not any(d.is_error for d in mine), messages, traces, None))
+    for alternative in built.alternatives:
+        mine = [d for d in diags if probe.in_span(d, alternative.start, alternative.stop)]
+        messages, traces = _messages(mine, alternative.rename)
+        ok = not any(d.is_error for d in mine)
+        state = None
+        if basis.mode == "proof" and ok:
+            # What `run_probe` reads as the enclosing declaration's: this copy's, and the source's before it.
+            unsolved = [
+                d
+                for d in diags
+                if verdict.is_unsolved_goals(d)
+                and d not in mine
+                and (not probe.in_span(d, first.copy) or probe.in_span(d, alternative.copy, alternative.stop))
+            ]
+            state = await _after(client, mirror, alternative.end, unsolved)
+        elif basis.mode == "proof":
+            if not before:
+                before.append(await _before(call, client, doc, mirror, basis))
+            state = before[0]
+        outcomes.append(Outcome(ok, messages, traces, state))
     return outcomes
 
 
-def _messages(mine: list[LeanDiagnostic]) -> tuple[list[pm.RunMessage], list[str]]:
-    """A probe's messages (traces apart) and its traces, in Lean's order."""
+def _messages(mine: list[LeanDiagnostic], rename: probe.Rename | None = None) -> tuple[list[pm.RunMessage], list[str]]:
+    """A probe's messages (traces apart) and its traces, in Lean's order; a renamed copy's name mapped back."""
+
+    def text(d: LeanDiagnostic) -> str:
+        return d.message if rename is None else rename.back(d.message)
+
     messages = [
-        pm.RunMessage(severity=cast(Any, probe.run_severity(d)), text=d.message) for d in mine if not probe.is_trace(d)
+        pm.RunMessage(severity=cast(Any, probe.run_severity(d)), text=text(d)) for d in mine if not probe.is_trace(d)
     ]
-    return messages, [d.message for d in mine if probe.is_trace(d)]
+    return messages, [text(d) for d in mine if probe.is_trace(d)]

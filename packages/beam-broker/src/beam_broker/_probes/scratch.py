@@ -16,14 +16,13 @@ from typing import Any, Final, cast
 from beam_broker import _probe_text as probe
 from beam_broker import _verdict as verdict
 from beam_broker._call import Call
+from beam_broker._mirrors import SCRATCH
 from beam_broker.errors import invalid_params
 from beam_lsp import Elaboration, path_to_uri
 
 from . import models as pm
 from .run import elaborate
 
-SCRATCH: Final = "_beamScratch.lean"
-"""The scratch document's name under the workspace root (never on disk; its mirrors are `_beamScratch_beamProbe<k>`)."""
 SHOWN: Final = "(scratch)"
 """How progress events name the scratch document."""
 

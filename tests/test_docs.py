@@ -1,0 +1,145 @@
+"""The README's and docs/'s runnable blocks run as a reader would run them (`tests/support/doc_blocks.py`).
+
+MCP client configurations (`json`, `toml`) start the server they name with only the environment they give it (as
+a client that passes a minimal environment would) and must answer `server/discover`; `console` and `sh` blocks run
+on the real Lean lane in a checkout-shaped directory (`.venv` is this interpreter's environment,
+`tests/fixtures/demo` a copy of the demo project) and must exit 0. The install block runs in the `standalone`
+lane (`tests/standalone.sh`): it creates a venv and downloads the packages' dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp.support import modern_meta
+from tests.support.doc_blocks import ROOT, Block, documents, runnable_blocks
+from tests.support.fixtures import lean_toolchain
+from tests.support.toolchain import Toolchain
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+BLOCKS = [block for page in documents() for block in runnable_blocks(page)]
+CHECKOUT = "/path/to/beam"
+PROJECT = "/path/to/your/lean/project"
+VENV = Path(sys.prefix)
+"""The environment running the tests: it has the four packages installed, as the Quickstart's `.venv` does."""
+EXPECTED = {
+    "README.md": {"install": 1, "json": 1, "console": 1},
+    "docs/mcp-clients.md": {"json": 3, "toml": 1},
+    "docs/mcp-http.md": {"sh": 1},
+}
+"""How many runnable blocks of each kind a page has at least: a marker that goes missing fails here."""
+__all__ = ["lean_toolchain"]  # the fixture
+
+
+def _of(*kinds: str) -> list[Block]:
+    return [block for block in BLOCKS if block.kind in kinds]
+
+
+def test_the_pages_keep_their_runnable_blocks() -> None:
+    for page, kinds in EXPECTED.items():
+        for kind, least in kinds.items():
+            found = [b for b in BLOCKS if b.path == page and b.kind == kind]
+            assert len(found) >= least, (page, kind, len(found))
+
+
+def test_the_readme_opens_with_the_main_job_and_the_tests() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.split("#")[0].strip() for line in first] == [
+        "bash scripts/tox.sh -e demo",
+        "bash scripts/tox.sh -m ci",
+    ]
+    assert readme.index("## Quickstart") < readme.index("## Test lanes")
+
+
+def test_a_marker_must_stand_above_a_block_of_a_known_kind(tmp_path: Path) -> None:
+    page = ROOT / "docs" / f"{tmp_path.name}.md"  # inside the repository, where pages live
+    try:
+        page.write_text("<!-- runnable -->\n```python\nprint(1)\n```\n", encoding="utf-8")
+        with pytest.raises(ValueError, match="no runner for 'python' blocks"):
+            runnable_blocks(page)
+        page.write_text("<!-- runnable -->\n\n```sh\ntrue\n```\n", encoding="utf-8")
+        with pytest.raises(ValueError, match="must be right above a fenced block"):
+            runnable_blocks(page)
+    finally:
+        page.unlink(missing_ok=True)
+
+
+def _servers(block: Block) -> dict[str, dict[str, Any]]:
+    if block.kind == "toml":
+        return dict(tomllib.loads(block.text)["mcp_servers"])
+    return dict(json.loads(block.text)["mcpServers"])
+
+
+def _command(name: str) -> str:
+    """A configured command as the reader's machine would resolve it: the checkout's venv is this one."""
+    if name.startswith(f"{CHECKOUT}/.venv/bin/"):
+        return str(VENV / "bin" / name.rsplit("/", 1)[1])
+    return name
+
+
+@pytest.mark.parametrize("block", _of("json", "toml"), ids=lambda b: b.id)
+def test_each_client_configuration_starts_a_server_that_answers(block: Block, tmp_path: Path) -> None:
+    servers = _servers(block)
+    assert servers, block.id
+    for name, server in servers.items():
+        command = _command(server["command"])
+        assert Path(command).is_absolute(), f"{block.id}: {name} needs an absolute command to work from a venv"
+        env = {"HOME": str(tmp_path), **server.get("env", {})}  # what a client with a minimal environment passes
+        env = {key: value.replace(PROJECT, str(tmp_path)) for key, value in env.items()}
+        args = [arg.replace(PROJECT, str(tmp_path)) for arg in server.get("args", [])]
+        discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}}
+        done = subprocess.run(
+            [command, *args],
+            input=json.dumps(discover) + "\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (block.id, name, done.stderr)
+        answer = json.loads(done.stdout.splitlines()[0])
+        assert answer["result"]["supportedVersions"], (block.id, name, answer)
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """A directory shaped like the reader's checkout: `.venv` (this environment) and the demo project."""
+    checkout = tmp_path / "beam"
+    (checkout / "tests" / "fixtures").mkdir(parents=True)
+    (checkout / ".venv").symlink_to(VENV)
+    shutil.copytree(ROOT / "tests" / "fixtures" / "demo", checkout / "tests" / "fixtures" / "demo")
+    return checkout
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize("block", _of("console", "sh"), ids=lambda b: b.id)
+def test_each_shell_block_runs(block: Block, tmp_path: Path, lean_toolchain: Toolchain) -> None:
+    checkout = _checkout(tmp_path)
+    script = block.text if block.kind == "sh" else "\n".join(block.commands()) + "\n"
+    script = script.replace(CHECKOUT, str(checkout)).replace(PROJECT, str(checkout / "tests" / "fixtures" / "demo"))
+    env = {**lean_toolchain.env(), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, (block.id, done.stdout[-4000:], done.stderr[-4000:])
+    assert os.listdir(checkout / "tests" / "fixtures" / "demo"), block.id
