@@ -288,6 +288,7 @@ def test_the_version_is_optional_in_the_daemon_and_checked_when_given(lean_cli: 
     after = lean_cli("hover", "Demo/Proofs.lean:4:31")  # reads the edit first: a new version, answered for it
     assert after.code == 0 and "myTrue" in after.json["contents"]["value"]
     again = lean_cli("update", "Demo/Proofs.lean").json
+    assert isinstance(again.pop("snapshot"), str)  # the opaque token beside the version
     assert again == {"workspace": {"root": str(demo_root)}, "version": version + 1, "changed": False}
     stopped = lean_cli("daemon", "stop")
     assert stopped.code == 0

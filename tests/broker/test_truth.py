@@ -93,13 +93,12 @@ class Answer:
 
 @dataclasses.dataclass(frozen=True)
 class Reported:
-    """One diagnostic Beam reported about a file: where (LSP), what, and whether `message` is the whole text."""
+    """One diagnostic Beam reported about a file: where (LSP) and what (Lean's whole message)."""
 
     severity: str
     line: int
     character: int
     message: str
-    whole: bool
 
     def show(self) -> str:
         return f"{self.severity} at LSP {self.line}:{self.character}: {self.message!r}"
@@ -108,16 +107,16 @@ class Reported:
 def reported(sync: dict[str, Any]) -> list[Reported]:
     """The errors and warnings a sync result (or the `sync` of a save) reports, from its items and readiness.
 
-    Items carry Lean's whole message; a blocking diagnostic only its first line.
+    Items and blocking diagnostics both carry Lean's whole message.
     """
     out = []
     for item in sync["diagnostics"].get("items") or []:
         if item["severity"] in _VERDICT_SEVERITIES:
             start = item["range"]["start"]
-            out.append(Reported(item["severity"], start["line"], start["character"], item["message"], True))
+            out.append(Reported(item["severity"], start["line"], start["character"], item["message"]))
     for b in sync["readiness"]["blocking_diagnostics"]:
         start = b["range"]["start"]
-        out.append(Reported(b["severity"], start["line"], start["character"], b["message"], False))
+        out.append(Reported(b["severity"], start["line"], start["character"], b["message"]))
     return out
 
 
@@ -136,7 +135,7 @@ def verdict_problem(path: str, sync: dict[str, Any], fresh: fresh_check.FreshChe
         found = any(
             m.severity == r.severity
             and (m.line, m.column) == (line, column)
-            and (m.text == message if r.whole else m.text.split("\n")[0] == message)
+            and m.text == message
             for m in expected
         )
         if not found:
@@ -489,12 +488,12 @@ def test_positions_convert_from_utf16_to_code_points() -> None:
 
 
 def _sync(items: list[tuple[int, int, str]], *, errors: int | None = None) -> dict[str, Any]:
-    """A sync result with error items at LSP positions (their blocking diagnostics keep the first line)."""
+    """A sync result with error items at LSP positions (their blocking diagnostics too, whole)."""
     diags: list[dict[str, Any]] = [
         {"severity": "error", "range": {"start": {"line": ln, "character": ch}}, "message": msg}
         for ln, ch, msg in items
     ]
-    blocking = [{**d, "message": msg.split("\n")[0]} for d, (_, _, msg) in zip(diags, items, strict=True)]
+    blocking = [{**d, "message": msg} for d, (_, _, msg) in zip(diags, items, strict=True)]
     count = len(diags) if errors is None else errors
     readiness = {"blocking_diagnostics": blocking}
     return {"diagnostics": {"counts": {"error": count}, "items": diags}, "readiness": readiness}
