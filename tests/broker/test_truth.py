@@ -133,10 +133,7 @@ def verdict_problem(path: str, sync: dict[str, Any], fresh: fresh_check.FreshChe
         line, column = fresh_check.lean_position(text, r.line, r.character)
         message = fresh_check.normalize(r.message, [lib])
         found = any(
-            m.severity == r.severity
-            and (m.line, m.column) == (line, column)
-            and m.text == message
-            for m in expected
+            m.severity == r.severity and (m.line, m.column) == (line, column) and m.text == message for m in expected
         )
         if not found:
             return (
