@@ -48,10 +48,9 @@ def _rng(line: int, start: int, end: int, end_line: int | None = None) -> dict[s
 async def test_the_outline_of_a_version_lists_declarations_with_lean_s_signatures(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": SOURCE})
     events: list[Any] = []
-    # Lean still elaborates version 1 when the outline comes (the update does not wait for it): without elab_ms the
-    # fake's progress could all arrive while the outline is admitted, before its watch begins.
-    async with open_broker({"hover": HOVERS, "elab_ms": 300}) as broker:
-        await call(broker, "update", root, path="A.lean")
+    # The outline opens the file itself (version 1), so Lean elaborates it under the call's watch whatever the
+    # scheduling: its progress streams to the caller.
+    async with open_broker({"hover": HOVERS}) as broker:
         found = await call(broker, "outline", root, ctx=CallContext(emit=events.append), path="A.lean", version=1)
     assert found == {
         "workspace": {"root": str(root)},
