@@ -374,8 +374,9 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         params: dict[str, Any] = {"textDocument": item}
         if dependency_build_mode is not None:
             params["dependencyBuildMode"] = dependency_build_mode
-        async with self._barrier.open(uri):
-            await self._rpc.notify("textDocument/didOpen", params)
+        with anyio.CancelScope(shield=True):  # the client's copy is open: Lean must hear of it (see `_send_change`)
+            async with self._barrier.open(uri):
+                await self._rpc.notify("textDocument/didOpen", params)
         return 1
 
     async def change(self, uri: str, text: str, *, save: bool = True, defer: float = 0) -> int:
@@ -416,11 +417,18 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         return version
 
     async def _send_change(self, uri: str, version: int, content: dict[str, Any], save: bool) -> None:
+        """Send a change the client's copy already holds.
+
+        Shielded: a caller cancelled while the notification waits for the write lock (another task writing to
+        Lean) would otherwise leave the copy a version ahead of Lean, and the next change, a range edit computed
+        against that copy, would be spliced into Lean's older text. The cancellation lands right after.
+        """
         self._barrier.changed(uri)
         changes = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [content]}
-        await self._rpc.notify("textDocument/didChange", changes)
-        if save:
-            await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        with anyio.CancelScope(shield=True):
+            await self._rpc.notify("textDocument/didChange", changes)
+            if save:
+                await self._rpc.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
 
     async def _send_deferred(self, uri: str, only: _Deferred | None = None) -> None:
         """Send the document's deferred change now (nothing when there is none, or it is not `only`)."""
@@ -465,9 +473,10 @@ class LeanClient(LspRequests, LeanExtensionRequests):
         lock = self._barrier.close(uri, server_clears=sending)
         if not sending:
             return
-        async with lock:
-            with contextlib.suppress(ServerExited):
-                await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        with anyio.CancelScope(shield=True):  # the copy is gone: Lean must close it too (see `_send_change`)
+            async with lock:
+                with contextlib.suppress(ServerExited):
+                    await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     async def files_changed(self, uris: Sequence[str]) -> None:
         """Tell Lean that files changed on disk (`workspace/didChangeWatchedFiles`, each as `Changed`).
