@@ -8,7 +8,8 @@ and `import beam_lsp` does not pay for lsprotocol (the client's, the slowest imp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
 from .lazy import lazy_exports
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
     from .redaction import Redactor as Redactor
     from .redaction import is_secret_name as is_secret_name
 
+__getattr__: Callable[[str], Any]  # loads a public name on first use
 _NAMES, __getattr__ = lazy_exports(
     __name__,
     {

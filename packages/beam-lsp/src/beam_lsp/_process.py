@@ -42,9 +42,9 @@ class StderrBuffer:
         self._chunks: collections.deque[bytes] = collections.deque()
         self._size = 0
         self._limit = limit
-        self.total = 0
+        self.total: int = 0
         self._at_line_start = True  # whether the oldest byte kept starts a line
-        self.eof = anyio.Event()
+        self.eof: anyio.Event = anyio.Event()
         """Set once `pump` has read the stream to its end (or the stream broke)."""
 
     def feed(self, data: bytes) -> None:
