@@ -78,6 +78,20 @@ def test_odd_bodies_get_strict_json_s_answer(body: bytes) -> None:
     assert fast(body) == reference(body)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":1,"a":2,"b":"\\u003a"}',  # the lost member's `:` made up by an escaped one in a string
+        b'{"a":{"b":1,"b":2},"c":"\\u003A"}',
+    ],
+)
+def test_an_escaped_colon_cannot_hide_a_repeated_key(body: bytes) -> None:
+    # Whole-body `:` counts are equal here (3 and 3): the count must then be taken outside strings.
+    assert body.count(b":") == _json._orjson.dumps(_json._orjson.loads(body)).count(b":")
+    with pytest.raises(DuplicateKeyError):
+        _json.loads_object(body)
+
+
 def test_a_repeated_key_is_named_like_strict_json_names_it() -> None:
     with pytest.raises(DuplicateKeyError) as info:
         _json.loads_object(b'{"id":1,"result":{"x":1,"y":{"z":2,"z":3}}}')

@@ -9,7 +9,11 @@ orjson keeps the last of two equal keys, so its answer is used only once it is p
 
 - every member of every object is still there: the number of `:` outside strings in the body (each separates a
   key from its value) equals that number in orjson's re-encoding of what it decoded (a repeated key leaves one
-  member, so one `:` fewer; a key spelled with escapes, `"\\u0061"` and `"a"`, counts as the same key);
+  member, so one `:` fewer; a key spelled with escapes, `"\\u0061"` and `"a"`, counts as the same key). When the
+  body has no `\\u` escape (Lean's answers, nearly always), every `:` inside a decoded string was a `:` in the body
+  and orjson writes it back as one, so the `:` of the whole body and of the whole re-encoding are counted instead
+  (no pass to cut the strings out): a lost member takes at least its own `:` with it and nothing can make up for
+  it, since only a `\\u003a` escape turns into a `:` that the body does not count;
 - no nesting deeper than `MAX_DEPTH` (counted outside strings only when the body has that many brackets at all);
 - no integer beyond 64 bits, which orjson turns into a float (a run of 19 digits anywhere in the body takes the
   slow path).
@@ -90,14 +94,15 @@ def loads_object(body: bytes) -> dict[str, Any]:
 
 def _proven(body: bytes, value: dict[str, Any]) -> bool:
     """Whether orjson's `value` is what `strict_json` decodes `body` to (see the module docstring)."""
-    structure = _outside_strings(body)
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(structure) > MAX_DEPTH:
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(_outside_strings(body)) > MAX_DEPTH:
         return False
     try:
         again = _orjson.dumps(value)
     except TypeError:  # orjson encodes less deep than it decodes ("Recursion limit reached")
         return False
-    return structure.count(b":") == _outside_strings(again).count(b":")
+    if b"\\u" not in body:  # no escape spells a `:`: every `:` of `again` has its own in the body (docstring)
+        return body.count(b":") == again.count(b":")
+    return _outside_strings(body).count(b":") == _outside_strings(again).count(b":")
 
 
 def dumps(message: Any) -> bytes:
