@@ -255,7 +255,7 @@ async def test_a_server_that_never_answers_initialize_is_server_exited_after_the
 async def test_the_pipes_carry_more_than_a_pipe_holds_and_end_of_input_both_ways(tmp_path: Path) -> None:
     code = "import sys, time; time.sleep(0.2); data = sys.stdin.buffer.read(); print(len(data), flush=True)"
     process, stdin, stdout = await spawn_server(_python(code), tmp_path, None)
-    assert process.stdin is None and process.stdout is None
+    assert process.stdin is None and process.stdout is stdout
     payload = bytes(range(256)) * 4096  # 1 MiB: the pipe (64 KiB) fills, the writer waits for the reader
     with anyio.fail_after(30):
         await stdin.send(payload)
@@ -282,7 +282,7 @@ async def test_writing_to_a_server_that_exited_is_a_broken_pipe(tmp_path: Path) 
             await stdin.send(b"x" * 100_000)
     stdin.close()
     stdin.close()  # closing twice is fine
-    stdout.close()
+    await stdout.aclose()
     await reap(process, 5)
 
 
@@ -307,5 +307,5 @@ async def test_a_frame_once_begun_is_written_whole_even_when_its_caller_gives_up
                 answer += await stdout.receive()
     assert not scope.cancelled_caught  # the deadline passed during the write, which went on to its end
     assert answer.strip() == str(len(payload)).encode()  # never a cut frame
-    stdout.close()
+    await stdout.aclose()
     await reap(process, 5)

@@ -166,76 +166,29 @@ class PipeWriter(ByteSendStream):
         self.close()
 
 
-class PipeReader(ByteReceiveStream):
-    """The read end of the server's stdout pipe, owned by the client: `receive` reads as soon as data is there.
-
-    asyncio's subprocess streams hand each chunk from the pipe's reader callback to the protocol through one more
-    `call_soon`, so every answer took one event-loop iteration before the reading task even woke. Here the task
-    waits for the pipe itself (`anyio.wait_readable`, every backend) and reads it.
-    """
-
-    def __init__(self, fd: int) -> None:
-        """Read from `fd` (made non-blocking here)."""
-        os.set_blocking(fd, False)
-        self._fd = fd
-        self._drained = False  # the last read took less than asked: the pipe was empty after it
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        """Up to `max_bytes` bytes, waiting for at least one.
-
-        Raises:
-            anyio.EndOfStream: The server closed its output.
-            anyio.ClosedResourceError: The reader was closed.
-        """
-        while True:
-            if self._fd < 0:
-                raise anyio.ClosedResourceError
-            if self._drained:  # no read that would only say "nothing yet"
-                await anyio.wait_readable(self._fd)
-                if self._fd < 0:
-                    raise anyio.ClosedResourceError
-            try:
-                data = os.read(self._fd, max_bytes)
-            except BlockingIOError:
-                self._drained = True
-                continue
-            if not data:
-                raise anyio.EndOfStream
-            self._drained = len(data) < max_bytes
-            return data
-
-    def close(self) -> None:
-        """Close the pipe; a waiting `receive` raises `ClosedResourceError`."""
-        if self._fd >= 0:
-            anyio.notify_closing(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-
-    async def aclose(self) -> None:
-        """Same as `close`."""
-        self.close()
-
-
 async def spawn_server(
     cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None, redactor: Redactor | None = None
-) -> tuple[Process, PipeWriter, PipeReader]:
-    """`spawn`, with the child's stdin and stdout pipes the caller owns (`process.stdin`/`stdout` are None).
+) -> tuple[Process, PipeWriter, ByteReceiveStream]:
+    """`spawn`, with the child's stdin a pipe the caller owns (`process.stdin` is None) and its stdout stream.
+
+    The output is anyio's process stream, which on asyncio stays registered with the event loop for the
+    process's life. A reader of the pipe itself (`anyio.wait_readable` before each read, as beam-lsp had) adds and
+    removes its registration for every message: two `epoll_ctl` calls and about fifty Python calls, 14% more
+    instructions per hover than this stream's one extra event-loop iteration (callgrind, docs/benchmarks.md).
 
     Raises:
         OSError: The command could not be executed (redacted, see `spawn`).
     """
     stdin_read, stdin_write = os.pipe()
-    stdout_read, stdout_write = os.pipe()
     try:
-        process = await spawn(cmd, cwd, env, redactor, stdin=stdin_read, stdout=stdout_write)
+        process = await spawn(cmd, cwd, env, redactor, stdin=stdin_read)
     except BaseException:
         os.close(stdin_write)
-        os.close(stdout_read)
         raise
-    finally:  # the child has its copies; ours would keep the pipes open after the other ends close
+    finally:  # the child has its copy; ours would keep the pipe open after the child's end closes
         os.close(stdin_read)
-        os.close(stdout_write)
-    return process, PipeWriter(stdin_write), PipeReader(stdout_read)
+    assert process.stdout is not None
+    return process, PipeWriter(stdin_write), process.stdout
 
 
 def _redacted_os_error(exc: OSError, redactor: Redactor) -> OSError:
