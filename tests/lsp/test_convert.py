@@ -14,7 +14,7 @@ from beam_lsp import InvalidPosition, InvalidResult, PlainGoal, SemanticToken, T
 from beam_lsp._convert import converter, decode_semantic_tokens, hover, locations, model, plain_locations, text_edits
 
 RNG = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
-naturals = st.integers(min_value=0, max_value=2**31)
+naturals = st.integers(min_value=-2, max_value=2**31) | st.booleans()  # the direct path refuses what lsprotocol does
 positions = st.fixed_dictionaries({"line": naturals, "character": naturals})
 ranges = st.fixed_dictionaries({"start": positions, "end": positions})
 

@@ -155,12 +155,6 @@ def unstructure(value: object) -> JsonValue:
 
 
 # ---- the direct paths -------------------------------------------------------------------------------------------
-def _int(value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise TypeError
-    return value
-
-
 def _range(value: object) -> types.Range:
     """A plain `{start, end}` of plain `{line, character}` (TypeError or KeyError for anything else)."""
     if type(value) is not dict or len(value) != 2:
@@ -168,9 +162,13 @@ def _range(value: object) -> types.Range:
     start, end = value["start"], value["end"]
     if type(start) is not dict or type(end) is not dict or len(start) != 2 or len(end) != 2:
         raise TypeError
+    line0, char0, line1, char1 = start["line"], start["character"], end["line"], end["character"]
+    # One check of the four numbers' type, no call per number (this runs for every hover and location);
+    # lsprotocol's `Position` refuses a negative or too large one (ValueError).
+    if not (type(line0) is type(char0) is type(line1) is type(char1) is int):
+        raise TypeError
     return types.Range(
-        start=types.Position(line=_int(start["line"]), character=_int(start["character"])),
-        end=types.Position(line=_int(end["line"]), character=_int(end["character"])),
+        start=types.Position(line=line0, character=char0), end=types.Position(line=line1, character=char1)
     )
 
 
