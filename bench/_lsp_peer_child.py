@@ -13,12 +13,17 @@ gives: `LEAN_PATH`, `LEAN_SRC_PATH`) and are asked the same things through their
 - `long`: open `Demo/Long.lean` (1500 declarations) and wait until Lean has finished it: the client process's
   CPU seconds (user + system, this process only) and the messages it received from Lean meanwhile;
 - `rss_kib`: the process's resident memory at the end (`VmRSS`) and its peak (`VmHWM`).
+
+With `BEAM_BENCH_CALLGRIND_DUMP=1` (the driver runs this process under `valgrind --tool=callgrind`) callgrind's
+counters are dumped after the warm-up and after each of `hover`, `goal` and `pipelined` (`callgrind_control -d`),
+so each dump holds that phase's instructions alone; the child then stops before `open50`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +48,15 @@ def _memory() -> dict[str, int]:
             if name in ("VmRSS", "VmHWM"):
                 out[name] = int(value.split()[0])
     return out
+
+
+CALLGRIND = bool(os.environ.get("BEAM_BENCH_CALLGRIND_DUMP"))
+
+
+def _mark(label: str) -> None:
+    """Under callgrind, dump its counters (they restart from zero), so the next dump is one phase's."""
+    if CALLGRIND:
+        subprocess.run(["callgrind_control", "-d", label, str(os.getpid())], capture_output=True, check=False)
 
 
 def _files(root: str, prefix: str) -> list[str]:
@@ -71,6 +85,7 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         await doc.sync()
         for _ in range(200):
             await doc.hover(Point0(*HOVER))
+        _mark("warm")
         for name, call in (
             ("hover", lambda: doc.hover(Point0(*HOVER))),
             ("goal", lambda: doc.plain_goal(Point0(*GOAL))),
@@ -79,6 +94,7 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
             for _ in range(n):
                 await call()
             out[name], out[f"{name}_cpu_us"] = n / (time.perf_counter() - t0), (_cpu() - cpu0) / n * 1e6
+            _mark(name)
 
         async def worker() -> None:
             for _ in range(n // WORKERS):
@@ -90,6 +106,9 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
                 tg.start_soon(worker)
         out["pipelined"] = n // WORKERS * WORKERS / (time.perf_counter() - t0)
         out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
+        _mark("pipelined")
+        if CALLGRIND:
+            return out
 
         files = [client.file(rel) for rel in _files(root, "Open")]
         t0 = time.perf_counter()
@@ -132,6 +151,7 @@ async def leanclient(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         await client.open(GOALS)
         for _ in range(200):
             await client.hover(GOALS, *HOVER)
+        _mark("warm")
         calls: tuple[tuple[str, Callable[[], Awaitable[Any]]], ...] = (
             ("hover", lambda: client.hover(GOALS, *HOVER)),
             ("goal", lambda: client.goal(GOALS, *GOAL)),
@@ -141,6 +161,7 @@ async def leanclient(root: str, cmd: list[str], n: int) -> dict[str, Any]:
             for _ in range(n):
                 await call()
             out[name], out[f"{name}_cpu_us"] = n / (time.perf_counter() - t0), (_cpu() - cpu0) / n * 1e6
+            _mark(name)
 
         async def worker() -> None:
             for _ in range(n // WORKERS):
@@ -150,6 +171,9 @@ async def leanclient(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         await asyncio.gather(*(worker() for _ in range(WORKERS)))
         out["pipelined"] = n // WORKERS * WORKERS / (time.perf_counter() - t0)
         out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
+        _mark("pipelined")
+        if CALLGRIND:
+            return out
 
         t0 = time.perf_counter()
         await client.open_many(_files(root, "Open"))

@@ -11,12 +11,18 @@ file of 1500 declarations (`tests.support.projects.long_file`), and the lane's r
 Every row prints the median over the rounds of each client and the ratio beam-lsp / leanclient (above 1: beam-lsp
 is faster, for rates; for seconds, CPU and memory the ratio is leanclient / beam-lsp, so above 1 still means
 beam-lsp is better).
+
+`BEAM_BENCH_CALLGRIND=1` measures instead what load on a shared machine cannot blur: the instructions each client
+process executes per request (sequential hover, sequential goal, pipelined hover), counted by `valgrind
+--tool=callgrind` (needs valgrind) in one child per client, against the same real Lean; `BEAM_BENCH_N` (default
+1000 here) requests per phase.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -27,6 +33,7 @@ import anyio
 from tests.support import projects
 
 from bench._common import built_project
+from bench._lsp_peer_child import WORKERS
 
 PEER = "leanclient==0.13.2"
 CHILD = Path(__file__).resolve().parent / "_lsp_peer_child.py"
@@ -62,6 +69,40 @@ async def child(python: Path, which: str, root: Path, lean: Path, env: dict[str,
     return result
 
 
+async def instructions(
+    python: Path, which: str, root: Path, lean: Path, env: dict[str, str], n: int, out: Path
+) -> dict[str, float]:
+    """Instructions per request of one client's process in each phase (callgrind dumps made by the child)."""
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(python), str(CHILD), which]
+    await anyio.run_process(
+        [*cmd, str(root), str(lean), str(n)], env=env | {"BEAM_BENCH_CALLGRIND_DUMP": "1"}, cwd=root, stderr=None
+    )
+    per: dict[str, float] = {}
+    for dump in out.parent.glob(out.name + ".*"):
+        text = dump.read_text(encoding="utf-8", errors="replace")
+        label = re.search(r"^desc: Trigger: .*dump (\w+)", text, re.M)
+        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if label and total and label.group(1) in ("hover", "goal", "pipelined"):
+            requests = n // WORKERS * WORKERS if label.group(1) == "pipelined" else n
+            per[label.group(1)] = int(total.group(1)) / requests
+    return per
+
+
+async def main_callgrind(python: Path, root: Path, lean: Path, env: dict[str, str], tmp: Path) -> dict[str, float]:
+    n = int(os.environ.get("BEAM_BENCH_N", "1000"))
+    beam = await instructions(Path(sys.executable), "beam", root, lean, env, n, tmp / "beam.out")
+    peer = await instructions(python, "leanclient", root, lean, env, n, tmp / "leanclient.out")
+    ratios = {}
+    for phase in ("hover", "goal", "pipelined"):
+        ratios[phase] = peer[phase] / beam[phase]
+        print(
+            f"lsp_peers instructions per {phase} request (callgrind): beam-lsp {beam[phase] / 1000:.0f}k, "
+            f"leanclient.aio {peer[phase] / 1000:.0f}k, beam-lsp better by {ratios[phase]:.2f}x",
+            flush=True,
+        )
+    return ratios
+
+
 def row(name: str, unit: str, beam: list[float], peer: list[float], *, higher_is_better: bool) -> float:
     """Print one row (medians and each round) and return how many times better beam-lsp is."""
     mb, mp = statistics.median(beam), statistics.median(peer)
@@ -84,6 +125,8 @@ async def main() -> dict[str, float]:
         peer = await install_peer(Path(tmp))
         lib = root / ".lake/build/lib/lean"
         env = tc.env() | {"LEAN_PATH": str(lib), "LEAN_SRC_PATH": str(root)}
+        if os.environ.get("BEAM_BENCH_CALLGRIND"):
+            return await main_callgrind(peer, root, tc.lean, env, Path(tmp))
         results: dict[str, list[dict[str, Any]]] = {"beam": [], "leanclient": []}
         for i in range(rounds):
             order = ["beam", "leanclient"] if i % 2 == 0 else ["leanclient", "beam"]
