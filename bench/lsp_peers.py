@@ -13,9 +13,9 @@ is faster, for rates; for seconds, CPU and memory the ratio is leanclient / beam
 beam-lsp is better).
 
 `BEAM_BENCH_CALLGRIND=1` measures instead what load on a shared machine cannot blur: the instructions each client
-process executes per request (sequential hover, sequential goal, pipelined hover), counted by `valgrind
---tool=callgrind` (needs valgrind) in one child per client, against the same real Lean; `BEAM_BENCH_N` (default
-1000 here) requests per phase.
+process executes per request (sequential hover, sequential goal, pipelined hover), per file opened and per Lean
+message while the long file elaborates, counted by `valgrind --tool=callgrind` (needs valgrind) in one child per
+client, against the same real Lean; `BEAM_BENCH_N` (default 1000 here) requests per phase.
 """
 
 from __future__ import annotations
@@ -72,19 +72,20 @@ async def child(python: Path, which: str, root: Path, lean: Path, env: dict[str,
 async def instructions(
     python: Path, which: str, root: Path, lean: Path, env: dict[str, str], n: int, out: Path
 ) -> dict[str, float]:
-    """Instructions per request of one client's process in each phase (callgrind dumps made by the child)."""
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(python), str(CHILD), which]
-    await anyio.run_process(
+    """Instructions of one client's process per request in each phase, and per Lean message in `long`."""
+    cmd = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}", str(python), str(CHILD), which]
+    done = await anyio.run_process(
         [*cmd, str(root), str(lean), str(n)], env=env | {"BEAM_BENCH_CALLGRIND_DUMP": "1"}, cwd=root, stderr=None
     )
+    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
     per: dict[str, float] = {}
     for dump in out.parent.glob(out.name + ".*"):
         text = dump.read_text(encoding="utf-8", errors="replace")
         label = re.search(r"^desc: Trigger: .*dump (\w+)", text, re.M)
         total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-        if label and total and label.group(1) in ("hover", "goal", "pipelined"):
-            requests = n // WORKERS * WORKERS if label.group(1) == "pipelined" else n
-            per[label.group(1)] = int(total.group(1)) / requests
+        if label and total:
+            count = {"pipelined": n // WORKERS * WORKERS, "long": result["long"]["messages"], "open50": OPEN_FILES}
+            per[label.group(1)] = int(total.group(1)) / count.get(label.group(1), n)
     return per
 
 
@@ -93,10 +94,16 @@ async def main_callgrind(python: Path, root: Path, lean: Path, env: dict[str, st
     beam = await instructions(Path(sys.executable), "beam", root, lean, env, n, tmp / "beam.out")
     peer = await instructions(python, "leanclient", root, lean, env, n, tmp / "leanclient.out")
     ratios = {}
-    for phase in ("hover", "goal", "pipelined"):
+    for phase, what in (
+        ("hover", "sequential hover"),
+        ("goal", "sequential goal"),
+        ("pipelined", "pipelined hover"),
+        ("open50", "file opened (50 files)"),
+        ("long", "Lean message (1500 declarations elaborating)"),
+    ):
         ratios[phase] = peer[phase] / beam[phase]
         print(
-            f"lsp_peers instructions per {phase} request (callgrind): beam-lsp {beam[phase] / 1000:.0f}k, "
+            f"lsp_peers instructions per {what} (callgrind): beam-lsp {beam[phase] / 1000:.0f}k, "
             f"leanclient.aio {peer[phase] / 1000:.0f}k, beam-lsp better by {ratios[phase]:.2f}x",
             flush=True,
         )
