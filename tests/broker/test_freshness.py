@@ -236,3 +236,38 @@ async def test_what_lake_says_about_new_modules_is_recorded_against_the_imports_
     assert lake.asked == [["P.Base", "P.Mid"], ["P.Side"]]
     assert await fresh.stale(("P.Side",), await fresh.loading(("P.Side",)), {}) == []
     assert len(lake.asked) == 2
+
+
+async def test_modules_lake_called_out_of_date_over_an_import_edited_back_are_current_again(tmp_path: Path) -> None:
+    """Lake's "out of date" about a module holds while everything it judged holds, its imports' sources too."""
+    root = project(tmp_path)
+    age(root)
+    original = (root / "P/Base.lean").read_text()
+    (root / "P/Base.lean").write_text("prelude\ndef one := 6\n")  # edited before Beam ever looked
+    lake = Lake({"P.Base": 3, "P.Mid": 3, "P.Top": 3})  # Lake judges a module with its imports
+    fresh = make(root, lake)
+    loaded = await fresh.loading(("P.Top",))
+    stale = await fresh.stale(("P.Top",), loaded, {})
+    assert names(stale) == [("P.Base", True, False), ("P.Mid", True, False), ("P.Top", True, True)]
+    (root / "P/Base.lean").write_text(original)  # `git checkout`: the build is current again
+    lake.answers.clear()
+    assert await fresh.stale(("P.Top",), loaded, {}) == []
+
+
+async def test_a_module_lake_called_out_of_date_for_a_transitive_import_is_current_once_it_is(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    lake = Lake()
+    fresh = make(root, lake)
+    assert await fresh.stale(("P.Mid",), await fresh.loading(("P.Mid",)), {}) == []  # Base and Mid recorded
+    original = (root / "P/Base.lean").read_text()
+    (root / "P/Base.lean").write_text("prelude\ndef one := 7\n")
+    lake.answers["P.Top"] = 3  # Top is new to Beam: asked alone, Lake says out of date (Base is)
+    loaded = await fresh.loading(("P.Top",))
+    await fresh.learn(("P.Top",), {})  # as a sync does while Lean elaborates
+    assert lake.asked[-1] == ["P.Top"]
+    stale = await fresh.stale(("P.Top",), loaded, {})
+    assert names(stale) == [("P.Base", True, False), ("P.Mid", True, False), ("P.Top", True, True)]
+    (root / "P/Base.lean").write_text(original)
+    lake.answers.clear()
+    assert await fresh.stale(("P.Top",), loaded, {}) == []

@@ -369,10 +369,22 @@ class Freshness:
             name != dep or oleans.get(dep) != key for (name, key), dep in zip(deps, node.imports, strict=True)
         )
 
-    @staticmethod
-    def _state(node: Node, oleans: Mapping[str, FileKey | None]) -> tuple[Any, ...]:
+    def _state(self, node: Node, oleans: Mapping[str, FileKey | None]) -> tuple[Any, ...]:
+        """What Lake judged a module by: its source and `.olean`, its imports' `.olean` files, and more.
+
+        The sources of its whole import closure too: Lake calls a module out of date over an import edited since
+        it was built, and an edit back makes it current again with nothing of its own changed.
+        """
         deps = tuple((dep, oleans.get(dep)) for dep in node.imports)
-        return (node.source.hash if node.source else None, oleans.get(node.name), deps)
+        below: dict[str, str | None] = {}
+        todo = list(node.imports)
+        while todo:
+            name = todo.pop()
+            if name not in below:
+                dep_node = self._nodes.get(name)  # the closure just walked put each one's current node there
+                below[name] = dep_node.source.hash if dep_node and dep_node.source else None
+                todo.extend(dep_node.imports if dep_node else ())
+        return (node.source.hash if node.source else None, oleans.get(node.name), deps, tuple(sorted(below.items())))
 
     def _record(self, node: Node, oleans: Mapping[str, FileKey | None]) -> None:
         if node.source is None or node.source.hash is None:
