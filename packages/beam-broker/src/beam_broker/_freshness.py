@@ -39,8 +39,9 @@ log = logging.getLogger("beam_broker")
 
 
 RACY_NS = 2_000_000_000
-"""A file read less than this long after its last change is read again next time: a later write in the same
-timestamp tick would leave its `stat` unchanged (git's "racily clean" rule; 2 s covers the coarsest filesystems)."""
+"""A file read less than this long after its last change (its mtime or, when that was set back, its ctime) is read
+again next time: a later write in the same timestamp tick would leave its `stat` unchanged (git's "racily clean"
+rule; 2 s covers the coarsest filesystems)."""
 
 MAX_SOURCES = 20_000
 """Source files whose hash and imports are kept (far more than a project's own modules); beyond it all are
@@ -183,7 +184,8 @@ class Freshness:
         except (BrokerError, OSError):  # not readable as Lean source: Lean cannot build it either
             source = Source(key, None, (), racy=True)
         else:
-            source = Source(key, text_hash(text), header_imports(text), racy=now - key[0] < RACY_NS)
+            # The ctime too: a tool that sets the mtime back (`cp -p`, `tar x`) leaves the write's time only there.
+            source = Source(key, text_hash(text), header_imports(text), racy=now - max(key[0], key[1]) < RACY_NS)
         if len(self._sources) >= MAX_SOURCES:
             self._sources.clear()
         self._sources[path] = source
