@@ -211,6 +211,9 @@ def _mode(path: Path) -> int | None:
         return None
 
 
+MAX_EVICTED = 10_000
+"""Documents closed by Beam whose last state is kept (`Documents.evicted`); beyond it all are forgotten."""
+
 FileKey = tuple[int, int, int, int]
 """A file's state as `stat` shows it: (mtime ns, ctime ns, size, inode). Any write changes it (ctime cannot be
 set back), so an unchanged key means an unchanged file unless the write fell within the timestamp granularity of
@@ -255,6 +258,9 @@ class DocState:
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
     outline: Any = None
     """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
+    reopened_over: tuple[int, str] | None = None
+    """(version, text hash) the document had when Beam closed it on its own (the open-document bound, the memory
+    budget, a new Lean session), if this open followed such a close: version 1 then names a new state."""
 
     def opened(self, version: int, text: str, snapshot: str) -> None:
         """The text was sent with didOpen at `version`; `snapshot` is the token of this state."""
@@ -286,6 +292,8 @@ class Documents:
         self._use_seq = 0
         self._session = secrets.token_hex(6)
         self._revision = 0
+        self.evicted: dict[str, tuple[int, str]] = {}
+        """(version, text hash) of each document Beam closed on its own, until it is opened again (`reopened_over`)."""
 
     def next_snapshot(self) -> str:
         """A token for a document state no other token of this runtime names: `<session>/<revision>`.
@@ -300,8 +308,17 @@ class Documents:
         return f"{self._session}/{self._revision}"
 
     def clear(self) -> None:
-        """Forget every document (new session, or drop)."""
-        self.docs.clear()
+        """Forget every document (new session, or drop); each is noted as closed by Beam (`evict`)."""
+        for path in list(self.docs):
+            self.evict(Path(path))
+
+    def evict(self, path: Path) -> None:
+        """Stop tracking a document Beam closed on its own, noting the state a caller may still hold a version of."""
+        doc = self.docs.pop(str(path), None)
+        if doc is not None and doc.version:
+            if len(self.evicted) >= MAX_EVICTED:
+                self.evicted.clear()
+            self.evicted[str(path)] = (doc.version, doc.text_hash)
 
     def track(self, path: Path, text: str) -> DocState:
         """The state of `path`, created (not yet opened in Lean) on first use, and marked as used now."""
@@ -372,8 +389,11 @@ class Documents:
         return out
 
 
-def check_pin(doc: DocState, pin: PinnedInput) -> None:
+def check_pin(doc: DocState, pin: PinnedInput, *, reopened: bool = False) -> None:
     """Insist the caller's version (or snapshot) names the document's current state.
+
+    With `reopened` (this call opened the document again after Beam closed it on its own), a version 1 names the
+    new open only when the closed one was version 1 of the same text: the caller learnt its version before.
 
     Raises:
         BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
@@ -394,6 +414,21 @@ def check_pin(doc: DocState, pin: PinnedInput) -> None:
             )
         return
     version = pin.version
+    over = doc.reopened_over if reopened and doc.version == 1 else None
+    if over is not None and over != (1, doc.text_hash):
+        raise BrokerError(
+            CONTENT_MODIFIED,
+            f"document version mismatch for {doc.uri}: Beam closed it at version {over[0]} (the open-document "
+            f"bound, the memory budget or a new Lean session) and it changed since; version {doc.version} now names "
+            "its new text: sync it again",
+            {
+                "reason": "documentVersionMismatch",
+                "expectedVersion": version,
+                "acceptedVersion": doc.version,
+                "currentVersion": doc.version,
+                "uri": doc.uri,
+            },
+        )
     if doc.version != version:
         raise BrokerError(
             CONTENT_MODIFIED,

@@ -319,6 +319,7 @@ class WorkspaceRuntime:
                 return await self.update(client, path, hold=hold)
             opened = not client.is_open(doc.uri)
             if opened:
+                doc.reopened_over = self.documents.evicted.pop(str(path), None)
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
                 scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
@@ -356,8 +357,8 @@ class WorkspaceRuntime:
             BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
                 `"snapshotMismatch"` (upstream Beam's error data: `expectedSnapshot`, `currentSnapshot`, `uri`).
         """
-        doc, _ = await self.update(client, pin.path, hold=hold)
-        check_pin(doc, pin)
+        doc, changed = await self.update(client, pin.path, hold=hold)
+        check_pin(doc, pin, reopened=changed)
         return doc
 
     async def close_doc(self, client: LeanClient | None, rel: str, *, idle_only: bool = False) -> None:
@@ -384,7 +385,10 @@ class WorkspaceRuntime:
                     await client.close(doc.uri)
             finally:
                 if self.documents.docs.get(str(path)) is doc:
-                    self.documents.pop(path)
+                    if idle_only:  # Beam's own close: a caller may still hold a version of this open
+                        self.documents.evict(path)
+                    else:
+                        self.documents.pop(path)
 
     # ---- probe mirrors ------------------------------------------------------------------------------
     def pool(self, uri: str) -> MirrorPool:
