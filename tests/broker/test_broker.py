@@ -606,6 +606,17 @@ async def test_a_version_pinned_before_the_bound_closed_a_document_edited_since_
         await call(broker, "hover", root, path="A.lean", version=1, line=1, character=8)
 
 
+async def test_a_version_pinned_before_a_lean_restart_of_a_file_edited_since_is_not_current(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "theorem x : True := trivial\n"})
+    async with open_broker({"crash_on": {"method": "textDocument/hover"}}) as broker:
+        await call(broker, "sync", root, path="A.lean")
+        await error_of(broker, "hover", root, path="A.lean", version=1, line=0, character=8)  # Lean is gone
+        (root / "A.lean").write_text("def other : Nat := 0\ntheorem x : True := trivial\n")
+        failure = await error_of(broker, "document_symbols", root, path="A.lean", version=1)
+        assert failure.code == codes.CONTENT_MODIFIED and failure.data is not None
+        assert failure.data["reason"] == "documentVersionMismatch"
+
+
 async def test_the_bound_never_closes_a_document_a_call_in_flight_holds(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "proj", {"A.lean": "x\n", "B.lean": "y\n", "C.lean": "z\n"})
     async with open_broker({"stall": ["textDocument/hover"]}, max_open_documents=1) as broker:
