@@ -48,6 +48,11 @@ def test_a_mirror_name_in_text_becomes_its_sources_name_of_the_same_kind() -> No
     )
 
 
+def test_a_mirror_of_a_source_whose_stem_ends_in_a_name_character_that_is_no_word_character_is_mapped() -> None:
+    said = "Demo/Foo'_beamProbe1.lean:2:0, Demo.Foo'_beamProbe1.x, Demo/Is?_beamProbe2.lean, Demo/Go!_beamProbe3.lean"
+    assert outbound.text(said, ROOT) == "Demo/Foo'.lean:2:0, Demo.Foo'.x, Demo/Is?.lean, Demo/Go!.lean"
+
+
 def test_without_a_root_or_outside_it_leans_external_name_keeps_its_form_with_the_sources_uri() -> None:
     external = f"_private.«external:{MIRROR}».0.pv"
     assert outbound.text(external) == f"_private.«external:{SOURCE}».0.pv"

@@ -51,8 +51,9 @@ MARK: Final = "_beamProbe"
 """What every mirror's name holds (`<Stem>_beamProbe<k>.lean`, see `MirrorPool.mirror_uri`)."""
 
 _MIRROR: Final = re.compile(r"_beamProbe\d+\.lean$")
-# The mirror suffix of a file, URI or module name: after the source's stem, before `.lean`, a `.`, `»` or the end.
-_SUFFIX: Final = re.compile(r"(?<=\w)_beamProbe\d+(?![\w'!?])")
+# The mirror suffix of a file, URI or module name: after the source's stem (which may end in any character of a
+# Lean name: `Foo'`, `Is?`), before `.lean`, a `.`, `»` or the end.
+_SUFFIX: Final = re.compile(r"(?<=[\w'!?])_beamProbe\d+(?![\w'!?])")
 # Lean names the module of a file it cannot place (a mirror is never on disk) by its URI.
 _EXTERNAL: Final = re.compile(r"«external:([^«»]*?)_beamProbe\d+\.lean»")
 _LOCATION_KEYS: Final = ("uri", "targetUri", "path")
