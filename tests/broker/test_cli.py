@@ -471,3 +471,23 @@ def test_text_shows_warnings_and_lean_error_names_and_json_items_keep_the_names(
     items = lean_cli("--compact", "sync", "Demo/Unknown.lean", "--diagnostics-in-result")
     assert items.json["diagnostics"]["items"][0]["code"] == "lean.unknownIdentifier"
     assert items.json["readiness"]["blocking_diagnostics"][0]["code"] == "lean.unknownIdentifier"
+
+
+@pytest.mark.lean
+def test_probes_and_interactive_diagnostics_show_lean_error_names_as_sync_does(lean_cli: Cli, demo_root: Path) -> None:
+    # Finding: `sync` printed `error(lean.unknownIdentifier): ...` but `run-at` and `interactive-diagnostics` dropped
+    # the name, and run_at's JSON messages had no `code` (lean_sync's items do).
+    unknown = demo_root / "Demo" / "Unknown.lean"
+    unknown.write_text("prelude\nimport Demo.Basic\n\ndef oops : MyTrue := notThere\n", encoding="utf-8")
+    named = "error(lean.unknownIdentifier): Unknown identifier `notThere`"
+    probe = ("Demo/Proofs.lean:9:0", "--text", "theorem probe : MyTrue := notThere")
+    ran = lean_cli("--human", "run-at", *probe)
+    assert ran.code == 0, ran.stderr
+    assert ran.stdout.splitlines()[0] == named
+    assert lean_cli("--compact", "run-at", *probe).json["messages"][0]["code"] == "lean.unknownIdentifier"
+    found = lean_cli("--human", "interactive-diagnostics", "Demo/Unknown.lean")
+    assert found.code == 0, found.stderr
+    assert found.stdout.splitlines() == [f"Demo/Unknown.lean:4:21: {named}"]
+    scratch = lean_cli("--human", "run-code", "--text", "prelude\ndef oops := notThere")
+    assert scratch.stdout.splitlines()[0] == f"<scratch>:2:12: {named}", scratch.stderr
+

@@ -172,6 +172,10 @@ def test_probe_results_are_messages_then_the_goals_after(view: View) -> None:
         "⊢ p",
         'handle: {"raw":{"value":"h"}}',
     ]
+    named = {"severity": "error", "text": "Unknown identifier `x`", "code": "lean.unknownIdentifier"}
+    assert render("RunResult", {"success": False, "messages": [named]}, view) == [
+        "error(lean.unknownIdentifier): Unknown identifier `x`"  # as `lean` and a sync print it
+    ]
     assert render("RunResult", {"success": True, "messages": []}, view) == ["ok"]
     assert render("RunResult", {"success": False}, view) == ["error: the text did not elaborate"]
     assert render("GoalsResult", {"goals": [GOAL]}, view) == ["p : Prop", "hp : p", "⊢ p"]
@@ -325,6 +329,10 @@ def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View
     assert render("RunCodeResult", {"success": False, "messages": [message]}, view) == [
         "<scratch>:3:7: error: Unknown identifier `x`"
     ]
+    named = {**message, "code": "lean.unknownIdentifier"}
+    assert render("RunCodeResult", {"success": False, "messages": [named]}, view) == [
+        "<scratch>:3:7: error(lean.unknownIdentifier): Unknown identifier `x`"
+    ]
     assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]
 
 
@@ -350,6 +358,10 @@ def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View
     found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
     assert render("InteractiveDiagnosticsResult", found, view) == [
         "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
+    ]
+    named = {"range": rng(3, 27), "severity": 1, "message": {"text": "Unknown"}, "code": "lean.unknownIdentifier"}
+    assert render("InteractiveDiagnosticsResult", {"diagnostics": [named]}, view) == [
+        "Demo/Proofs.lean:4:27: error(lean.unknownIdentifier): Unknown"
     ]
     assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]
     assert file_has_errors(found) is False, "the call answered: only a sync's verdict is the file's exit status"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .position import Source, lean_position, where
-from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
+from .render import Sources, diagnostic_key, diagnostic_line, display, message_line
 
 Result = Mapping[str, Any]
 SCRATCH: Final = "<scratch>"
@@ -130,7 +130,7 @@ def _blocking(sync: Result, view: View) -> list[str]:
     readiness = sync.get("readiness") or {}
     items = [{**d, "path": path} for d in readiness.get("blocking_diagnostics") or []]
     messages = readiness.get("blocking_messages") or []
-    return view.diagnostics(items) + [f"{path}: error: {m.get('message')}" for m in messages]
+    return view.diagnostics(items) + [message_line(path, "error", str(m.get("message"))) for m in messages]
 
 
 def error_lines(result: Result, view: View) -> list[str]:
@@ -172,12 +172,12 @@ def _drop(result: Result, view: View) -> list[str]:
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Run messages as Lean prints them: information as its text, the rest prefixed by their severity."""
+    """Run messages as Lean prints them: information as its text, the rest prefixed by their severity and name."""
     out = []
     for message in messages:
         severity = str(message.get("severity"))
         text = str(message.get("text", ""))
-        out.append(text if severity == "information" else f"{severity_word(severity)}: {text}")
+        out.append(text if severity == "information" else message_line(None, severity, text, message.get("code")))
     return out
 
 
@@ -393,7 +393,7 @@ def _run_code(result: Result, view: View) -> list[str]:
     scratch = Source.of(view.text) if view.text is not None else None
     for message in result.get("messages") or []:
         at = where(SCRATCH, scratch, (message.get("range") or {}).get("start"))
-        out.append(f"{at}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+        out.append(message_line(at, str(message.get("severity")), str(message.get("text")), message.get("code")))
     if not out:
         out.append("ok" if result.get("success") else "error: the text did not elaborate")
     return out
@@ -471,8 +471,8 @@ def _interactive_diagnostics(result: Result, view: View) -> list[str]:
     for item in result.get("diagnostics") or []:
         start = (item.get("range") or {}).get("start")
         where = view.where(view.path, start) if view.path is not None else "?"
-        severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
-        out.append(f"{where}: {severity}: {_message_text(item.get('message'))}")
+        severity = _LSP_SEVERITIES.get(_int(item.get("severity")), "error")
+        out.append(message_line(where, severity, _message_text(item.get("message")), item.get("code")))
     return out or ["no diagnostics"]
 
 
