@@ -101,7 +101,8 @@ def test_a_save_refused_for_errors_shows_them_and_anything_else_is_an_error_line
     assert err == ["lean-beam: not saved: the file has errors"]
     stale = {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}}
     assert refused_save(stale) is None and refused_save({"code": "x", "data": {"sync": {}}}) is None
-    assert render_error(stale, view) == ([], ["lean-beam: error: stale [contentModified]"])
+    assert render_error(stale, view) == ([], ["lean-beam: error: stale"])
+    assert render_error(stale, view, verbose=True) == ([], ["lean-beam: error: stale [contentModified]"])
 
 
 def test_hover_is_its_text_and_signature_help_its_labels(view: View) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .position import Source, lean_position, where
-from .render import Sources, diagnostic_key, diagnostic_line, display, message_line
+from .render import Sources, diagnostic_key, diagnostic_line, display, error_line, message_line
 
 Result = Mapping[str, Any]
 SCRATCH: Final = "<scratch>"
@@ -513,11 +513,14 @@ def render(output_model: str, result: Result, view: View) -> list[str]:
     return renderer(result, view)
 
 
-def render_error(error: Mapping[str, Any], view: View) -> tuple[list[str], list[str]]:
-    """An error as `(stdout lines, stderr lines)`: a refused save shows the file's errors on stdout."""
+def render_error(error: Mapping[str, Any], view: View, *, verbose: bool = False) -> tuple[list[str], list[str]]:
+    """An error as `(stdout lines, stderr lines)`: a refused save shows the file's errors on stdout.
+
+    The protocol code of the error (`[invalidParams]`) is shown only when `verbose` (`error_line`).
+    """
     out: list[str] = []
     sync = refused_save(error)
     if sync is not None:
         out = [*_blocking(sync, view), sync_summary(sync)]
         return out, ["lean-beam: not saved: the file has errors"]
-    return out, [f"lean-beam: error: {error.get('message')} [{error.get('code')}]"]
+    return out, [error_line(error, verbose=verbose)]

@@ -163,6 +163,15 @@ def message_line(at: str | None, severity: str, text: str, code: object = None) 
     return f"{at}: {label}: {text}" if at is not None else f"{label}: {text}"
 
 
+def error_line(error: Mapping[str, Any], *, verbose: bool) -> str:
+    """A broker error for a person: `lean-beam: error: MESSAGE`, its protocol code (`[invalidParams]`) only with -v.
+
+    The code is for scripts (they read it in the `--json` error) and for reports; a person reads the message.
+    """
+    code = f" [{error.get('code')}]" if verbose else ""
+    return f"lean-beam: error: {error.get('message')}{code}"
+
+
 def diagnostic_key(item: Mapping[str, Any]) -> str:
     """What identifies one diagnostic across the live events and the final result (to print it once).
 
