@@ -504,3 +504,15 @@ def test_probes_and_interactive_diagnostics_show_lean_error_names_as_sync_does(l
     scratch = lean_cli("--human", "run-code", "--text", "prelude\ndef oops := notThere")
     assert scratch.stdout.splitlines()[0] == f"<scratch>:2:12: {named}", scratch.stderr
 
+
+@pytest.mark.lean
+def test_a_sync_that_rebuilds_its_imports_prints_only_what_holds_after(lean_cli: Cli, demo_root: Path) -> None:
+    # Finding: `sync --rebuild-imports` printed Lean's complaint about the unbuilt import, then the clean verdict.
+    (demo_root / "Demo/Mid.lean").write_text("prelude\nimport Demo.Basic\n\ntheorem midTrue : MyTrue := myTrue\n")
+    (demo_root / "Demo/Top.lean").write_text("prelude\nimport Demo.Mid\n\ntheorem topTrue : MyTrue := midTrue\n")
+    rebuilt = lean_cli("--human", "sync", "Demo/Top.lean", "--rebuild-imports")
+    assert rebuilt.code == 0, rebuilt.stderr
+    assert rebuilt.stdout.splitlines() == [
+        "Demo/Top.lean: saved its stale imports first: Demo/Mid.lean",
+        "Demo/Top.lean (version 1): no errors or warnings, save-ready",
+    ]

@@ -71,6 +71,18 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
     assert file_has_errors({"diagnostics": {"counts": {"error": 1}}}) is True and file_has_errors({}) is False
 
 
+def test_a_sync_that_rebuilt_its_imports_says_so_before_its_verdict(view: View) -> None:
+    clean = {"path": "Demo/Top.lean", "version": 1, "diagnostics": {"counts": {}}, "readiness": {"reason": "ok"}}
+    assert render("SyncReply", {**clean, "rebuilt_imports": ["Demo/Basic.lean", "Demo/Mid.lean"]}, view) == [
+        "Demo/Top.lean: saved its stale imports first: Demo/Basic.lean, Demo/Mid.lean",
+        "Demo/Top.lean (version 1): no errors or warnings, save-ready",
+    ]
+    assert render("SyncReply", {**clean, "rebuilt_imports": []}, view)[0] == (
+        "Demo/Top.lean: reloaded its imports (they were saved already)"
+    )
+    assert len(render("SyncReply", clean, view)) == 1
+
+
 def test_save_and_close_save_say_what_was_written(view: View) -> None:
     saved = {"path": "Demo/Proofs.lean", "module": "Demo.Proofs", "version": 1, "olean": "/p/.lake/Proofs.olean"}
     line = "Demo/Proofs.lean (version 1): saved Demo.Proofs to /p/.lake/Proofs.olean"

@@ -399,10 +399,15 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     mode = progress_mode(terminal.err, quiet=options.quiet)
     shown = commands.command_name(spec) + (f" {path}" if path is not None else "")
     reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources, starting=shown)
+    held = path if arguments.get("rebuild_imports") is True else None
+    if held is not None:
+        reporter.hold(held)  # what Lean says before the imports are rebuilt may not hold after
     try:
         answer = run(lambda: call(spec.name, arguments, options, root, reporter, fresh_version=fresh), reporter.tick)
     finally:
         reporter.close()
+    if held is not None:
+        reporter.release(current=not _against_stale_imports(answer))
     out = Output(options, terminal)
     text = arguments.get("text")
     view = View(sources, path, reporter.printed, text if isinstance(text, str) else None)
@@ -428,6 +433,16 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     if isinstance(error, Mapping) and path is not None and isinstance(error.get("message"), str):
         answer = {"error": {**error, "message": in_lean_terms(error["message"], sources.get(path))}}
     return out.finish(answer, lambda value: [])
+
+
+def _against_stale_imports(answer: Mapping[str, Any]) -> bool:
+    """Whether the file was checked against stale imports before this answer: the imports were rebuilt first
+    (`rebuilt_imports`), or they are stale and could not be (`staleDirectDeps` in the error)."""
+    result, error = answer.get("result"), answer.get("error")
+    if isinstance(result, Mapping):
+        return result.get("rebuilt_imports") is not None
+    data = error.get("data") if isinstance(error, Mapping) else None
+    return isinstance(data, Mapping) and "staleDirectDeps" in data
 
 
 # ---- main ---------------------------------------------------------------------------------------------

@@ -304,9 +304,19 @@ def _update(result: Result, view: View) -> list[str]:
     return [f"{view.path} (version {result.get('version')}): {state}"]
 
 
+def _rebuilt(result: Result) -> list[str]:
+    """What `--rebuild-imports` did before the file was checked (nothing when it was not asked or not needed)."""
+    rebuilt = result.get("rebuilt_imports")
+    if rebuilt is None:
+        return []
+    if not rebuilt:  # saved already, but the file's worker had loaded them before: it was started again
+        return [f"{result.get('path')}: reloaded its imports (they were saved already)"]
+    return [f"{result.get('path')}: saved its stale imports first: {', '.join(map(str, rebuilt))}"]
+
+
 def _sync(result: Result, view: View) -> list[str]:
     items = (result.get("diagnostics") or {}).get("items") or []
-    return [*view.diagnostics(items), sync_summary(result)]
+    return [*_rebuilt(result), *view.diagnostics(items), sync_summary(result)]
 
 
 def _saved(saved: Result) -> str:
