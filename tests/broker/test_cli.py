@@ -377,9 +377,11 @@ def test_ctrl_c_cancels_a_call_in_flight_and_exits_130(fake_cli: Cli) -> None:
     assert err.strip().endswith("beam: interrupted")
 
 
-def test_a_reader_that_goes_away_ends_the_command_with_141(fake_cli: Cli) -> None:
+@pytest.mark.parametrize("argv", [["completion", "bash"], ["--help"], ["--version"], ["sync", "--help"]])
+def test_a_reader_that_goes_away_ends_the_command_with_141(argv: list[str], fake_cli: Cli) -> None:
+    # Finding: argparse swallowed the broken pipe of `lean-beam --help | head -1` (exit 0).
     with subprocess.Popen(
-        [*CLI, "completion", "bash"], cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*CLI, *argv], cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()  # before the child has written anything: its write fails with EPIPE

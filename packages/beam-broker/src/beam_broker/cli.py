@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, NoReturn, cast
+from typing import IO, Any, Final, NoReturn, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -52,7 +52,7 @@ from ._cli.common import (
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
 from ._cli.position import in_lean_terms
 from ._cli.progress import Reporter, progress_mode
-from ._cli.render import Sources, print_json
+from ._cli.render import Sources, print_json, write_text
 from ._outbound import RedactingFormatter
 from .config import BrokerConfig
 from .errors import BrokerError
@@ -171,6 +171,14 @@ class _Parser(argparse.ArgumentParser):
             message += _did_you_mean(unknown[1], _option_strings(self))
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        """Write `--help`, `--version` and usage text, letting a reader that went away raise `BrokenPipeError`.
+
+        argparse's own swallows the error, so `lean-beam --help | head -1` exited 0; `main` exits 141 instead.
+        """
+        if message:
+            write_text(file if file is not None else sys.stderr, message)
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
@@ -471,6 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
         return _exit_status(exc.code)
+    except BrokenPipeError:
+        return _stdout_gone()
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: a command is required (see {PROG} --help)", file=sys.stderr)
@@ -493,10 +503,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("beam: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader of stdout went away (e.g. `| head`); stop writing to it.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        return _stdout_gone()
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away (e.g. `| head`): stop writing to it; the status of a process SIGPIPE killed.
+
+    stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
