@@ -192,9 +192,7 @@ def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_on
     (tmp_path / "Other.lean").write_text(CLEAN, encoding="utf-8")
     code, out, err = main(capsys, "--human", "sync", "notes.txt")
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
-    assert (
-        err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files)\n"
-    )
+    assert err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files)\n"
     code, out, err = main(capsys, "--human", "hover", str(tmp_path / "Other.lean:1:8"))
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
     assert err == (
@@ -228,12 +226,13 @@ def test_the_protocol_code_of_an_error_is_shown_only_with_verbose_or_in_json(
     in_project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Finding: every human error line ended with ` [invalidParams]`, noise for a person; -v is how to ask for it.
-    code, out, err = main(capsys, "--human", "-v", "hover", "A.lean:99:0")
+    code, _, err = main(capsys, "--human", "-v", "hover", "A.lean:99:0")
     assert code == beam_cli.EXIT_REFUSED
-    assert err.splitlines()[-1] == "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
-    code, out, err = main(capsys, "--human", "hover", "A.lean:99:0")
+    last = "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
+    assert err.splitlines()[-1] == last
+    code, _, err = main(capsys, "--human", "hover", "A.lean:99:0")
     assert code == beam_cli.EXIT_REFUSED and not err.splitlines()[-1].endswith("]")
-    code, out, err = main(capsys, "--json", "hover", "A.lean:99:0")
+    code, _, err = main(capsys, "--json", "hover", "A.lean:99:0")
     assert code == beam_cli.EXIT_REFUSED and json.loads(err[err.index("{") :])["code"] == codes.INVALID_PARAMS
 
 

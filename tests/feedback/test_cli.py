@@ -298,7 +298,11 @@ def test_a_reader_that_goes_away_ends_the_command_with_141_quietly(
 ) -> None:
     # Finding: argparse swallowed the broken pipe of `--help | head -1`, and a report into one was "cannot write".
     with subprocess.Popen(
-        [sys.executable, "-m", "beam_feedback", *argv], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "beam_feedback", *argv],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()  # before the child has written anything: its write fails with EPIPE

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import IO, Any, Final, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -57,6 +57,9 @@ from ._outbound import RedactingFormatter
 from .config import BrokerConfig
 from .errors import BrokerError
 from .events import BrokerEvent, CallContext
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -172,13 +175,13 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """Write `--help`, `--version` and usage text, letting a reader that went away raise `BrokenPipeError`.
 
         argparse's own swallows the error, so `lean-beam --help | head -1` exited 0; `main` exits 141 instead.
         """
-        if message:
-            write_text(file if file is not None else sys.stderr, message)
+        if message:  # argparse passes sys.stdout or sys.stderr (or nothing)
+            write_text(cast("TextIO", file if file is not None else sys.stderr), message)
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
@@ -444,8 +447,11 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
 
 
 def _against_stale_imports(answer: Mapping[str, Any]) -> bool:
-    """Whether the file was checked against stale imports before this answer: the imports were rebuilt first
-    (`rebuilt_imports`), or they are stale and could not be (`staleDirectDeps` in the error)."""
+    """Whether the file was checked against stale imports before this answer.
+
+    That is: the imports were rebuilt first (`rebuilt_imports`), or they are stale and could not be
+    (`staleDirectDeps` in the error).
+    """
     result, error = answer.get("result"), answer.get("error")
     if isinstance(result, Mapping):
         return result.get("rebuilt_imports") is not None
@@ -507,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _stdout_gone() -> int:
-    """The reader of stdout went away (e.g. `| head`): stop writing to it; the status of a process SIGPIPE killed.
+    """The reader of stdout went away (`| head`): stop writing to it; exit as a process SIGPIPE killed would.
 
     stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
     """

@@ -25,12 +25,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from beam_feedback.__about__ import __version__
 from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.report import build_report, read_input
 from beam_lsp.project import find_project_root
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -95,13 +98,13 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """Write ``--help``, ``--version`` and usage text, letting a reader that went away raise ``BrokenPipeError``.
 
         argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does.
         """
         if message:
-            out = file if file is not None else sys.stderr
+            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
             out.write(message)
             out.flush()
 

@@ -18,12 +18,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from ._http import HttpConfig
     from ._http.auth import BearerToken
     from ._tools import Contract, Surface
@@ -82,13 +84,13 @@ EXIT_BROKEN_PIPE: Final = 141
 
 
 class _Parser(argparse.ArgumentParser):
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """Write `--help` and usage text, letting a reader that went away raise `BrokenPipeError`.
 
         argparse's own swallows the error (and Python then reports it at exit); `main` exits 141 instead.
         """
         if message:
-            out = file if file is not None else sys.stderr
+            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
             out.write(message)
             out.flush()
 
