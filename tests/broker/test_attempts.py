@@ -431,6 +431,7 @@ async def test_command_attempts_each_see_the_source_before_them_and_not_each_oth
     assert nope["success"] is False and nope["messages"][0] == {
         "severity": "error",
         "text": "Unknown identifier `nope`",
+        "code": "lean.unknownIdentifier",
     }
     assert temp["success"] is True and temp["next_handle"] is not None
     assert other["success"] is False, "an attempt never sees another attempt's declarations"
