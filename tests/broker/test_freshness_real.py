@@ -244,3 +244,20 @@ async def test_a_file_edited_on_disk_is_never_answered_from_the_text_beam_read_b
     )
     assert old_handle.value.code == codes.CONTENT_MODIFIED and old_handle.value.data == {"reason": "staleHandle"}
     assert "addedOnDisk" in json.dumps(symbols)
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["prelude\n/- uses Basic -/ import Demo.Basic\n", "prelude\n/- uses\n   Basic -/ import Demo.Basic\n"],
+    ids=["comment-then-import", "multi-line-comment-then-import"],
+)
+async def test_an_import_after_a_comment_on_its_line_is_checked_too(
+    broker: Broker, demo_root: Path, header: str
+) -> None:
+    """Lean reads the import after the comment; a header reader that skipped the line missed a stale import."""
+    (demo_root / "Demo/Side.lean").write_text(header + "\ntheorem side : MyTrue := myTrue\n")
+    with anyio.fail_after(120):
+        assert (await sync(broker, demo_root, "Demo/Side.lean"))["diagnostics"]["counts"]["error"] == 0
+        rename_my_true(demo_root)
+        err = await stale_error(broker, demo_root, "Demo/Side.lean")
+    assert err.data is not None and [d["module"] for d in err.data["staleDirectDeps"]] == ["Demo.Basic"]

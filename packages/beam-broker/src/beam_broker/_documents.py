@@ -61,35 +61,53 @@ def _header(text: str) -> tuple[tuple[str, ...], int]:
 def _scan(head: str, *, complete: bool) -> tuple[tuple[str, ...], int] | None:
     """`_header` of a text beginning `head` (all of it when `complete`); None when the header may go on past it."""
     out: list[str] = []
-    in_comment = 0
+    depth = 0  # block comments open at the start of the line
     offset = 0
     lines = head.splitlines(keepends=True)
     for i, raw in enumerate(lines):
         if not complete and i == len(lines) - 1:
             return None  # the last line may be cut short
         start, offset = offset, offset + len(raw)
-        line = raw.strip()
-        if in_comment:
-            if "-/" in line:
-                in_comment -= 1
-            continue
-        if not line or line.startswith("--"):
-            continue
-        if line.startswith("/-"):
-            if "-/" not in line:
-                in_comment += 1
-            continue
-        words = line.split()
-        if words[0] in ("prelude", "module"):
-            continue
-        if words[0] == "public" and words[1:2] == ["import"]:
+        code, depth = _code(raw, depth)
+        words = code.split()
+        while words and words[0] in ("prelude", "module"):
             words = words[1:]
-        if words[0] != "import":
+        if not words:
+            continue
+        # Lean 4's module system: `public`, `meta` (in that order) before `import`, `all` after it.
+        words = words[1:] if words[0] == "public" else words
+        words = words[1:] if words[:1] == ["meta"] else words
+        if words[:1] != ["import"]:
             return tuple(out), start
         for name in words[1:]:
-            if name != "all" and name not in out:
+            if name not in ("all", "import", "public", "meta") and name not in out:
                 out.append(name)
     return (tuple(out), len(head)) if complete else None
+
+
+def _code(line: str, depth: int) -> tuple[str, int]:
+    """A header line's text outside comments, and how many block comments are open after it (`depth` before).
+
+    An import may follow a comment on its line (`/- why -/ import A`), and a comment an import (`import A -- why`).
+    """
+    if not depth and "-" not in line:
+        return line, 0
+    kept: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        if line.startswith("/-", i):
+            depth, i = depth + 1, i + 2
+            kept.append(" ")
+        elif depth and line.startswith("-/", i):
+            depth, i = depth - 1, i + 2
+        elif depth:
+            i += 1
+        elif line.startswith("--", i):
+            break
+        else:
+            kept.append(line[i])
+            i += 1
+    return "".join(kept), depth
 
 
 def header_imports(text: str) -> tuple[str, ...]:
