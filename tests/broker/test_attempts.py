@@ -377,6 +377,7 @@ def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list
         ("set_option maxHeartbeats 400 in -- slow\n", False),
         ("@[simp]\n", False),
         ("private\n", False),
+        ("theorem s : q := by\n  simp [h]\n\n", True),  # the end of the command before
     ],
 )
 def test_tactic_alternatives_share_no_copy_of_a_declaration_whose_command_starts_above_it(

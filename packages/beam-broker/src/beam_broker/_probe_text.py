@@ -452,14 +452,13 @@ def _attached(before: str) -> bool:
     `open Foo in`, `set_option .. in`, an attribute or a modifier there applies to the declaration, and a copy of
     it from its own first line would elaborate without it.
     """
-    last = re.sub(r"--.*\Z", "", before.rstrip().rsplit("\n", 1)[-1]).strip()
-    words = last.split()
-    return (
-        re.search(r"(?<![\w'])in\Z", last) is not None
-        or last.startswith("@[")
-        or last.endswith("]")
-        or (bool(words) and all(w in _MODIFIERS for w in words))
-    )
+    line = re.sub(r"--.*\Z", "", before.rstrip().rsplit("\n", 1)[-1]).rstrip()
+    if re.search(r"(?<![\w'])in\Z", line):
+        return True
+    if line[:1].isspace():  # the body of the command before (`  simp [h]`): an attribute starts in column 0
+        return False
+    words = line.split()
+    return line.startswith("@[") or line.endswith("]") or (bool(words) and all(w in _MODIFIERS for w in words))
 
 
 def _tactics_shareable(texts: list[str], declaration: str) -> bool:
