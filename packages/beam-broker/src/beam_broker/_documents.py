@@ -10,6 +10,7 @@ imports are current is `_freshness`'s.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import hashlib
@@ -229,8 +230,11 @@ def _mode(path: Path) -> int | None:
         return None
 
 
-MAX_EVICTED = 10_000
-"""Documents closed by Beam whose last state is kept (`Documents.evicted`); beyond it all are forgotten."""
+MAX_CLOSED = 10_000
+"""Documents closed by Beam whose last state is kept (`ClosedStates`); beyond it the oldest are forgotten."""
+
+UNKNOWN_STATE: tuple[int, str] = (0, "")
+"""`ClosedStates.take`'s answer when the state may have been forgotten: no version names it."""
 
 FileKey = tuple[int, int, int, int]
 """A file's state as `stat` shows it: (mtime ns, ctime ns, size, inode). Any write changes it (ctime cannot be
@@ -278,7 +282,8 @@ class DocState:
     """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
     reopened_over: tuple[int, str] | None = None
     """(version, text hash) the document had when Beam closed it on its own (the open-document bound, the memory
-    budget, a new Lean session), if this open followed such a close: version 1 then names a new state."""
+    budget, a new Lean session, a runtime shut down: `ClosedStates`), if this open followed such a close: version 1
+    then names a new state."""
 
     def opened(self, version: int, text: str, snapshot: str) -> None:
         """The text was sent with didOpen at `version`; `snapshot` is the token of this state."""
@@ -296,13 +301,58 @@ class DocState:
         self.progress = ProgressTracker()
 
 
+class ClosedStates:
+    """(version, text hash) of each document Beam closed on its own, until it is opened again (`reopened_over`).
+
+    A caller may still hold a version of such a document, and the next open is version 1 again whatever its text.
+    The broker keeps one for all its workspaces, so it outlives a runtime: a runtime shut down whole (the memory
+    budget, the idle timeout, a drop) closes its documents as a new Lean session does, and the next runtime of the
+    root must still refuse a version 1 that named the old text. Bounded (`MAX_CLOSED`, the least recent go first);
+    once a state was forgotten, an open that finds none cannot tell a first open from a reopen, so it answers
+    `UNKNOWN_STATE` (its version pin is refused once: refusing is safe, trusting is not).
+    """
+
+    def __init__(self, limit: int = MAX_CLOSED) -> None:
+        """No state kept yet; at most `limit`."""
+        self._limit = limit
+        self._states: collections.OrderedDict[tuple[str, str], tuple[int, str]] = collections.OrderedDict()
+        self._forgot = False
+
+    def note(self, root: str, path: str, version: int, digest: str) -> None:
+        """Beam closed `path` of the workspace at `root` on its own at `version` of the text hashed `digest`."""
+        key = (root, path)
+        self._states.pop(key, None)
+        self._states[key] = (version, digest)
+        while len(self._states) > self._limit:
+            self._states.popitem(last=False)
+            self._forgot = True
+
+    def take(self, root: str, path: str) -> tuple[int, str] | None:
+        """The state `path` was closed in (forgotten now: it is being opened), None when it was not closed by Beam.
+
+        `UNKNOWN_STATE` when no state is kept but one may have been forgotten to keep the bound.
+        """
+        state = self._states.pop((root, path), None)
+        if state is None and self._forgot:
+            return UNKNOWN_STATE
+        return state
+
+
 class Documents:
     """The documents of one workspace session (cleared when the session restarts)."""
 
     def __init__(
-        self, root: str, display: Callable[[Path], str], *, max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+        self,
+        root: str,
+        display: Callable[[Path], str],
+        *,
+        max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
+        closed: ClosedStates | None = None,
     ) -> None:
-        """Empty state for the workspace at `root`; `display` renders paths in results."""
+        """Empty state for the workspace at `root`; `display` renders paths in results.
+
+        `closed` keeps the states of documents Beam closed on its own (the broker's, outliving this runtime).
+        """
         self.root = root
         self.display = display
         self.max_source_bytes = max_source_bytes
@@ -310,8 +360,7 @@ class Documents:
         self._use_seq = 0
         self._session = secrets.token_hex(6)
         self._revision = 0
-        self.evicted: dict[str, tuple[int, str]] = {}
-        """(version, text hash) of each document Beam closed on its own, until it is opened again (`reopened_over`)."""
+        self.closed = closed if closed is not None else ClosedStates()
 
     def next_snapshot(self) -> str:
         """A token for a document state no other token of this runtime names: `<session>/<revision>`.
@@ -326,7 +375,7 @@ class Documents:
         return f"{self._session}/{self._revision}"
 
     def clear(self) -> None:
-        """Forget every document (new session, or drop); each is noted as closed by Beam (`evict`)."""
+        """Forget every document (new session, runtime shut down); each is noted as closed by Beam (`evict`)."""
         for path in list(self.docs):
             self.evict(Path(path))
 
@@ -334,9 +383,11 @@ class Documents:
         """Stop tracking a document Beam closed on its own, noting the state a caller may still hold a version of."""
         doc = self.docs.pop(str(path), None)
         if doc is not None and doc.version:
-            if len(self.evicted) >= MAX_EVICTED:
-                self.evicted.clear()
-            self.evicted[str(path)] = (doc.version, doc.text_hash)
+            self.closed.note(self.root, str(path), doc.version, doc.text_hash)
+
+    def reopening(self, path: Path) -> tuple[int, str] | None:
+        """The state `path` had when Beam closed it on its own, as it is opened again (`DocState.reopened_over`)."""
+        return self.closed.take(self.root, str(path))
 
     def track(self, path: Path, text: str) -> DocState:
         """The state of `path`, created (not yet opened in Lean) on first use, and marked as used now."""
@@ -434,11 +485,16 @@ def check_pin(doc: DocState, pin: PinnedInput, *, reopened: bool = False) -> Non
     version = pin.version
     over = doc.reopened_over if reopened and doc.version == 1 else None
     if over is not None and over != (1, doc.text_hash):
+        closed = (
+            "Beam may have closed it on its own (its state there was not kept)"
+            if over == UNKNOWN_STATE
+            else f"Beam closed it at version {over[0]} (the open-document bound, the memory budget, the idle "
+            "timeout, a new Lean session or a dropped workspace)"
+        )
         raise BrokerError(
             CONTENT_MODIFIED,
-            f"document version mismatch for {doc.uri}: Beam closed it at version {over[0]} (the open-document "
-            f"bound, the memory budget or a new Lean session) and it changed since; version {doc.version} now names "
-            "its new text: sync it again",
+            f"document version mismatch for {doc.uri}: {closed} and it changed since; version {doc.version} now "
+            "names its new text: sync it again",
             {
                 "reason": "documentVersionMismatch",
                 "expectedVersion": version,

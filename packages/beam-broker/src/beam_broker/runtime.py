@@ -44,7 +44,16 @@ from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import DocState, Documents, check_pin, header_imports, header_text, read_source, text_hash
+from ._documents import (
+    ClosedStates,
+    DocState,
+    Documents,
+    check_pin,
+    header_imports,
+    header_text,
+    read_source,
+    text_hash,
+)
 from ._freshness import Freshness
 from ._handles import HandleStore
 from ._metrics import Metrics
@@ -89,6 +98,7 @@ class WorkspaceRuntime:
         redactor: Redactor,
         save_lock: anyio.Lock,
         task_group: TaskGroup,
+        closed: ClosedStates | None = None,
     ) -> None:
         """Internal: use `WorkspaceRuntime.open`."""
         self.root = root
@@ -100,7 +110,7 @@ class WorkspaceRuntime:
         self.created = time.monotonic()
         self.metrics = Metrics()
         self.cache = DiagnosticsCache(redactor)
-        self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes)
+        self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes, closed=closed)
         check = functools.partial(lake.check_built, root, config, env, redactor)
         self.freshness = Freshness(root, self.display, check, max_source_bytes=config.max_source_bytes)
         """What Beam knows of the workspace's build artifacts (it outlives sessions: it is about the disk)."""
@@ -131,6 +141,7 @@ class WorkspaceRuntime:
         redactor: Redactor,
         save_lock: anyio.Lock,
         on_diagnostics: Callable[[str], None] | None = None,
+        closed: ClosedStates | None = None,
     ) -> AsyncIterator[WorkspaceRuntime]:
         """A runtime for the canonical `root`; Lean starts on first use, and stops when the block is left.
 
@@ -142,10 +153,14 @@ class WorkspaceRuntime:
             save_lock: Serializes Lake builds (shared by every runtime of a broker).
             on_diagnostics: Called with the canonical path of each source file whose cached diagnostics change
                 (probe mirrors are never reported).
+            closed: The states of documents Beam closed on its own (the broker's: they outlive this runtime, so the
+                next runtime of the root refuses a version 1 that named an old text); a runtime's own without it.
         """
         with unwrap_group():
             async with anyio.create_task_group() as tg:
-                runtime = cls(root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg)
+                runtime = cls(
+                    root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg, closed=closed
+                )
                 if on_diagnostics is not None:
                     listener = on_diagnostics
                     runtime.on_diagnostics = listener
@@ -319,7 +334,7 @@ class WorkspaceRuntime:
                 return await self.update(client, path, hold=hold)
             opened = not client.is_open(doc.uri)
             if opened:
-                doc.reopened_over = self.documents.evicted.pop(str(path), None)
+                doc.reopened_over = self.documents.reopening(path)
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
                 scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
