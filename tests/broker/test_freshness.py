@@ -11,7 +11,7 @@ import pytest
 
 from beam_broker._documents import read_source, text_hash
 from beam_broker._freshness import Freshness, Stale, _stat
-from beam_broker._lake import olean_path
+from beam_broker._lake import Layout
 
 pytestmark = pytest.mark.anyio
 
@@ -44,6 +44,11 @@ def project(root: Path, files: dict[str, str] = CHAIN) -> Path:
     for rel in files:
         build(root, rel.removesuffix(".lean").replace("/", "."))
     return root
+
+
+def olean_path(root: Path, module: str) -> Path:
+    """Where Lake's default layout puts the module's `.olean`."""
+    return Layout.default(root).olean_path(module)
 
 
 def build(root: Path, module: str) -> None:

@@ -59,6 +59,18 @@ def test_without_a_root_or_outside_it_leans_external_name_keeps_its_form_with_th
     assert outbound.text(external, "/elsewhere") == f"_private.«external:{SOURCE}».0.pv"
 
 
+def test_leans_external_name_of_a_mirror_becomes_the_module_under_the_lakefiles_src_dir(tmp_path: Path) -> None:
+    """Lean names `src/Demo/Proofs.lean` `Demo.Proofs` when the lakefile says `srcDir = "src"`; the mirror's
+    `«external:…»` name maps to that, not to `src.Demo.Proofs`, a module that does not exist."""
+    (tmp_path / "lakefile.toml").write_text('name = "demo"\nsrcDir = "src"\n[[lean_lib]]\nname = "Demo"\n')
+    mirror = f"file://{tmp_path}/src/Demo/Proofs_beamProbe1.lean"
+    assert outbound.text(f"_private.«external:{mirror}».0.pv", str(tmp_path)) == "_private.Demo.Proofs.0.pv"
+    scratch = f"file://{tmp_path}/_beamScratch_beamProbe1.lean"  # outside the source directory: no module
+    assert (
+        outbound.text(f"«external:{scratch}».x", str(tmp_path)) == f"«external:file://{tmp_path}/_beamScratch.lean».x"
+    )
+
+
 def test_text_without_a_mirror_is_returned_as_it_is() -> None:
     said = "x_beamProbe is a user's name; so is _beamProbe1 alone"
     assert outbound.text(said, ROOT) == said

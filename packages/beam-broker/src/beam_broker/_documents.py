@@ -26,8 +26,8 @@ import anyio
 import anyio.lowlevel
 
 from beam_lsp import path_to_uri
-from beam_lsp.project import module_name
 
+from ._lake import Layout
 from ._verdict import ProgressTracker
 from .config import DEFAULT_MAX_SOURCE_BYTES
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
@@ -348,10 +348,12 @@ class Documents:
         *,
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
         closed: ClosedStates | None = None,
+        layout: Callable[[], Layout] | None = None,
     ) -> None:
         """Empty state for the workspace at `root`; `display` renders paths in results.
 
-        `closed` keeps the states of documents Beam closed on its own (the broker's, outliving this runtime).
+        `closed` keeps the states of documents Beam closed on its own (the broker's, outliving this runtime);
+        `layout` gives where the modules' sources are (the lakefile's; Lake's defaults without it).
         """
         self.root = root
         self.display = display
@@ -361,6 +363,8 @@ class Documents:
         self._session = secrets.token_hex(6)
         self._revision = 0
         self.closed = closed if closed is not None else ClosedStates()
+        """Where the states of documents Beam closed on its own go (a broker sets its own, shared by its runtimes)."""
+        self._layout = layout if layout is not None else (lambda: Layout.default(root))
 
     def next_snapshot(self) -> str:
         """A token for a document state no other token of this runtime names: `<session>/<revision>`.
@@ -393,7 +397,7 @@ class Documents:
         """The state of `path`, created (not yet opened in Lean) on first use, and marked as used now."""
         doc = self.docs.get(str(path))
         if doc is None:
-            doc = DocState(path, path_to_uri(path), module_name(self.root, path), text_hash(text), 0)
+            doc = DocState(path, path_to_uri(path), self._layout().module_of(path), text_hash(text), 0)
             self.docs[str(path)] = doc
         self._use_seq += 1
         doc.last_used = self._use_seq

@@ -32,7 +32,7 @@ import anyio.lowlevel
 from beam_lsp.project import is_module_name
 
 from ._documents import FileKey, Loaded, header_imports, read_source, text_hash
-from ._lake import olean_path, source_path
+from ._lake import Layout
 from .errors import BrokerError
 
 log = logging.getLogger("beam_broker")
@@ -135,9 +135,15 @@ class Freshness:
         lake_check: LakeCheck,
         *,
         max_source_bytes: int,
+        layout: Callable[[], Layout] | None = None,
     ) -> None:
-        """Knowledge about the workspace at `root`, learnt from Lake through `lake_check` when needed."""
+        """Knowledge about the workspace at `root`, learnt from Lake through `lake_check` when needed.
+
+        `layout` gives where modules' sources and `.olean` files are (the lakefile's; Lake's defaults without it).
+        """
         self.root = root
+        self._layout_of = layout if layout is not None else (lambda: Layout.default(root))
+        self._layout = self._layout_of()
         self.display = display
         self._lake_check = lake_check
         self._max_source_bytes = max_source_bytes
@@ -157,14 +163,20 @@ class Freshness:
 
     # ---- sources ------------------------------------------------------------------------------------
     def _paths(self, name: str) -> tuple[str, str] | None:
-        """A module's source file and `.olean` (None for a name that is no module name); kept, as strings."""
+        """A module's source file and `.olean` (None for a name that is no module name); kept, as strings.
+
+        Not kept with several source directories: which one holds the module's file is asked each time.
+        """
         try:
             return self._path_cache[name]
         except KeyError:
             pass
         paths = None
         if is_module_name(name):
-            paths = (str(source_path(self.root, name)), str(olean_path(self.root, name)))
+            layout = self._layout
+            paths = (str(layout.source_path(name)), str(layout.olean_path(name)))
+            if len(layout.source_dirs) > 1:
+                return paths
         if len(self._path_cache) >= MAX_SOURCES:
             self._path_cache.clear()
         self._path_cache[name] = paths
@@ -199,6 +211,10 @@ class Freshness:
         nothing but `stat`s; a source that changed is read, and the walk starts again.
         """
         names = tuple(imports)
+        layout = self._layout_of()
+        if layout != self._layout:  # the lakefile moved the sources or the build: every path is another
+            self._layout = layout
+            self._path_cache.clear()
         just_read: set[str] = set()
         while True:
             try:

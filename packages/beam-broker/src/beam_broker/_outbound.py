@@ -12,12 +12,12 @@ not exist, or a private name `_private.«external:file:///…/Proofs_beamProbe1.
   naming a mirror (a `WorkspaceEdit.changes` entry), and an event whose payload is such an object. What exists
   only in a probe is never returned, and a copy of the source in a mirror never answers twice.
 - Mapped, in any other text: a mirror's name becomes its source document's name of the same kind
-  (`Demo/Proofs_beamProbe1.lean` -> `Demo/Proofs.lean`, the URI likewise, the module `Demo.Proofs_beamProbe1`
-  -> `Demo.Proofs`, the scratch run's `_beamScratch_beamProbe1` -> `_beamScratch`), and Lean's name for a module
-  it could not place, `«external:<mirror URI>»`, becomes the source's module name under the workspace root
-  (`Demo.Proofs`, what Lean calls the source itself). This is truthful: a mirror's text before the probe is a
-  copy of the source, so what Lean says there it says of the source with the probe inserted. A source whose
-  file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
+  (`Demo/Proofs_beamProbe1.lean` -> `Demo/Proofs.lean`, the URI likewise, the module `Demo.Proofs_beamProbe1` ->
+  `Demo.Proofs`, the scratch run's `_beamScratch_beamProbe1` -> `_beamScratch`), and Lean's name for a module it could
+  not place, `«external:<mirror URI>»`, becomes the source's module name under the workspace's source directory
+  (`Demo.Proofs`, what Lean calls the source itself; the lakefile's `srcDir`, `_lake.Layout`). This is truthful: a
+  mirror's text before the probe is a copy of the source, so what Lean says there it says of the source with the probe
+  inserted. A source whose file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
 
 The broker applies it at its boundary only (`Broker.call`: results, errors and events of every operation;
 `stats`, `runtime_snapshot`, `diagnostics`), and to log text; handlers never call it. It must stay cheap: an
@@ -29,7 +29,8 @@ formatter the `lean-beam` CLI and daemon install, so no log line they write carr
 Which values are secret is the configuration's business (`BrokerConfig.redactor`); how they are replaced is
 beam-lsp's `Redactor`.
 
-Standard library, `beam_lsp.project` and the redactor only: the error boundary and the CLI's start-up import it.
+Standard library, `beam_lsp.project` and the redactor only at import (the error boundary and the CLI's start-up
+import it); `_lake`'s layout rules are imported when a text names a mirror's module as Lean could not place it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from beam_lsp.project import is_module_name, module_name
+from beam_lsp.project import is_module_name
 from beam_lsp.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -80,8 +81,14 @@ def text(value: str, root: str | None = None) -> str:
 
 
 def _module(source: str, root: str | None) -> str:
-    """Lean's name for the module of a source file (its URI or path): relative to `root`, else `«external:…»`."""
+    """Lean's name for the module of a source file (its URI or path), else `«external:…»`.
+
+    The name is relative to the source directory of the workspace at `root` holding the file (the lakefile's
+    `srcDir`, read on this rare path only).
+    """
     if root is not None:
+        from ._lake import read_layout  # Lake's layout rules have one home; read only when a mirror is named
+
         path: Path | None = None
         if source.startswith("file:"):
             from beam_lsp.documents import uri_to_path  # the pydantic-backed module, on this rare path only
@@ -89,7 +96,7 @@ def _module(source: str, root: str | None) -> str:
             path = uri_to_path(source)
         elif source.startswith("/"):
             path = Path(source)
-        name = module_name(root, path) if path is not None else None
+        name = read_layout(root).module_of(path) if path is not None else None
         if name is not None and is_module_name(name):
             return name
     return f"«external:{source}»"

@@ -159,8 +159,8 @@ class Broker:
                 redactor=self.redactor,
                 save_lock=self._save_lock,
                 on_diagnostics=self._diagnostics_changed,
-                closed=self._closed,
             ) as runtime:
+                runtime.documents.closed = self._closed  # before any document: the states outlive this runtime
                 hosted.runtime = runtime
                 hosted.ready.set()
                 task_status.started()

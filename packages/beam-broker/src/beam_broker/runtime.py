@@ -44,23 +44,14 @@ from beam_lsp.errors import unwrap_group
 
 from . import _lake as lake
 from . import _mirrors as mirrors
-from ._documents import (
-    ClosedStates,
-    DocState,
-    Documents,
-    check_pin,
-    header_imports,
-    header_text,
-    read_source,
-    text_hash,
-)
-from ._freshness import Freshness
+from ._documents import DocState, Documents, check_pin, header_imports, header_text, read_source, text_hash
+from ._freshness import Freshness, LakeCheck
 from ._handles import HandleStore
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
 from ._serve import memory
-from .config import BrokerConfig, Toolchain, slow_reports, workspace_command
+from .config import BrokerConfig, Toolchain, lake_command, slow_reports, workspace_command
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .models import PinnedInput
 from .workspace import cache_key, display_path, resolve_path
@@ -98,7 +89,6 @@ class WorkspaceRuntime:
         redactor: Redactor,
         save_lock: anyio.Lock,
         task_group: TaskGroup,
-        closed: ClosedStates | None = None,
     ) -> None:
         """Internal: use `WorkspaceRuntime.open`."""
         self.root = root
@@ -110,9 +100,11 @@ class WorkspaceRuntime:
         self.created = time.monotonic()
         self.metrics = Metrics()
         self.cache = DiagnosticsCache(redactor)
-        self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes, closed=closed)
-        check = functools.partial(lake.check_built, root, config, env, redactor)
-        self.freshness = Freshness(root, self.display, check, max_source_bytes=config.max_source_bytes)
+        self.layout = lake.Layouts(root).get  # where sources and artifacts are: the lakefile's srcDir, buildDir
+        limit = config.max_source_bytes
+        self.documents = Documents(root, self.display, max_source_bytes=limit, layout=self.layout)
+        check = _lake_check(root, config, env, redactor)
+        self.freshness = Freshness(root, self.display, check, max_source_bytes=limit, layout=self.layout)
         """What Beam knows of the workspace's build artifacts (it outlives sessions: it is about the disk)."""
         self.handles = HandleStore()
         self.pools: dict[str, MirrorPool] = {}
@@ -141,7 +133,6 @@ class WorkspaceRuntime:
         redactor: Redactor,
         save_lock: anyio.Lock,
         on_diagnostics: Callable[[str], None] | None = None,
-        closed: ClosedStates | None = None,
     ) -> AsyncIterator[WorkspaceRuntime]:
         """A runtime for the canonical `root`; Lean starts on first use, and stops when the block is left.
 
@@ -153,14 +144,10 @@ class WorkspaceRuntime:
             save_lock: Serializes Lake builds (shared by every runtime of a broker).
             on_diagnostics: Called with the canonical path of each source file whose cached diagnostics change
                 (probe mirrors are never reported).
-            closed: The states of documents Beam closed on its own (the broker's: they outlive this runtime, so the
-                next runtime of the root refuses a version 1 that named an old text); a runtime's own without it.
         """
         with unwrap_group():
             async with anyio.create_task_group() as tg:
-                runtime = cls(
-                    root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg, closed=closed
-                )
+                runtime = cls(root, config=config, env=env, redactor=redactor, save_lock=save_lock, task_group=tg)
                 if on_diagnostics is not None:
                     listener = on_diagnostics
                     runtime.on_diagnostics = listener
@@ -488,6 +475,18 @@ class WorkspaceRuntime:
         """Every source file this runtime knows (open or cached), canonical paths, sorted."""
         known = {p for p in self.cache.files() if not is_mirror_path(p)} | set(self.open_paths())
         return sorted(os.path.realpath(p) for p in known)
+
+
+def _lake_check(root: str, config: BrokerConfig, env: Mapping[str, str], redactor: Redactor) -> LakeCheck:
+    """How the workspace's freshness asks Lake whether modules are built (`_lake.check_built`)."""
+
+    def command() -> str | None:
+        try:
+            return lake_command(config, env, root)
+        except BrokerError:  # no Lake to ask
+            return None
+
+    return functools.partial(lake.check_built, root, command, env, redactor)
 
 
 def _copy(error: BrokerError) -> BrokerError:
