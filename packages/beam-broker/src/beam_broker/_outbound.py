@@ -25,7 +25,8 @@ answer that mentions no mirror is one substring test of its `repr`.
 
 **Log output is redacted.** `log_failure` logs an exception with its traceback, the whole text redacted first
 (the standard `exc_info` path would format the exception's text unredacted), and `RedactingFormatter` is the
-formatter the `lean-beam` CLI and daemon install, so no log line they write carries a secret or names a mirror.
+formatter the `lean-beam` CLI and daemon install; `redact_log_text` is the rule for one line, which
+lean-beam-mcp's formatters apply too. So no log line Beam writes carries a secret or names a mirror.
 Which values are secret is the configuration's business (`BrokerConfig.redactor`); how they are replaced is
 beam-lsp's `Redactor`.
 
@@ -182,7 +183,9 @@ def context(ctx: CallContext, root: str | None = None) -> CallContext:
 def log_failure(logger: logging.Logger, redactor: Redactor, exc: BaseException, message: str, *args: Any) -> None:
     """Log `message % args` and the traceback of `exc` at ERROR level, both redacted."""
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-    logger.error("%s\n%s", _clean(redactor, message % args if args else message), _clean(redactor, trace))
+    logger.error(
+        "%s\n%s", redact_log_text(redactor, message % args if args else message), redact_log_text(redactor, trace)
+    )
 
 
 class RedactingFormatter(logging.Formatter):
@@ -195,9 +198,14 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The formatted record, redacted, naming no probe mirror."""
-        return _clean(self._redactor, super().format(record))
+        return redact_log_text(self._redactor, super().format(record))
 
 
-def _clean(redactor: Redactor, value: str) -> str:
+def redact_log_text(redactor: Redactor, value: str) -> str:
+    """A log line's text as it may leave Beam: probe mirrors named as their sources (`text`), then redacted.
+
+    Every log writer of Beam's packages uses it (the broker's formatter and `log_failure`, lean-beam-mcp's text
+    and JSON lines), so a log line hides what an answer hides.
+    """
     # Mirrors first: the redactor may shorten a home directory inside a mirror's URI.
     return redactor.redact(text(value))
