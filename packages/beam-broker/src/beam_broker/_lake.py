@@ -4,10 +4,9 @@ Owns the one way Beam runs Lake (`run`: a process group of its own, output redac
 group killed when the caller is cancelled or fails while Lake runs) and the layout rules (`Layout`, read from the
 lakefile by `read_layout`): a module's source file under its package's `srcDir` (the root by default) and its
 artifacts under its `buildDir` (`.lake/build` by default); every mapping between a module name and a file goes
-through `Layout`. Module names reach Lake's command line only after
-`beam_lsp.project.is_module_name` accepted them: Lake has no end-of-options marker for `lake build` (its `--`
-hands every later word to the subcommand as extra arguments and builds the default targets instead). It never
-writes sources.
+through `Layout`. Module names reach Lake's command line only after `beam_lsp.project.is_module_name` accepted
+them: Lake has no end-of-options marker for `lake build` (its `--` hands every later word to the subcommand as
+extra arguments and builds the default targets instead). It never writes sources.
 """
 
 from __future__ import annotations
@@ -38,6 +37,8 @@ OUTPUT_TAIL_LINES = 40
 """Lines of Lake's output kept for an error's data."""
 
 
+DEFAULT_BUILD_DIR = ".lake/build"
+"""Lake's `buildDir` when the lakefile sets none."""
 MAX_LAKEFILE_BYTES = 1 << 20
 """A lakefile larger than this is not read (the default layout is assumed): a real one is a few KiB."""
 
@@ -67,7 +68,7 @@ class Layout:
     @classmethod
     def default(cls, root: str | Path) -> Layout:
         """Lake's defaults: sources under the root, artifacts under `.lake/build`."""
-        return cls(Path(root), (Path(root),), Path(root, ".lake", "build"))
+        return cls(Path(root), (Path(root),), Path(root, DEFAULT_BUILD_DIR))
 
     def source_path(self, name: str) -> Path:
         """Where a module's source file is (whether or not it exists)."""
@@ -175,7 +176,7 @@ def read_layout(root: str | Path) -> Layout:
             targets.extend(_string(entry.get("srcDir"), ".") for entry in listed if isinstance(entry, dict))
     source = _under(base, package)
     dirs = [_under(source, d) for d in targets] or [source]
-    return Layout(base, tuple(dict.fromkeys(dirs)), _under(base, build) if build else base / ".lake" / "build")
+    return Layout(base, tuple(dict.fromkeys(dirs)), _under(base, build or DEFAULT_BUILD_DIR))
 
 
 def _read_lakefile(path: Path) -> str | None:
