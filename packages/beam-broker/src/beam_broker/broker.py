@@ -148,6 +148,19 @@ class Broker:
             raise BrokerError(INTERNAL_ERROR, f"the runtime of {descriptor.root} could not be opened")
         return hosted.runtime
 
+    async def prewarm(self, descriptor: WorkspaceDescriptor) -> None:
+        """Open a workspace's runtime and start its Lean server before any call needs it (a server's start-up).
+
+        No document is opened and no answer changes: the first call finds Lean started instead of starting it
+        (a call that arrives meanwhile waits for the same start). A failed start is the runtime's
+        `start_failure`, as after a call's; the next call starts Lean again and reports its own failure.
+
+        Raises:
+            BrokerError: `runtimeSetup` when the Lean server cannot be started.
+        """
+        runtime = await self.runtime(descriptor)
+        await runtime.client()
+
     async def _host(self, root: str, hosted: _Hosted, *, task_status: TaskStatus[None]) -> None:
         try:
             async with WorkspaceRuntime.open(
