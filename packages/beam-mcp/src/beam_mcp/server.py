@@ -184,6 +184,7 @@ class McpServer:
             if writer is not None and write is not None:
                 tg.start_soon(writer.run, write)
             tg.start_soon(server._run_host)
+            tg.start_soon(server._calls.clock.run)
             tg.start_soon(server._hub.run)
             try:
                 yield server
@@ -305,6 +306,7 @@ class McpServer:
         self._dispatcher.closing = True
         self._resources.close_all()
         await self._dispatcher.drain(self.config.shutdown_grace)
+        self._calls.clock.close()
         await self._host.stop()
         if self._writer is not None:
             self._writer.close()
