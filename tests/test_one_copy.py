@@ -40,6 +40,8 @@ ONE_COPY = [
     ("a JSON parse error on the MCP stream", r"parse error: \{", "beam_mcp._jsonrpc"),
     ("feedback field descriptions", r"One-line title of the problem", "beam_feedback.models"),
     ("loading on first use (lazy package exports, handler stand-ins)", r"import_module\(", "beam_lsp.lazy"),
+    # Every answer, event, error and log line (lean-beam-mcp's formatters too) maps a mirror's name with this rule.
+    ("a probe mirror's name in text", r"_beamProbe\\d", "beam_broker._outbound"),
 ]
 
 

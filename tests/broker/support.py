@@ -114,16 +114,20 @@ _FAKE_LAKE = """\
 #!{python}
 # A test stand-in for `lake build`: writes the artifacts a module build produces, as FAKE_LAKE (JSON) says.
 # Like Lake, `build --no-build` exits 3 when a module's artifacts are not made from its source (by content).
+# Sources are under `src_dir` and artifacts under `build_dir` when FAKE_LAKE sets them (the lakefile's srcDir and
+# buildDir: this stand-in does not read the lakefile).
 import hashlib, json, os, sys
 from pathlib import Path
 
+cfg = json.loads(os.environ.get("FAKE_LAKE") or "{{}}")
+SRC, BUILD = Path(cfg.get("src_dir", ".")), Path(cfg.get("build_dir", ".lake/build"))
+
 def source_hash(module):
-    return hashlib.sha256(Path(*module.split(".")).with_suffix(".lean").read_bytes()).hexdigest()
+    return hashlib.sha256(SRC.joinpath(*module.split(".")).with_suffix(".lean").read_bytes()).hexdigest()
 
 def trace_of(module):
-    return Path(".lake/build/lib/lean", *module.split(".")).with_suffix(".trace")
+    return BUILD.joinpath("lib", "lean", *module.split(".")).with_suffix(".trace")
 
-cfg = json.loads(os.environ.get("FAKE_LAKE") or "{{}}")
 args = sys.argv[1:]
 if cfg.get("argv_log"):
     with open(cfg["argv_log"], "a") as f:
@@ -162,7 +166,7 @@ if cfg.get("build_exit"):
     print(cfg.get("build_output", "error: build failed"))
     sys.exit(int(cfg["build_exit"]))
 rel = Path(*module.split("."))
-lib, ir = Path(".lake/build/lib/lean"), Path(".lake/build/ir")
+lib, ir = BUILD / "lib" / "lean", BUILD / "ir"
 outputs = {{
     "olean": lib / rel.with_suffix(".olean"),
     "ilean": lib / rel.with_suffix(".ilean"),

@@ -276,6 +276,12 @@ def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str
         (["namespace N", "#check a"], "namespaces"),
         (["structure S where", "#check a"], "new types come with instances and projections"),
         (["simp", "exact h"], "not a command"),
+        (["#check a\n#exit", "#check b"], "`#exit` stops Lean reading the next ones"),
+        (["#check a in", "#check b"], "`in` applies a command to the next one"),
+        (["theorem p : T := x\nseal f", "#check b"], "a command the lists do not name changes state"),
+        (["#check a /-", "#check b -/"], "an unclosed comment swallows the next one"),
+        (['#check "a', '#check b"'], "so does an unclosed string"),
+        (['#check s!"{a}"', "#check b"], "interpolated strings are not followed"),
     ],
 )
 def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
@@ -352,10 +358,34 @@ def test_tactic_alternatives_run_in_copies_of_the_declaration_under_fresh_names(
         ("theorem t : p := by\n", ["exact hp", "simp\ntheorem u : q := x"], False),
         ("theorem t : p := by\n", ["exact hp", "open Foo in simp"], False),
         ("theorem t : p := by\n", ["exact hp"], False),
+        ("theorem t : p := by\n", ["exact hp", "simp\n#exit"], False),
+        ("theorem t : p := by\n", ["exact hp /-", "simp -/"], False),
+        ("theorem t : p := by\n", ["exact '\"'", 'exact "-/" -- /-'], True),
     ],
 )
 def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list[str], shares: bool) -> None:
     assert shareable(texts, Basis("proof", len(declaration), 2), declaration, 0) is shares
+
+
+@pytest.mark.parametrize(
+    ("before", "shares"),
+    [
+        ("", True),
+        ("/-- doc -/\n", True),
+        ("def x := 1\n\n", True),
+        ("open Foo in\n", False),
+        ("set_option maxHeartbeats 400 in -- slow\n", False),
+        ("@[simp]\n", False),
+        ("private\n", False),
+        ("theorem s : q := by\n  simp [h]\n\n", True),  # the end of the command before
+    ],
+)
+def test_tactic_alternatives_share_no_copy_of_a_declaration_whose_command_starts_above_it(
+    before: str, shares: bool
+) -> None:
+    """A copy starts at the declaration's first line: `open Foo in` above it would not apply to the copy."""
+    source = before + "theorem t : p := by\n"
+    assert shareable(["exact hp", "simp"], Basis("proof", len(source), 2), source, len(before)) is shares
 
 
 @pytest.mark.parametrize(
@@ -402,6 +432,7 @@ async def test_command_attempts_each_see_the_source_before_them_and_not_each_oth
     assert nope["success"] is False and nope["messages"][0] == {
         "severity": "error",
         "text": "Unknown identifier `nope`",
+        "code": "lean.unknownIdentifier",
     }
     assert temp["success"] is True and temp["next_handle"] is not None
     assert other["success"] is False, "an attempt never sees another attempt's declarations"
@@ -528,13 +559,18 @@ def random_command(rng: random.Random) -> str:
             f"example : MyTrue := {body}",
             f"#check {body}",
             f"#print {rng.choice(['byTerm', 'idProof', 'alt0'])}",
+            # Texts that would run on into the next alternative of a shared version, or stop Lean reading it.
+            f"#check {body} {rng.choice(['in', '/-', '-/', '#exit'])}",
+            f'#check "{body}',
         ]
     )
 
 
 def random_tactic(rng: random.Random) -> str:
     """A tactic alternative (prelude fixtures parse only `{}`: the rest are Lean's errors, parse errors among them)."""
-    return rng.choice(["{}", "{ }", "bogus", "nope hp", "{}\n{}", "skip", "(", "exact more", "{}  -- fine"])
+    return rng.choice(
+        ["{}", "{ }", "bogus", "nope hp", "{}\n{}", "skip", "(", "exact more", "{}  -- fine", "{} /-", "{}\n#exit"]
+    )
 
 
 def essentials(answer: dict[str, Any]) -> dict[str, Any]:
@@ -581,3 +617,48 @@ async def test_random_alternatives_get_exactly_run_ats_answers(
         "so did alternatives declaring one name"
     )
     assert fixed[1][1] not in [group for _, group in shared_groups], "copies of a name Lean already has fall back"
+
+
+LEAKS = (  # `open Hid in` above the declaration: a copy of it from its first line would not see `hidden`
+    "prelude\nimport Demo.Basic\n\n"
+    "namespace Hid\ntheorem hidden : MyTrue := myTrue\nend Hid\n\n"
+    "open Hid in\ntheorem opened (p : Prop) (hp : p) : MyTrue := by\n  {}\n"
+)
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize(
+    ("path", "line", "character", "texts"),
+    [
+        ("Demo/Proofs.lean", 3, 0, ["#check byTerm\n#exit", "theorem alt0 : MyTrue := nope"]),
+        ("Demo/Proofs.lean", 3, 0, ["#check byTerm /-", "#check two -/"]),
+        ("Demo/Proofs.lean", 3, 0, ["theorem alt0 : MyTrue := nope /-", "theorem alt1 : MyTrue := myTrue -/"]),
+        ("Demo/Leaks.lean", 9, 2, ["{}\n#exit", "match hidden with | _ => {}"]),
+        ("Demo/Leaks.lean", 9, 2, ["match hidden with | _ => {}", "match hidden with | _ => {}"]),
+        ("Demo/Leaks.lean", 9, 2, ["{} /-", "{} -/"]),
+        ("Demo/Proofs.lean", 3, 0, ["#check byTerm in", "#check two"]),
+        ("Demo/Proofs.lean", 3, 0, ['#check "a', '#check b"']),
+    ],
+    ids=[
+        "exit",
+        "unclosed-comment",
+        "unclosed-comment-decl",
+        "exit-tactic",
+        "open-in-above",
+        "comment-tactic",
+        "in-combinator",
+        "unclosed-string",
+    ],
+)
+async def test_alternatives_that_could_reach_into_the_next_one_get_run_ats_answers(
+    broker: Broker, demo_root: Path, path: str, line: int, character: int, texts: list[str]
+) -> None:
+    """Each of these batches shared one version before the review, and some answer differed from `run_at`'s."""
+    (demo_root / "Demo/Leaks.lean").write_text(LEAKS)
+    await call(broker, "sync", demo_root, path=path)
+    alone = []
+    for text in texts:
+        one = await call(broker, "run_at", demo_root, path=path, version=1, line=line, character=character, text=text)
+        alone.append(essentials(one))
+    result = await call(broker, "attempts", demo_root, **at(path, line, character, texts))
+    assert [essentials(a) for a in result["attempts"]] == alone

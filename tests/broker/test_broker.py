@@ -586,6 +586,37 @@ async def test_open_documents_beyond_the_bound_are_closed_least_recently_used_fi
     assert session["openDocCount"] == 2
 
 
+async def test_a_version_pinned_before_the_bound_closed_a_document_edited_since_is_not_current(tmp_path: Path) -> None:
+    """docs/broker.md: after the bound closes a document, "a caller holding an older version gets the usual
+    `documentVersionMismatch`". Version 1 of the old text is one: the reopened document is version 1 again."""
+    files = {"A.lean": "theorem a : True := trivial\n", "B.lean": "x\n"}
+    root = fake_project(tmp_path / "proj", files)
+    async with open_broker(max_open_documents=1) as broker:
+        await call(broker, "sync", root, path="A.lean")  # version 1 of the old text
+        await call(broker, "sync", root, path="B.lean")  # the bound closes A
+        assert broker.open_documents() == [str(root / "B.lean")]
+        (root / "A.lean").write_text("def other : Nat := 0\ntheorem a : True := trivial\n")
+        failure = await error_of(broker, "hover", root, path="A.lean", version=1, line=0, character=8)
+        assert failure.code == codes.CONTENT_MODIFIED and failure.data is not None
+        assert failure.data["reason"] == "documentVersionMismatch"
+        synced = await call(broker, "sync", root, path="A.lean")  # the caller learns the new version
+        assert synced["version"] == 1
+        await call(broker, "hover", root, path="A.lean", version=1, line=1, character=8)
+        await call(broker, "sync", root, path="B.lean")  # closed again, unchanged since: version 1 still names it
+        await call(broker, "hover", root, path="A.lean", version=1, line=1, character=8)
+
+
+async def test_a_version_pinned_before_a_lean_restart_of_a_file_edited_since_is_not_current(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "proj", {"A.lean": "theorem x : True := trivial\n"})
+    async with open_broker({"crash_on": {"method": "textDocument/hover"}}) as broker:
+        await call(broker, "sync", root, path="A.lean")
+        await error_of(broker, "hover", root, path="A.lean", version=1, line=0, character=8)  # Lean is gone
+        (root / "A.lean").write_text("def other : Nat := 0\ntheorem x : True := trivial\n")
+        failure = await error_of(broker, "document_symbols", root, path="A.lean", version=1)
+        assert failure.code == codes.CONTENT_MODIFIED and failure.data is not None
+        assert failure.data["reason"] == "documentVersionMismatch"
+
+
 async def test_the_bound_never_closes_a_document_a_call_in_flight_holds(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "proj", {"A.lean": "x\n", "B.lean": "y\n", "C.lean": "z\n"})
     async with open_broker({"stall": ["textDocument/hover"]}, max_open_documents=1) as broker:

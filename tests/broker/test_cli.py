@@ -192,14 +192,12 @@ def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_on
     (tmp_path / "Other.lean").write_text(CLEAN, encoding="utf-8")
     code, out, err = main(capsys, "--human", "sync", "notes.txt")
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
-    assert (
-        err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files) [invalidInput]\n"
-    )
+    assert err == "lean-beam: error: notes.txt: not a Lean source file (Beam works only on `.lean` files)\n"
     code, out, err = main(capsys, "--human", "hover", str(tmp_path / "Other.lean:1:8"))
     assert (code, out) == (beam_cli.EXIT_USAGE, "")
     assert err == (
         f"lean-beam: error: {tmp_path / 'Other.lean'}: outside the project {in_project}; run lean-beam from the "
-        "file's own project, or pass --root DIR [invalidInput]\n"
+        "file's own project, or pass --root DIR\n"
     )
 
 
@@ -221,7 +219,21 @@ def test_an_error_about_a_position_says_it_as_the_user_typed_it(
     code, out, err = main(capsys, "--human", "hover", "A.lean:99:0")
     assert (code, out) == (beam_cli.EXIT_REFUSED, "")
     last = err.splitlines()[-1]
-    assert last == "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
+    assert last == "lean-beam: error: line 99 is past the end of the file (it has 1 line)"
+
+
+def test_the_protocol_code_of_an_error_is_shown_only_with_verbose_or_in_json(
+    in_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding: every human error line ended with ` [invalidParams]`, noise for a person; -v is how to ask for it.
+    code, _, err = main(capsys, "--human", "-v", "hover", "A.lean:99:0")
+    assert code == beam_cli.EXIT_REFUSED
+    last = "lean-beam: error: line 99 is past the end of the file (it has 1 line) [invalidParams]"
+    assert err.splitlines()[-1] == last
+    code, _, err = main(capsys, "--human", "hover", "A.lean:99:0")
+    assert code == beam_cli.EXIT_REFUSED and not err.splitlines()[-1].endswith("]")
+    code, _, err = main(capsys, "--json", "hover", "A.lean:99:0")
+    assert code == beam_cli.EXIT_REFUSED and json.loads(err[err.index("{") :])["code"] == codes.INVALID_PARAMS
 
 
 def test_a_refused_call_exits_4_with_its_json_on_stderr(in_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -364,9 +376,11 @@ def test_ctrl_c_cancels_a_call_in_flight_and_exits_130(fake_cli: Cli) -> None:
     assert err.strip().endswith("beam: interrupted")
 
 
-def test_a_reader_that_goes_away_ends_the_command_with_141(fake_cli: Cli) -> None:
+@pytest.mark.parametrize("argv", [["completion", "bash"], ["--help"], ["--version"], ["sync", "--help"]])
+def test_a_reader_that_goes_away_ends_the_command_with_141(argv: list[str], fake_cli: Cli) -> None:
+    # Finding: argparse swallowed the broken pipe of `lean-beam --help | head -1` (exit 0).
     with subprocess.Popen(
-        [*CLI, "completion", "bash"], cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*CLI, *argv], cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()  # before the child has written anything: its write fails with EPIPE
@@ -471,3 +485,35 @@ def test_text_shows_warnings_and_lean_error_names_and_json_items_keep_the_names(
     items = lean_cli("--compact", "sync", "Demo/Unknown.lean", "--diagnostics-in-result")
     assert items.json["diagnostics"]["items"][0]["code"] == "lean.unknownIdentifier"
     assert items.json["readiness"]["blocking_diagnostics"][0]["code"] == "lean.unknownIdentifier"
+
+
+@pytest.mark.lean
+def test_probes_and_interactive_diagnostics_show_lean_error_names_as_sync_does(lean_cli: Cli, demo_root: Path) -> None:
+    # Finding: `sync` printed `error(lean.unknownIdentifier): ...` but `run-at` and `interactive-diagnostics` dropped
+    # the name, and run_at's JSON messages had no `code` (lean_sync's items do).
+    unknown = demo_root / "Demo" / "Unknown.lean"
+    unknown.write_text("prelude\nimport Demo.Basic\n\ndef oops : MyTrue := notThere\n", encoding="utf-8")
+    named = "error(lean.unknownIdentifier): Unknown identifier `notThere`"
+    probe = ("Demo/Proofs.lean:9:0", "--text", "theorem probe : MyTrue := notThere")
+    ran = lean_cli("--human", "run-at", *probe)
+    assert ran.code == 0, ran.stderr
+    assert ran.stdout.splitlines()[0] == named
+    assert lean_cli("--compact", "run-at", *probe).json["messages"][0]["code"] == "lean.unknownIdentifier"
+    found = lean_cli("--human", "interactive-diagnostics", "Demo/Unknown.lean")
+    assert found.code == 0, found.stderr
+    assert found.stdout.splitlines() == [f"Demo/Unknown.lean:4:21: {named}"]
+    scratch = lean_cli("--human", "run-code", "--text", "prelude\ndef oops := notThere")
+    assert scratch.stdout.splitlines()[0] == f"<scratch>:2:12: {named}", scratch.stderr
+
+
+@pytest.mark.lean
+def test_a_sync_that_rebuilds_its_imports_prints_only_what_holds_after(lean_cli: Cli, demo_root: Path) -> None:
+    # Finding: `sync --rebuild-imports` printed Lean's complaint about the unbuilt import, then the clean verdict.
+    (demo_root / "Demo/Mid.lean").write_text("prelude\nimport Demo.Basic\n\ntheorem midTrue : MyTrue := myTrue\n")
+    (demo_root / "Demo/Top.lean").write_text("prelude\nimport Demo.Mid\n\ntheorem topTrue : MyTrue := midTrue\n")
+    rebuilt = lean_cli("--human", "sync", "Demo/Top.lean", "--rebuild-imports")
+    assert rebuilt.code == 0, rebuilt.stderr
+    assert rebuilt.stdout.splitlines() == [
+        "Demo/Top.lean: saved its stale imports first: Demo/Mid.lean",
+        "Demo/Top.lean (version 1): no errors or warnings, save-ready",
+    ]

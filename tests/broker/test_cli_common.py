@@ -53,7 +53,11 @@ def test_answers_print_as_json_or_text_and_errors_on_stderr() -> None:
     text = common.Output(common.Options(human=True), Terminal(out, err))
     assert text.finish({"result": {"a": 1}}, lambda v: [f"a is {v['a']}"]) == common.EXIT_OK
     assert text.finish({"error": {"code": codes.CONTENT_MODIFIED, "message": "stale"}}, list) == common.EXIT_REFUSED
-    assert out.getvalue() == "a is 1\n" and err.getvalue() == "lean-beam: error: stale [contentModified]\n"
+    assert out.getvalue() == "a is 1\n" and err.getvalue() == "lean-beam: error: stale\n"
+    out, err = io.StringIO(), io.StringIO()
+    verbose = common.Output(common.Options(human=True, verbose=True), Terminal(out, err))
+    assert verbose.finish({"error": {"code": codes.CONTENT_MODIFIED, "message": "stale"}}, list) == common.EXIT_REFUSED
+    assert err.getvalue() == "lean-beam: error: stale [contentModified]\n"  # the code is for reports: -v
     out, err = io.StringIO(), io.StringIO()
     raw = common.Output(common.Options(compact=True), Terminal(out, err))
     assert raw.finish({"result": {"a": 1}}, list) == common.EXIT_OK

@@ -149,7 +149,7 @@ def test_on_a_terminal_goals_at_a_lean_position_without_a_version(slow_cli: Cli)
     usage = pty_run(["goals", "A.lean", "--mode", "before"], slow_cli.cwd, slow_cli.env)
     assert usage.code == 2
     assert screen(usage.stdout) == [
-        "lean-beam: error: `lean-beam goals` needs FILE:LINE:COL (or --line N --character N) [invalidInput]"
+        "lean-beam: error: `lean-beam goals` needs FILE:LINE:COL (or --line N --character N)"
     ]
 
 
@@ -282,7 +282,7 @@ def test_the_version_is_optional_in_the_daemon_and_checked_when_given(lean_cli: 
     explicit = lean_cli("hover", "Demo/Proofs.lean:4:31", "--version", str(version))
     assert explicit.code == 0 and explicit.json["range"]["start"] == {"line": 3, "character": 27}
     stale = pty_run(["hover", "Demo/Proofs.lean:4:31", "--version", str(version + 5)], demo_root, lean_cli.env)
-    assert stale.code == 4 and screen(stale.stdout)[-1].endswith("[contentModified]")
+    assert stale.code == 4 and screen(stale.stdout)[-1].startswith("lean-beam: error: document version mismatch")
     path = demo_root / "Demo" / "Proofs.lean"
     path.write_text(path.read_text(encoding="utf-8").replace("byTerm", "byTerm'"), encoding="utf-8")
     after = lean_cli("hover", "Demo/Proofs.lean:4:31")  # reads the edit first: a new version, answered for it

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from beam_broker._documents import DocState, Documents, text_hash
+from beam_broker import errors as codes
+from beam_broker._documents import UNKNOWN_STATE, ClosedStates, DocState, Documents, check_pin, text_hash
 from beam_broker._verdict import ProgressTracker
+from beam_broker.errors import BrokerError
+from beam_broker.models import PinnedInput
 
 pytestmark = pytest.mark.anyio
 
@@ -60,3 +63,28 @@ def test_the_open_document_bound_closes_the_least_recently_used_idle_documents(t
     b.users = 1  # a call in flight holds it
     assert docs.beyond(2, keep=d) == [c, a]
     assert docs.beyond(0, keep=d) == [c, a]  # held and kept documents stay even beyond the bound
+
+
+def test_closed_states_are_kept_per_root_and_once_one_was_forgotten_an_unknown_open_is_refused_not_trusted() -> None:
+    """The bound on kept states must not turn a reopen into a first open: a forgotten state reads `UNKNOWN_STATE`,
+    which no version names (trusting it answered a version 1 of the old text against the new one)."""
+    closed = ClosedStates(limit=2)
+    one, two = Documents("/w", str, closed=closed), Documents("/v", str, closed=closed)
+    for docs, name in ((one, "/w/A.lean"), (two, "/w/A.lean"), (one, "/w/B.lean")):
+        doc = docs.track(Path(name), "x\n")
+        doc.opened(1, "x\n", "s/1")
+        docs.evict(Path(name))
+    assert one.reopening(Path("/w/B.lean")) == (1, text_hash("x\n"))
+    assert two.reopening(Path("/w/A.lean")) == (1, text_hash("x\n"))  # a root of its own: kept apart
+    assert one.reopening(Path("/w/A.lean")) == UNKNOWN_STATE  # the oldest, forgotten for the bound
+    doc = one.track(Path("/w/A.lean"), "x\n")
+    doc.opened(1, "x\n", "s/2")
+    doc.reopened_over = UNKNOWN_STATE
+    pin = PinnedInput.model_validate({"path": "A.lean", "version": 1})
+    with pytest.raises(BrokerError) as info:
+        check_pin(doc, pin, reopened=True)
+    assert info.value.code == codes.CONTENT_MODIFIED and info.value.data is not None
+    assert info.value.data["reason"] == "documentVersionMismatch"
+    assert "not kept" in info.value.message
+    check_pin(doc, pin)  # the next call finds it open: its version 1 is the one the refusal named
+    assert ClosedStates().take("/w", "/w/A.lean") is None  # nothing forgotten: a first open

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from beam_broker._documents import read_source, text_hash
-from beam_broker._freshness import Freshness, Stale
-from beam_broker._lake import olean_path
+from beam_broker._freshness import Freshness, Stale, _stat
+from beam_broker._lake import Layout
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +44,11 @@ def project(root: Path, files: dict[str, str] = CHAIN) -> Path:
     for rel in files:
         build(root, rel.removesuffix(".lean").replace("/", "."))
     return root
+
+
+def olean_path(root: Path, module: str) -> Path:
+    """Where Lake's default layout puts the module's `.olean`."""
+    return Layout.default(root).olean_path(module)
 
 
 def build(root: Path, module: str) -> None:
@@ -219,6 +225,8 @@ async def test_a_source_read_within_the_racy_window_is_read_again(
     await fresh.closure(("P.Base",))
     assert len(reads) == 2  # just written: a later write in the same timestamp tick would not change its stat
     age(root)
+    later = time.time_ns() + 60 * 10**9  # a minute after every change (the mtime set back and the ctime)
+    monkeypatch.setattr("beam_broker._freshness.time", SimpleNamespace(time_ns=lambda: later))
     await fresh.closure(("P.Base",))
     await fresh.closure(("P.Base",))
     assert len(reads) == 3  # its stat changed (read again); then it is old enough to trust the stat
@@ -236,3 +244,61 @@ async def test_what_lake_says_about_new_modules_is_recorded_against_the_imports_
     assert lake.asked == [["P.Base", "P.Mid"], ["P.Side"]]
     assert await fresh.stale(("P.Side",), await fresh.loading(("P.Side",)), {}) == []
     assert len(lake.asked) == 2
+
+
+async def test_modules_lake_called_out_of_date_over_an_import_edited_back_are_current_again(tmp_path: Path) -> None:
+    """Lake's "out of date" about a module holds while everything it judged holds, its imports' sources too."""
+    root = project(tmp_path)
+    age(root)
+    original = (root / "P/Base.lean").read_text()
+    (root / "P/Base.lean").write_text("prelude\ndef one := 6\n")  # edited before Beam ever looked
+    lake = Lake({"P.Base": 3, "P.Mid": 3, "P.Top": 3})  # Lake judges a module with its imports
+    fresh = make(root, lake)
+    loaded = await fresh.loading(("P.Top",))
+    stale = await fresh.stale(("P.Top",), loaded, {})
+    assert names(stale) == [("P.Base", True, False), ("P.Mid", True, False), ("P.Top", True, True)]
+    (root / "P/Base.lean").write_text(original)  # `git checkout`: the build is current again
+    lake.answers.clear()
+    assert await fresh.stale(("P.Top",), loaded, {}) == []
+
+
+async def test_a_module_lake_called_out_of_date_for_a_transitive_import_is_current_once_it_is(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    lake = Lake()
+    fresh = make(root, lake)
+    assert await fresh.stale(("P.Mid",), await fresh.loading(("P.Mid",)), {}) == []  # Base and Mid recorded
+    original = (root / "P/Base.lean").read_text()
+    (root / "P/Base.lean").write_text("prelude\ndef one := 7\n")
+    lake.answers["P.Top"] = 3  # Top is new to Beam: asked alone, Lake says out of date (Base is)
+    loaded = await fresh.loading(("P.Top",))
+    await fresh.learn(("P.Top",), {})  # as a sync does while Lean elaborates
+    assert lake.asked[-1] == ["P.Top"]
+    stale = await fresh.stale(("P.Top",), loaded, {})
+    assert names(stale) == [("P.Base", True, False), ("P.Mid", True, False), ("P.Top", True, True)]
+    (root / "P/Base.lean").write_text(original)
+    lake.answers.clear()
+    assert await fresh.stale(("P.Top",), loaded, {}) == []
+
+
+async def test_a_source_whose_mtime_was_set_back_is_racy_while_its_ctime_is_recent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cp -p`, `tar x`, `rsync -t` write a file and set its mtime back; the write's own time is its ctime.
+
+    A second such write of the same size in the same timestamp tick leaves the whole `stat` unchanged, so a read
+    within the racy window of the ctime must not be trusted either.
+    """
+    root = project(tmp_path)
+    age(root)  # mtimes a minute back, ctimes now
+    ctime = os.stat(root / "P/Base.lean").st_ctime_ns
+    monkeypatch.setattr("beam_broker._freshness.time", SimpleNamespace(time_ns=lambda: ctime + 1))  # its tick
+    fresh = make(root, Lake())
+    loaded = await fresh.loading(("P.Mid",))
+    assert await fresh.stale(("P.Mid",), loaded, {}) == []
+    base = str(root / "P/Base.lean")
+    first = _stat(base)
+    Path(base).write_text("prelude\ndef one := 8\n")  # same size, same inode
+    # A coarse clock: the second write's mtime (restored) and ctime are the first's, so its whole `stat` is too.
+    monkeypatch.setattr("beam_broker._freshness._stat", lambda path: first if path == base else _stat(path))
+    assert names(await fresh.stale(("P.Mid",), loaded, {})) == [("P.Base", True, False), ("P.Mid", True, True)]

@@ -244,3 +244,51 @@ async def test_a_file_edited_on_disk_is_never_answered_from_the_text_beam_read_b
     )
     assert old_handle.value.code == codes.CONTENT_MODIFIED and old_handle.value.data == {"reason": "staleHandle"}
     assert "addedOnDisk" in json.dumps(symbols)
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["prelude\n/- uses Basic -/ import Demo.Basic\n", "prelude\n/- uses\n   Basic -/ import Demo.Basic\n"],
+    ids=["comment-then-import", "multi-line-comment-then-import"],
+)
+async def test_an_import_after_a_comment_on_its_line_is_checked_too(
+    broker: Broker, demo_root: Path, header: str
+) -> None:
+    """Lean reads the import after the comment; a header reader that skipped the line missed a stale import."""
+    (demo_root / "Demo/Side.lean").write_text(header + "\ntheorem side : MyTrue := myTrue\n")
+    with anyio.fail_after(120):
+        assert (await sync(broker, demo_root, "Demo/Side.lean"))["diagnostics"]["counts"]["error"] == 0
+        rename_my_true(demo_root)
+        err = await stale_error(broker, demo_root, "Demo/Side.lean")
+    assert err.data is not None and [d["module"] for d in err.data["staleDirectDeps"]] == ["Demo.Basic"]
+
+
+async def test_a_project_with_its_sources_under_src_dir_is_clean_then_stale_after_an_edit_then_saved(
+    broker: Broker, lean_toolchain: Toolchain, tmp_path: Path
+) -> None:
+    """Lake's `srcDir`: `src/Demo/Basic.lean` is the module `Demo.Basic`. Taking the sources at the root, its
+    built import read as a module whose source is gone (`needsSave` for ever) and save built `src.Demo.Basic`."""
+    demo = Path(__file__).parents[1] / "fixtures" / "demo"
+    root = tmp_path / "srcdir"
+    (root / "src" / "Demo").mkdir(parents=True)
+    (root / "lean-toolchain").write_text((demo / "lean-toolchain").read_text())
+    (root / "lakefile.toml").write_text('name = "demo"\nsrcDir = "src"\n\n[[lean_lib]]\nname = "Demo"\n')
+    for name in ("Basic", "Proofs"):
+        (root / "src" / "Demo" / f"{name}.lean").write_text((demo / "Demo" / f"{name}.lean").read_text())
+    built = lake_build(lean_toolchain, root, "Demo.Basic")
+    assert built.returncode == 0, built.stdout + built.stderr
+    with anyio.fail_after(120):
+        clean = await sync(broker, root, "src/Demo/Proofs.lean")
+        assert clean["diagnostics"]["counts"]["error"] == 0
+        basic = root / "src/Demo/Basic.lean"
+        basic.write_text(basic.read_text().replace("theorem myTrue ", "theorem myTrueRenamed "))
+        stale = await stale_error(broker, root, "src/Demo/Proofs.lean")
+        saved = await broker.call("save", {"workspace": {"root": str(root)}, "path": "src/Demo/Basic.lean"})
+        await broker.call("refresh", {"workspace": {"root": str(root)}, "path": "src/Demo/Proofs.lean"})
+        after = await sync(broker, root, "src/Demo/Proofs.lean")
+    assert stale.data is not None
+    assert stale.data["staleDirectDeps"] == [
+        {"module": "Demo.Basic", "path": "src/Demo/Basic.lean", "needsSave": True, "direct": True}
+    ]
+    assert saved["module"] == "Demo.Basic"
+    assert "Unknown identifier `myTrue`" in [item["message"] for item in after["diagnostics"]["items"]]

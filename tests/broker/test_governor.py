@@ -14,11 +14,12 @@ import anyio
 import pytest
 
 from beam_broker import Broker
+from beam_broker import errors as codes
 from beam_broker._serve.governor import Candidate, plan
 from beam_broker._serve.memory import TreeUsage
 from tests.support.fixtures import LeanGate, fake_broker
 
-from .support import TIMEOUT, call, fake_project
+from .support import TIMEOUT, call, error_of, fake_project
 
 pytestmark = pytest.mark.anyio
 
@@ -148,6 +149,60 @@ async def test_a_runtime_idle_past_the_idle_timeout_shuts_down_and_the_drop_forg
         # dropping the workspace on purpose makes its files untracked rather than evicted
         await call(broker, "drop_workspace", a)
         assert broker.diagnostics(str(a / "A1.lean"))["tracked"] is False
+
+
+EDITED = "def other : Nat := 0\ntheorem t : True := trivial\n"
+
+
+async def test_a_version_pinned_before_the_idle_timeout_shut_its_runtime_down_is_not_current_after_an_edit(
+    tmp_path: Path,
+) -> None:
+    """docs/broker.md: a caller holding version 1 of the old text gets `documentVersionMismatch` after Beam closed
+    the document on its own; a runtime shut down whole is such a close (the new runtime opens at version 1 again)."""
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker(idle_timeout=3600) as broker:
+        await call(broker, "sync", a, path="A1.lean")  # version 1 of the old text
+        runtime = broker.cached(str(a))
+        assert runtime is not None
+        runtime.occupancy.last_active -= 7200
+        await broker.governor.govern()
+        assert broker.workspace_count == 0
+        (a / "A1.lean").write_text(EDITED)
+        failure = await error_of(broker, "hover", a, path="A1.lean", version=1, line=1, character=8)
+        assert failure.code == codes.CONTENT_MODIFIED and failure.data is not None
+        assert failure.data["reason"] == "documentVersionMismatch"
+        assert (await call(broker, "sync", a, path="A1.lean"))["version"] == 1  # the caller learns the new version
+        await call(broker, "hover", a, path="A1.lean", version=1, line=1, character=8)
+
+
+async def test_a_version_pinned_before_the_budget_shut_its_runtime_down_names_the_reopened_file_only_unchanged(
+    tmp_path: Path,
+) -> None:
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    async with fake_broker(memory_budget_mib=50) as broker:
+        on = metered(broker)
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "sync", a, path="A2.lean")
+        on["on"] = True  # 160 MiB: closing both documents frees too little, so the runtime goes whole
+        await broker.governor.govern()
+        assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "memory", "count": 1}]
+        on["on"] = False
+        (a / "A1.lean").write_text(EDITED)
+        failure = await error_of(broker, "hover", a, path="A1.lean", version=1, line=1, character=8)
+        assert failure.data is not None and failure.data["reason"] == "documentVersionMismatch"
+        # A2 is the text version 1 named: the new runtime's version 1 still names it
+        await call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
+
+
+async def test_a_version_pinned_before_a_drop_is_not_current_after_an_edit(tmp_path: Path) -> None:
+    """Another caller's drop closes the document as surely as an eviction: the pin named the old text."""
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker() as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "drop_workspace", a)
+        (a / "A1.lean").write_text(EDITED)
+        failure = await error_of(broker, "document_symbols", a, path="A1.lean", version=1)
+        assert failure.data is not None and failure.data["reason"] == "documentVersionMismatch"
 
 
 async def test_status_reports_each_workspace_and_the_totals(tmp_path: Path) -> None:

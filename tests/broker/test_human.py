@@ -71,6 +71,18 @@ def test_sync_prints_the_diagnostics_not_seen_yet_then_a_summary(view: View) -> 
     assert file_has_errors({"diagnostics": {"counts": {"error": 1}}}) is True and file_has_errors({}) is False
 
 
+def test_a_sync_that_rebuilt_its_imports_says_so_before_its_verdict(view: View) -> None:
+    clean = {"path": "Demo/Top.lean", "version": 1, "diagnostics": {"counts": {}}, "readiness": {"reason": "ok"}}
+    assert render("SyncReply", {**clean, "rebuilt_imports": ["Demo/Basic.lean", "Demo/Mid.lean"]}, view) == [
+        "Demo/Top.lean: saved its stale imports first: Demo/Basic.lean, Demo/Mid.lean",
+        "Demo/Top.lean (version 1): no errors or warnings, save-ready",
+    ]
+    assert render("SyncReply", {**clean, "rebuilt_imports": []}, view)[0] == (
+        "Demo/Top.lean: reloaded its imports (they were saved already)"
+    )
+    assert len(render("SyncReply", clean, view)) == 1
+
+
 def test_save_and_close_save_say_what_was_written(view: View) -> None:
     saved = {"path": "Demo/Proofs.lean", "module": "Demo.Proofs", "version": 1, "olean": "/p/.lake/Proofs.olean"}
     line = "Demo/Proofs.lean (version 1): saved Demo.Proofs to /p/.lake/Proofs.olean"
@@ -101,7 +113,8 @@ def test_a_save_refused_for_errors_shows_them_and_anything_else_is_an_error_line
     assert err == ["lean-beam: not saved: the file has errors"]
     stale = {"code": "contentModified", "message": "stale", "data": {"reason": "documentVersionMismatch"}}
     assert refused_save(stale) is None and refused_save({"code": "x", "data": {"sync": {}}}) is None
-    assert render_error(stale, view) == ([], ["lean-beam: error: stale [contentModified]"])
+    assert render_error(stale, view) == ([], ["lean-beam: error: stale"])
+    assert render_error(stale, view, verbose=True) == ([], ["lean-beam: error: stale [contentModified]"])
 
 
 def test_hover_is_its_text_and_signature_help_its_labels(view: View) -> None:
@@ -171,6 +184,10 @@ def test_probe_results_are_messages_then_the_goals_after(view: View) -> None:
         "hp : p",
         "⊢ p",
         'handle: {"raw":{"value":"h"}}',
+    ]
+    named = {"severity": "error", "text": "Unknown identifier `x`", "code": "lean.unknownIdentifier"}
+    assert render("RunResult", {"success": False, "messages": [named]}, view) == [
+        "error(lean.unknownIdentifier): Unknown identifier `x`"  # as `lean` and a sync print it
     ]
     assert render("RunResult", {"success": True, "messages": []}, view) == ["ok"]
     assert render("RunResult", {"success": False}, view) == ["error: the text did not elaborate"]
@@ -325,6 +342,10 @@ def test_a_scratch_run_prints_its_messages_at_their_place_in_the_text(view: View
     assert render("RunCodeResult", {"success": False, "messages": [message]}, view) == [
         "<scratch>:3:7: error: Unknown identifier `x`"
     ]
+    named = {**message, "code": "lean.unknownIdentifier"}
+    assert render("RunCodeResult", {"success": False, "messages": [named]}, view) == [
+        "<scratch>:3:7: error(lean.unknownIdentifier): Unknown identifier `x`"
+    ]
     assert render("RunCodeResult", {"success": True, "messages": []}, view) == ["ok"]
 
 
@@ -350,6 +371,10 @@ def test_term_goals_widgets_and_interactive_diagnostics_print_as_text(view: View
     found = {"diagnostics": [{"range": rng(3, 27), "severity": 1, "message": tagged}]}
     assert render("InteractiveDiagnosticsResult", found, view) == [
         "Demo/Proofs.lean:4:27: error: Type mismatch MyNat.zero"
+    ]
+    named = {"range": rng(3, 27), "severity": 1, "message": {"text": "Unknown"}, "code": "lean.unknownIdentifier"}
+    assert render("InteractiveDiagnosticsResult", {"diagnostics": [named]}, view) == [
+        "Demo/Proofs.lean:4:27: error(lean.unknownIdentifier): Unknown"
     ]
     assert render("InteractiveDiagnosticsResult", {"diagnostics": []}, view) == ["no diagnostics"]
     assert file_has_errors(found) is False, "the call answered: only a sync's verdict is the file's exit status"

@@ -48,10 +48,27 @@ def test_a_mirror_name_in_text_becomes_its_sources_name_of_the_same_kind() -> No
     )
 
 
+def test_a_mirror_of_a_source_whose_stem_ends_in_a_name_character_that_is_no_word_character_is_mapped() -> None:
+    said = "Demo/Foo'_beamProbe1.lean:2:0, Demo.Foo'_beamProbe1.x, Demo/Is?_beamProbe2.lean, Demo/Go!_beamProbe3.lean"
+    assert outbound.text(said, ROOT) == "Demo/Foo'.lean:2:0, Demo.Foo'.x, Demo/Is?.lean, Demo/Go!.lean"
+
+
 def test_without_a_root_or_outside_it_leans_external_name_keeps_its_form_with_the_sources_uri() -> None:
     external = f"_private.«external:{MIRROR}».0.pv"
     assert outbound.text(external) == f"_private.«external:{SOURCE}».0.pv"
     assert outbound.text(external, "/elsewhere") == f"_private.«external:{SOURCE}».0.pv"
+
+
+def test_leans_external_name_of_a_mirror_becomes_the_module_under_the_lakefiles_src_dir(tmp_path: Path) -> None:
+    """Lean names `src/Demo/Proofs.lean` `Demo.Proofs` when the lakefile says `srcDir = "src"`; the mirror's
+    `«external:…»` name maps to that, not to `src.Demo.Proofs`, a module that does not exist."""
+    (tmp_path / "lakefile.toml").write_text('name = "demo"\nsrcDir = "src"\n[[lean_lib]]\nname = "Demo"\n')
+    mirror = f"file://{tmp_path}/src/Demo/Proofs_beamProbe1.lean"
+    assert outbound.text(f"_private.«external:{mirror}».0.pv", str(tmp_path)) == "_private.Demo.Proofs.0.pv"
+    scratch = f"file://{tmp_path}/_beamScratch_beamProbe1.lean"  # outside the source directory: no module
+    assert (
+        outbound.text(f"«external:{scratch}».x", str(tmp_path)) == f"«external:file://{tmp_path}/_beamScratch.lean».x"
+    )
 
 
 def test_text_without_a_mirror_is_returned_as_it_is() -> None:

@@ -159,6 +159,21 @@ def test_quiet_drops_progress_but_human_output_keeps_the_diagnostics(tmp_path: P
     assert (out.getvalue(), err.getvalue()) == ("", "")
 
 
+def test_held_diagnostics_of_a_file_print_only_if_they_turn_out_current(tmp_path: Path) -> None:
+    # Finding: `sync --rebuild-imports` printed what Lean said against the stale imports before the clean verdict.
+    other = {**ITEM, "path": "B.lean", "message": "in an import"}
+    for current, shown in ((False, []), (True, ["A.lean:3:4: error: boom"])):
+        report, out, _, _ = reporter(tmp_path / str(current), Mode.OFF, human=True)
+        report.hold("A.lean")
+        report(DiagnosticEvent(ITEM))
+        report(DiagnosticEvent(other))  # an import's own errors (it could not be saved) are current: shown live
+        assert out.getvalue().splitlines() == ["B.lean:3:4: error: in an import"]
+        report.release(current=current)
+        assert out.getvalue().splitlines()[1:] == shown
+        report(DiagnosticEvent({**ITEM, "message": "after"}))  # held no more
+        assert out.getvalue().splitlines()[-1] == "A.lean:3:4: error: after"
+
+
 def test_a_terminal_without_a_size_is_80_columns_wide() -> None:
     assert Terminal(io.StringIO(), io.StringIO()).width() == 80
     read, write = os.pipe()

@@ -32,6 +32,22 @@ def test_header_imports_skip_comments_and_stop_at_the_first_command() -> None:
     assert header_imports("/- one line -/\nimport F\n") == ("F",)
 
 
+@pytest.mark.parametrize(
+    ("text", "imports"),
+    [
+        ("prelude\n/- why -/ import A\n", ("A",)),  # Lean reads the import after the comment
+        ("/- a\n b -/ import A\n", ("A",)),
+        ("import A -- why\nimport B\n", ("A", "B")),
+        ("module\nmeta import A\npublic meta import B\nimport all C\n", ("A", "B", "C")),
+        ("/- /- nested -/\nimport A\n-/\nimport B\n", ("B",)),  # still in the outer comment
+        ("prelude import A\n", ("A",)),
+    ],
+)
+def test_header_imports_are_the_ones_lean_reads(text: str, imports: tuple[str, ...]) -> None:
+    """A missed import is a module freshness never checks: an edit to it read clean."""
+    assert header_imports(text) == imports
+
+
 def test_the_header_text_is_everything_before_the_first_command() -> None:
     text = "/- doc -/\nprelude\nimport A\n\n-- note\ntheorem x : True := trivial\nimport Z\n"
     assert header_text(text) == "/- doc -/\nprelude\nimport A\n\n-- note\n"
@@ -183,34 +199,51 @@ async def test_an_open_that_fails_is_left_to_the_boundary_or_names_what_cannot_b
 
 
 def _header_of_whole_text(text: str) -> tuple[tuple[str, ...], int]:
-    """The header rule applied to every line of the text (what `_header` must agree with)."""
+    """The header rule applied to the whole text at once (what `_header` must agree with).
+
+    Comments (nested block comments, line comments) are blanked out of the whole text first, every line break kept,
+    so its lines start where the text's do; then each line's words decide.
+    """
+    breaks = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what `str.splitlines` breaks at
+    code: list[str] = []
+    depth, i = 0, 0
+    while i < len(text):
+        if text.startswith("/-", i):
+            depth, i = depth + 1, i + 2
+            code.append("  ")
+        elif depth and text.startswith("-/", i):
+            depth, i = depth - 1, i + 2
+            code.append("  ")
+        elif not depth and text.startswith("--", i):
+            while i < len(text) and text[i] not in breaks:
+                code.append(" ")
+                i += 1
+        else:
+            code.append(text[i] if not depth or text[i] in breaks else " ")
+            i += 1
     out: list[str] = []
-    in_comment, offset = 0, 0
-    for raw in text.splitlines(keepends=True):
-        start, offset = offset, offset + len(raw)
-        line = raw.strip()
-        if in_comment:
-            in_comment -= "-/" in line
-            continue
-        if not line or line.startswith("--"):
-            continue
-        if line.startswith("/-"):
-            in_comment += "-/" not in line
-            continue
+    offset = 0
+    for line in "".join(code).splitlines(keepends=True):
+        start, offset = offset, offset + len(line)
         words = line.split()
-        if words[0] in ("prelude", "module"):
-            continue
-        if words[:2] == ["public", "import"]:
+        while words and words[0] in ("prelude", "module"):
             words = words[1:]
-        if words[0] != "import":
+        if not words:
+            continue
+        if words[0] == "public":
+            words = words[1:]
+        if words[:1] == ["meta"]:
+            words = words[1:]
+        if words[:1] != ["import"]:
             return tuple(out), start
-        out += [name for name in words[1:] if name != "all" and name not in out]
+        out += [name for name in words[1:] if name not in ("all", "import", "public", "meta") and name not in out]
     return tuple(out), len(text)
 
 
 PIECES = [
     "import A\n", "import B.C D\r\n", "/- c\n", "x -/\n", "-- c\n", "\n", "prelude\n", "def x := 1\n", "\r",
     "\u2028", "public import E\n", "   \n", "/- one -/\n", "import all F\n", "theorem t : True := trivial\n",
+    "/- c -/ import G\n", "import H -- c\n", "meta import I\n", "public meta import J\n", "-/ import K\n",
 ]  # fmt: skip
 
 

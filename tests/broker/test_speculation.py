@@ -251,7 +251,8 @@ async def test_a_failing_command_probe_is_a_successful_call_with_success_false(b
     await call(broker, "update", demo_root, path="Demo/Proofs.lean")
     result = await call(broker, "run_at", demo_root, **at("Demo/Proofs.lean", 3, 0, "theorem q : MyTrue := nope"))
     assert result["success"] is False
-    assert result["messages"][0] == {"severity": "error", "text": "Unknown identifier `nope`"}
+    named = {"severity": "error", "text": "Unknown identifier `nope`", "code": "lean.unknownIdentifier"}
+    assert result["messages"][0] == named  # Lean's name for the message, as lean_sync's items carry it
 
 
 @pytest.mark.lean

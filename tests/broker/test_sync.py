@@ -226,6 +226,51 @@ async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_reco
     assert refreshed["version"] == 1 and refreshed["diagnostics"]["counts"]["error"] == 0
 
 
+SRC_DIR_PROJECT = {
+    "lakefile.toml": 'name = "demo"\nsrcDir = "src"\nbuildDir = "out"\n\n[[lean_lib]]\nname = "Demo"\n',
+    "src/Demo/Basic.lean": "def one := 1\n",
+    "src/Demo/Proofs.lean": "import Demo.Basic\n",
+}
+
+
+async def test_a_project_whose_sources_are_under_src_dir_saves_modules_and_sees_an_import_edited_on_disk(
+    tmp_path: Path,
+) -> None:
+    """Lake's `srcDir` and `buildDir`: the module of `src/Demo/Basic.lean` is `Demo.Basic`, its `.olean` is under
+    `out/`. Taking the sources at the root read every import as a module whose source is gone (`needsSave` for
+    ever), and the build directory as `.lake/build` saw no import at all (an edit read clean)."""
+    root = fake_project(tmp_path / "p", SRC_DIR_PROJECT)
+    env = fake_lake(tmp_path / "bin", {"src_dir": "src", "build_dir": "out"})
+    async with open_broker(env=env) as broker:
+        saved = await call(broker, "save", root, path="src/Demo/Basic.lean")
+        assert saved["module"] == "Demo.Basic"
+        assert (root / "out/lib/lean/Demo/Basic.olean").is_file()
+        clean = await call(broker, "sync", root, path="src/Demo/Proofs.lean")
+        assert clean["diagnostics"]["counts"]["error"] == 0
+        (root / "src/Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")  # the agent's own edit
+        err = await error_of(broker, "sync", root, path="src/Demo/Proofs.lean")
+        assert err.code == codes.SYNC_BARRIER_INCOMPLETE and err.data is not None
+        assert err.data["staleDirectDeps"] == [
+            {"module": "Demo.Basic", "path": "src/Demo/Basic.lean", "needsSave": True, "direct": True}
+        ]
+        await call(broker, "save", root, path="src/Demo/Basic.lean")
+        refreshed = await call(broker, "refresh", root, path="src/Demo/Proofs.lean")
+    assert refreshed["diagnostics"]["counts"]["error"] == 0
+
+
+async def test_an_import_lake_built_under_src_dir_is_current_not_needs_save(tmp_path: Path) -> None:
+    """The import was built by Lake itself (`.lake/build`, Lake's default): its source is `src/Demo/Basic.lean`,
+    not `Demo/Basic.lean` (taken as gone, it read `needsSave` for ever)."""
+    files = {**SRC_DIR_PROJECT, "lakefile.toml": 'name = "demo"\nsrcDir = "src"\n[[lean_lib]]\nname = "Demo"\n'}
+    root = fake_project(tmp_path / "p", files)
+    env = fake_lake(tmp_path / "bin", {"src_dir": "src"})
+    built = await anyio.run_process(["lake", "build", "Demo.Basic"], cwd=root, env={**os.environ, **env}, check=False)
+    assert built.returncode == 0 and (root / ".lake/build/lib/lean/Demo/Basic.olean").is_file()
+    async with open_broker(env=env) as broker:
+        clean = await call(broker, "sync", root, path="src/Demo/Proofs.lean")
+    assert clean["diagnostics"]["counts"]["error"] == 0
+
+
 async def test_cancelling_a_sync_leaves_the_runtime_usable(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": CLEAN, "B.lean": CLEAN})
     async with open_broker({"stall": ["textDocument/waitForDiagnostics"], "ignore_cancel": []}) as broker:

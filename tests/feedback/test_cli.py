@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_feedback.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from beam_feedback.cli import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 from tests.feedback.helpers import minimal_input
 
 FLAGS = [
@@ -290,6 +290,24 @@ def test_the_console_script_runs_as_a_module(project: Path, env: dict[str, str])
     )
     assert completed.returncode == EXIT_OK, completed.stderr
     assert json.loads(completed.stdout)["workspace"] == {"root": str(project)}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [*FLAGS, "--json"]])
+def test_a_reader_that_goes_away_ends_the_command_with_141_quietly(
+    argv: list[str], project: Path, env: dict[str, str]
+) -> None:
+    # Finding: argparse swallowed the broken pipe of `--help | head -1`, and a report into one was "cannot write".
+    with subprocess.Popen(
+        [sys.executable, "-m", "beam_feedback", *argv],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # before the child has written anything: its write fails with EPIPE
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == EXIT_BROKEN_PIPE == 141 and err == b""
 
 
 def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, str]) -> None:

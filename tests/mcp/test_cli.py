@@ -125,6 +125,16 @@ def test_version_and_help_as_a_process() -> None:
     assert bad.returncode == 2 and "usage: lean-beam-mcp" in bad.stderr
 
 
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_into_a_pipe_whose_reader_went_away_exit_141_quietly(flag: str) -> None:
+    # Finding: `lean-beam-mcp --version | head -1` ended in a BrokenPipeError traceback.
+    with subprocess.Popen([*SERVER, flag], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # before the child has written anything: its write fails with EPIPE
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == cli.EXIT_BROKEN_PIPE == 141 and err == b""
+
+
 def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
     # The broker's and beam-feedback's errors are light (the one exception boundary imports them); models, the
     # registry and the Lean client are not.

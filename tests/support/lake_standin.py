@@ -9,7 +9,9 @@ It implements just what Beam and the tests use, with the environment real Lake s
   trace hash is current, printing Lake-style progress lines; exit 1 on an error; with `--no-build`, exit 3
   (as Lake does) when anything would need rebuilding;
 - `lake --version`.
-It deliberately does not implement `setup-file`; it must stay out of the lean binary's directory.
+Sources are under the package's `srcDir` and artifacts under its `buildDir` when `lakefile.toml` sets them (its
+top-level keys only: a library's own `srcDir` is not read). It deliberately does not implement `setup-file`; it
+must stay out of the lean binary's directory.
 """
 
 from __future__ import annotations
@@ -22,14 +24,32 @@ import subprocess
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the project's TOML reader before 3.11
+    import tomli as tomllib
+
 _IMPORT = re.compile(r"^\s*import\s+(.+?)\s*$")
+
+
+def _setting(root: Path, key: str, default: str) -> Path:
+    """A top-level directory setting of `lakefile.toml` (`srcDir`, `buildDir`) under `root`."""
+    lakefile = root / "lakefile.toml"
+    config = tomllib.loads(lakefile.read_text(encoding="utf-8")) if lakefile.is_file() else {}
+    value = config.get(key)
+    return root / (value if isinstance(value, str) and value else default)
+
+
+def _lib(root: Path) -> Path:
+    return _setting(root, "buildDir", ".lake/build") / "lib" / "lean"
 
 
 def _env(root: Path) -> dict[str, str]:
     env = dict(os.environ)
-    lib = str(root / ".lake" / "build" / "lib" / "lean")
+    lib = str(_lib(root))
+    src = str(_setting(root, "srcDir", "."))
     env["LEAN_PATH"] = os.pathsep.join(p for p in [lib, env.get("LEAN_PATH", "")] if p)
-    env["LEAN_SRC_PATH"] = os.pathsep.join(p for p in [str(root), env.get("LEAN_SRC_PATH", "")] if p)
+    env["LEAN_SRC_PATH"] = os.pathsep.join(p for p in [src, env.get("LEAN_SRC_PATH", "")] if p)
     env.pop("LAKE", None)
     return env
 
@@ -49,7 +69,7 @@ def imports_of(source: str) -> list[str]:
 
 
 def _module_file(root: Path, module: str) -> Path:
-    return root.joinpath(*module.split(".")).with_suffix(".lean")
+    return _setting(root, "srcDir", ".").joinpath(*module.split(".")).with_suffix(".lean")
 
 
 def _build(root: Path, lean: str, targets: list[str], *, no_build: bool = False) -> int:
@@ -75,8 +95,8 @@ def _build(root: Path, lean: str, targets: list[str], *, no_build: bool = False)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     env = _env(root)
-    lib = root / ".lake" / "build" / "lib" / "lean"
-    ir = root / ".lake" / "build" / "ir"
+    lib = _lib(root)
+    ir = lib.parent.parent / "ir"
     hashes: dict[str, str] = {}
     total = len(order)
     for i, mod in enumerate(order, 1):

@@ -15,6 +15,7 @@ from beam_lsp.lazy import lazy_exports
 from .__about__ import __version__
 
 if TYPE_CHECKING:
+    from ._outbound import redact_log_text as redact_log_text
     from .broker import Broker as Broker
     from .config import BrokerConfig as BrokerConfig
     from .errors import RUNTIME_SETUP as RUNTIME_SETUP
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 _NAMES, __getattr__ = lazy_exports(
     __name__,
     {
+        "._outbound": ("redact_log_text",),
         ".broker": ("Broker",),
         ".config": ("BrokerConfig",),
         ".errors": ("BrokerError", "RUNTIME_SETUP", "SERVER_STARTING"),

@@ -10,6 +10,7 @@ imports are current is `_freshness`'s.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import hashlib
@@ -25,8 +26,8 @@ import anyio
 import anyio.lowlevel
 
 from beam_lsp import path_to_uri
-from beam_lsp.project import module_name
 
+from ._lake import Layout
 from ._verdict import ProgressTracker
 from .config import DEFAULT_MAX_SOURCE_BYTES
 from .errors import CONTENT_MODIFIED, BrokerError, invalid_params
@@ -61,35 +62,53 @@ def _header(text: str) -> tuple[tuple[str, ...], int]:
 def _scan(head: str, *, complete: bool) -> tuple[tuple[str, ...], int] | None:
     """`_header` of a text beginning `head` (all of it when `complete`); None when the header may go on past it."""
     out: list[str] = []
-    in_comment = 0
+    depth = 0  # block comments open at the start of the line
     offset = 0
     lines = head.splitlines(keepends=True)
     for i, raw in enumerate(lines):
         if not complete and i == len(lines) - 1:
             return None  # the last line may be cut short
         start, offset = offset, offset + len(raw)
-        line = raw.strip()
-        if in_comment:
-            if "-/" in line:
-                in_comment -= 1
-            continue
-        if not line or line.startswith("--"):
-            continue
-        if line.startswith("/-"):
-            if "-/" not in line:
-                in_comment += 1
-            continue
-        words = line.split()
-        if words[0] in ("prelude", "module"):
-            continue
-        if words[0] == "public" and words[1:2] == ["import"]:
+        code, depth = _code(raw, depth)
+        words = code.split()
+        while words and words[0] in ("prelude", "module"):
             words = words[1:]
-        if words[0] != "import":
+        if not words:
+            continue
+        # Lean 4's module system: `public`, `meta` (in that order) before `import`, `all` after it.
+        words = words[1:] if words[0] == "public" else words
+        words = words[1:] if words[:1] == ["meta"] else words
+        if words[:1] != ["import"]:
             return tuple(out), start
         for name in words[1:]:
-            if name != "all" and name not in out:
+            if name not in ("all", "import", "public", "meta") and name not in out:
                 out.append(name)
     return (tuple(out), len(head)) if complete else None
+
+
+def _code(line: str, depth: int) -> tuple[str, int]:
+    """A header line's text outside comments, and how many block comments are open after it (`depth` before).
+
+    An import may follow a comment on its line (`/- why -/ import A`), and a comment an import (`import A -- why`).
+    """
+    if not depth and "-" not in line:
+        return line, 0
+    kept: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        if line.startswith("/-", i):
+            depth, i = depth + 1, i + 2
+            kept.append(" ")
+        elif depth and line.startswith("-/", i):
+            depth, i = depth - 1, i + 2
+        elif depth:
+            i += 1
+        elif line.startswith("--", i):
+            break
+        else:
+            kept.append(line[i])
+            i += 1
+    return "".join(kept), depth
 
 
 def header_imports(text: str) -> tuple[str, ...]:
@@ -211,6 +230,12 @@ def _mode(path: Path) -> int | None:
         return None
 
 
+MAX_CLOSED = 10_000
+"""Documents closed by Beam whose last state is kept (`ClosedStates`); beyond it the oldest are forgotten."""
+
+UNKNOWN_STATE: tuple[int, str] = (0, "")
+"""`ClosedStates.take`'s answer when the state may have been forgotten: no version names it."""
+
 FileKey = tuple[int, int, int, int]
 """A file's state as `stat` shows it: (mtime ns, ctime ns, size, inode). Any write changes it (ctime cannot be
 set back), so an unchanged key means an unchanged file unless the write fell within the timestamp granularity of
@@ -255,6 +280,10 @@ class DocState:
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
     outline: Any = None
     """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
+    reopened_over: tuple[int, str] | None = None
+    """(version, text hash) the document had when Beam closed it on its own (the open-document bound, the memory
+    budget, a new Lean session, a runtime shut down: `ClosedStates`), if this open followed such a close: version 1
+    then names a new state."""
 
     def opened(self, version: int, text: str, snapshot: str) -> None:
         """The text was sent with didOpen at `version`; `snapshot` is the token of this state."""
@@ -272,13 +301,60 @@ class DocState:
         self.progress = ProgressTracker()
 
 
+class ClosedStates:
+    """(version, text hash) of each document Beam closed on its own, until it is opened again (`reopened_over`).
+
+    A caller may still hold a version of such a document, and the next open is version 1 again whatever its text.
+    The broker keeps one for all its workspaces, so it outlives a runtime: a runtime shut down whole (the memory
+    budget, the idle timeout, a drop) closes its documents as a new Lean session does, and the next runtime of the
+    root must still refuse a version 1 that named the old text. Bounded (`MAX_CLOSED`, the least recent go first);
+    once a state was forgotten, an open that finds none cannot tell a first open from a reopen, so it answers
+    `UNKNOWN_STATE` (its version pin is refused once: refusing is safe, trusting is not).
+    """
+
+    def __init__(self, limit: int = MAX_CLOSED) -> None:
+        """No state kept yet; at most `limit`."""
+        self._limit = limit
+        self._states: collections.OrderedDict[tuple[str, str], tuple[int, str]] = collections.OrderedDict()
+        self._forgot = False
+
+    def note(self, root: str, path: str, version: int, digest: str) -> None:
+        """Beam closed `path` of the workspace at `root` on its own at `version` of the text hashed `digest`."""
+        key = (root, path)
+        self._states.pop(key, None)
+        self._states[key] = (version, digest)
+        while len(self._states) > self._limit:
+            self._states.popitem(last=False)
+            self._forgot = True
+
+    def take(self, root: str, path: str) -> tuple[int, str] | None:
+        """The state `path` was closed in (forgotten now: it is being opened), None when it was not closed by Beam.
+
+        `UNKNOWN_STATE` when no state is kept but one may have been forgotten to keep the bound.
+        """
+        state = self._states.pop((root, path), None)
+        if state is None and self._forgot:
+            return UNKNOWN_STATE
+        return state
+
+
 class Documents:
     """The documents of one workspace session (cleared when the session restarts)."""
 
     def __init__(
-        self, root: str, display: Callable[[Path], str], *, max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+        self,
+        root: str,
+        display: Callable[[Path], str],
+        *,
+        max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
+        closed: ClosedStates | None = None,
+        layout: Callable[[], Layout] | None = None,
     ) -> None:
-        """Empty state for the workspace at `root`; `display` renders paths in results."""
+        """Empty state for the workspace at `root`; `display` renders paths in results.
+
+        `closed` keeps the states of documents Beam closed on its own (the broker's, outliving this runtime);
+        `layout` gives where the modules' sources are (the lakefile's; Lake's defaults without it).
+        """
         self.root = root
         self.display = display
         self.max_source_bytes = max_source_bytes
@@ -286,6 +362,9 @@ class Documents:
         self._use_seq = 0
         self._session = secrets.token_hex(6)
         self._revision = 0
+        self.closed = closed if closed is not None else ClosedStates()
+        """Where the states of documents Beam closed on its own go (a broker sets its own, shared by its runtimes)."""
+        self._layout = layout if layout is not None else (lambda: Layout.default(root))
 
     def next_snapshot(self) -> str:
         """A token for a document state no other token of this runtime names: `<session>/<revision>`.
@@ -300,14 +379,25 @@ class Documents:
         return f"{self._session}/{self._revision}"
 
     def clear(self) -> None:
-        """Forget every document (new session, or drop)."""
-        self.docs.clear()
+        """Forget every document (new session, runtime shut down); each is noted as closed by Beam (`evict`)."""
+        for path in list(self.docs):
+            self.evict(Path(path))
+
+    def evict(self, path: Path) -> None:
+        """Stop tracking a document Beam closed on its own, noting the state a caller may still hold a version of."""
+        doc = self.docs.pop(str(path), None)
+        if doc is not None and doc.version:
+            self.closed.note(self.root, str(path), doc.version, doc.text_hash)
+
+    def reopening(self, path: Path) -> tuple[int, str] | None:
+        """The state `path` had when Beam closed it on its own, as it is opened again (`DocState.reopened_over`)."""
+        return self.closed.take(self.root, str(path))
 
     def track(self, path: Path, text: str) -> DocState:
         """The state of `path`, created (not yet opened in Lean) on first use, and marked as used now."""
         doc = self.docs.get(str(path))
         if doc is None:
-            doc = DocState(path, path_to_uri(path), module_name(self.root, path), text_hash(text), 0)
+            doc = DocState(path, path_to_uri(path), self._layout().module_of(path), text_hash(text), 0)
             self.docs[str(path)] = doc
         self._use_seq += 1
         doc.last_used = self._use_seq
@@ -372,8 +462,11 @@ class Documents:
         return out
 
 
-def check_pin(doc: DocState, pin: PinnedInput) -> None:
+def check_pin(doc: DocState, pin: PinnedInput, *, reopened: bool = False) -> None:
     """Insist the caller's version (or snapshot) names the document's current state.
+
+    With `reopened` (this call opened the document again after Beam closed it on its own), a version 1 names the
+    new open only when the closed one was version 1 of the same text: the caller learnt its version before.
 
     Raises:
         BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
@@ -394,6 +487,26 @@ def check_pin(doc: DocState, pin: PinnedInput) -> None:
             )
         return
     version = pin.version
+    over = doc.reopened_over if reopened and doc.version == 1 else None
+    if over is not None and over != (1, doc.text_hash):
+        closed = (
+            "Beam may have closed it on its own (its state there was not kept)"
+            if over == UNKNOWN_STATE
+            else f"Beam closed it at version {over[0]} (the open-document bound, the memory budget, the idle "
+            "timeout, a new Lean session or a dropped workspace)"
+        )
+        raise BrokerError(
+            CONTENT_MODIFIED,
+            f"document version mismatch for {doc.uri}: {closed} and it changed since; version {doc.version} now "
+            "names its new text: sync it again",
+            {
+                "reason": "documentVersionMismatch",
+                "expectedVersion": version,
+                "acceptedVersion": doc.version,
+                "currentVersion": doc.version,
+                "uri": doc.uri,
+            },
+        )
     if doc.version != version:
         raise BrokerError(
             CONTENT_MODIFIED,

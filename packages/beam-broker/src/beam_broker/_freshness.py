@@ -32,15 +32,16 @@ import anyio.lowlevel
 from beam_lsp.project import is_module_name
 
 from ._documents import FileKey, Loaded, header_imports, read_source, text_hash
-from ._lake import olean_path, source_path
+from ._lake import Layout
 from .errors import BrokerError
 
 log = logging.getLogger("beam_broker")
 
 
 RACY_NS = 2_000_000_000
-"""A file read less than this long after its last change is read again next time: a later write in the same
-timestamp tick would leave its `stat` unchanged (git's "racily clean" rule; 2 s covers the coarsest filesystems)."""
+"""A file read less than this long after its last change (its mtime or, when that was set back, its ctime) is read
+again next time: a later write in the same timestamp tick would leave its `stat` unchanged (git's "racily clean"
+rule; 2 s covers the coarsest filesystems)."""
 
 MAX_SOURCES = 20_000
 """Source files whose hash and imports are kept (far more than a project's own modules); beyond it all are
@@ -134,9 +135,15 @@ class Freshness:
         lake_check: LakeCheck,
         *,
         max_source_bytes: int,
+        layout: Callable[[], Layout] | None = None,
     ) -> None:
-        """Knowledge about the workspace at `root`, learnt from Lake through `lake_check` when needed."""
+        """Knowledge about the workspace at `root`, learnt from Lake through `lake_check` when needed.
+
+        `layout` gives where modules' sources and `.olean` files are (the lakefile's; Lake's defaults without it).
+        """
         self.root = root
+        self._layout_of = layout if layout is not None else (lambda: Layout.default(root))
+        self._layout = self._layout_of()
         self.display = display
         self._lake_check = lake_check
         self._max_source_bytes = max_source_bytes
@@ -156,14 +163,20 @@ class Freshness:
 
     # ---- sources ------------------------------------------------------------------------------------
     def _paths(self, name: str) -> tuple[str, str] | None:
-        """A module's source file and `.olean` (None for a name that is no module name); kept, as strings."""
+        """A module's source file and `.olean` (None for a name that is no module name); kept, as strings.
+
+        Not kept with several source directories: which one holds the module's file is asked each time.
+        """
         try:
             return self._path_cache[name]
         except KeyError:
             pass
         paths = None
         if is_module_name(name):
-            paths = (str(source_path(self.root, name)), str(olean_path(self.root, name)))
+            layout = self._layout
+            paths = (str(layout.source_path(name)), str(layout.olean_path(name)))
+            if len(layout.source_dirs) > 1:
+                return paths
         if len(self._path_cache) >= MAX_SOURCES:
             self._path_cache.clear()
         self._path_cache[name] = paths
@@ -183,7 +196,8 @@ class Freshness:
         except (BrokerError, OSError):  # not readable as Lean source: Lean cannot build it either
             source = Source(key, None, (), racy=True)
         else:
-            source = Source(key, text_hash(text), header_imports(text), racy=now - key[0] < RACY_NS)
+            # The ctime too: a tool that sets the mtime back (`cp -p`, `tar x`) leaves the write's time only there.
+            source = Source(key, text_hash(text), header_imports(text), racy=now - max(key[0], key[1]) < RACY_NS)
         if len(self._sources) >= MAX_SOURCES:
             self._sources.clear()
         self._sources[path] = source
@@ -197,6 +211,10 @@ class Freshness:
         nothing but `stat`s; a source that changed is read, and the walk starts again.
         """
         names = tuple(imports)
+        layout = self._layout_of()
+        if layout != self._layout:  # the lakefile moved the sources or the build: every path is another
+            self._layout = layout
+            self._path_cache.clear()
         just_read: set[str] = set()
         while True:
             try:
@@ -369,10 +387,22 @@ class Freshness:
             name != dep or oleans.get(dep) != key for (name, key), dep in zip(deps, node.imports, strict=True)
         )
 
-    @staticmethod
-    def _state(node: Node, oleans: Mapping[str, FileKey | None]) -> tuple[Any, ...]:
+    def _state(self, node: Node, oleans: Mapping[str, FileKey | None]) -> tuple[Any, ...]:
+        """What Lake judged a module by: its source and `.olean`, its imports' `.olean` files, and more.
+
+        The sources of its whole import closure too: Lake calls a module out of date over an import edited since
+        it was built, and an edit back makes it current again with nothing of its own changed.
+        """
         deps = tuple((dep, oleans.get(dep)) for dep in node.imports)
-        return (node.source.hash if node.source else None, oleans.get(node.name), deps)
+        below: dict[str, str | None] = {}
+        todo = list(node.imports)
+        while todo:
+            name = todo.pop()
+            if name not in below:
+                dep_node = self._nodes.get(name)  # the closure just walked put each one's current node there
+                below[name] = dep_node.source.hash if dep_node and dep_node.source else None
+                todo.extend(dep_node.imports if dep_node else ())
+        return (node.source.hash if node.source else None, oleans.get(node.name), deps, tuple(sorted(below.items())))
 
     def _record(self, node: Node, oleans: Mapping[str, FileKey | None]) -> None:
         if node.source is None or node.source.hash is None:

@@ -12,12 +12,12 @@ not exist, or a private name `_private.«external:file:///…/Proofs_beamProbe1.
   naming a mirror (a `WorkspaceEdit.changes` entry), and an event whose payload is such an object. What exists
   only in a probe is never returned, and a copy of the source in a mirror never answers twice.
 - Mapped, in any other text: a mirror's name becomes its source document's name of the same kind
-  (`Demo/Proofs_beamProbe1.lean` -> `Demo/Proofs.lean`, the URI likewise, the module `Demo.Proofs_beamProbe1`
-  -> `Demo.Proofs`, the scratch run's `_beamScratch_beamProbe1` -> `_beamScratch`), and Lean's name for a module
-  it could not place, `«external:<mirror URI>»`, becomes the source's module name under the workspace root
-  (`Demo.Proofs`, what Lean calls the source itself). This is truthful: a mirror's text before the probe is a
-  copy of the source, so what Lean says there it says of the source with the probe inserted. A source whose
-  file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
+  (`Demo/Proofs_beamProbe1.lean` -> `Demo/Proofs.lean`, the URI likewise, the module `Demo.Proofs_beamProbe1` ->
+  `Demo.Proofs`, the scratch run's `_beamScratch_beamProbe1` -> `_beamScratch`), and Lean's name for a module it could
+  not place, `«external:<mirror URI>»`, becomes the source's module name under the workspace's source directory
+  (`Demo.Proofs`, what Lean calls the source itself; the lakefile's `srcDir`, `_lake.Layout`). This is truthful: a
+  mirror's text before the probe is a copy of the source, so what Lean says there it says of the source with the probe
+  inserted. A source whose file stem holds a dot (its mirrors replace it with `_`) is named with `_` there.
 
 The broker applies it at its boundary only (`Broker.call`: results, errors and events of every operation;
 `stats`, `runtime_snapshot`, `diagnostics`), and to log text; handlers never call it. It must stay cheap: an
@@ -25,11 +25,13 @@ answer that mentions no mirror is one substring test of its `repr`.
 
 **Log output is redacted.** `log_failure` logs an exception with its traceback, the whole text redacted first
 (the standard `exc_info` path would format the exception's text unredacted), and `RedactingFormatter` is the
-formatter the `lean-beam` CLI and daemon install, so no log line they write carries a secret or names a mirror.
+formatter the `lean-beam` CLI and daemon install; `redact_log_text` is the rule for one line, which
+lean-beam-mcp's formatters apply too. So no log line Beam writes carries a secret or names a mirror.
 Which values are secret is the configuration's business (`BrokerConfig.redactor`); how they are replaced is
 beam-lsp's `Redactor`.
 
-Standard library, `beam_lsp.project` and the redactor only: the error boundary and the CLI's start-up import it.
+Standard library, `beam_lsp.project` and the redactor only at import (the error boundary and the CLI's start-up
+import it); `_lake`'s layout rules are imported when a text names a mirror's module as Lean could not place it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from beam_lsp.project import is_module_name, module_name
+from beam_lsp.project import is_module_name
 from beam_lsp.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -51,8 +53,9 @@ MARK: Final = "_beamProbe"
 """What every mirror's name holds (`<Stem>_beamProbe<k>.lean`, see `MirrorPool.mirror_uri`)."""
 
 _MIRROR: Final = re.compile(r"_beamProbe\d+\.lean$")
-# The mirror suffix of a file, URI or module name: after the source's stem, before `.lean`, a `.`, `»` or the end.
-_SUFFIX: Final = re.compile(r"(?<=\w)_beamProbe\d+(?![\w'!?])")
+# The mirror suffix of a file, URI or module name: after the source's stem (which may end in any character of a
+# Lean name: `Foo'`, `Is?`), before `.lean`, a `.`, `»` or the end.
+_SUFFIX: Final = re.compile(r"(?<=[\w'!?])_beamProbe\d+(?![\w'!?])")
 # Lean names the module of a file it cannot place (a mirror is never on disk) by its URI.
 _EXTERNAL: Final = re.compile(r"«external:([^«»]*?)_beamProbe\d+\.lean»")
 _LOCATION_KEYS: Final = ("uri", "targetUri", "path")
@@ -79,8 +82,14 @@ def text(value: str, root: str | None = None) -> str:
 
 
 def _module(source: str, root: str | None) -> str:
-    """Lean's name for the module of a source file (its URI or path): relative to `root`, else `«external:…»`."""
+    """Lean's name for the module of a source file (its URI or path), else `«external:…»`.
+
+    The name is relative to the source directory of the workspace at `root` holding the file (the lakefile's
+    `srcDir`, read on this rare path only).
+    """
     if root is not None:
+        from ._lake import read_layout  # Lake's layout rules have one home; read only when a mirror is named
+
         path: Path | None = None
         if source.startswith("file:"):
             from beam_lsp.documents import uri_to_path  # the pydantic-backed module, on this rare path only
@@ -88,7 +97,7 @@ def _module(source: str, root: str | None) -> str:
             path = uri_to_path(source)
         elif source.startswith("/"):
             path = Path(source)
-        name = module_name(root, path) if path is not None else None
+        name = read_layout(root).module_of(path) if path is not None else None
         if name is not None and is_module_name(name):
             return name
     return f"«external:{source}»"
@@ -174,7 +183,9 @@ def context(ctx: CallContext, root: str | None = None) -> CallContext:
 def log_failure(logger: logging.Logger, redactor: Redactor, exc: BaseException, message: str, *args: Any) -> None:
     """Log `message % args` and the traceback of `exc` at ERROR level, both redacted."""
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-    logger.error("%s\n%s", _clean(redactor, message % args if args else message), _clean(redactor, trace))
+    logger.error(
+        "%s\n%s", redact_log_text(redactor, message % args if args else message), redact_log_text(redactor, trace)
+    )
 
 
 class RedactingFormatter(logging.Formatter):
@@ -187,9 +198,14 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The formatted record, redacted, naming no probe mirror."""
-        return _clean(self._redactor, super().format(record))
+        return redact_log_text(self._redactor, super().format(record))
 
 
-def _clean(redactor: Redactor, value: str) -> str:
+def redact_log_text(redactor: Redactor, value: str) -> str:
+    """A log line's text as it may leave Beam: probe mirrors named as their sources (`text`), then redacted.
+
+    Every log writer of Beam's packages uses it (the broker's formatter and `log_failure`, lean-beam-mcp's text
+    and JSON lines), so a log line hides what an answer hides.
+    """
     # Mirrors first: the redactor may shorten a home directory inside a mirror's URI.
     return redactor.redact(text(value))

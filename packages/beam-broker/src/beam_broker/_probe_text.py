@@ -31,8 +31,15 @@ _SHARED_STATE = re.compile(
     r"(?<![\w'])(?:instance|attribute|deriving|local|scoped|macro|macro_rules|syntax|notation|infix|infixl|infixr|"
     r"prefix|postfix|elab|elab_rules|open|export|namespace|section|end|variable|universe|mutual|set_option|"
     r"initialize|builtin_initialize|run_cmd|run_elab|run_meta|include|omit|declare_syntax_cat|class|structure|"
-    r"inductive|axiom|opaque|import)(?![\w'])|@\[|Elab|Meta|CoreM|Environment|modifyEnv|addDecl"
+    r"inductive|axiom|opaque|import|in|seal|unseal|unif_hint|simproc|dsimproc|add_decl_doc|init_quot|grind_pattern|"
+    r"alias|compile_inductive|register_option|register_simp_attr|recommended_spelling)(?![\w'])|"
+    r"@\[|Elab|Meta|CoreM|Environment|modifyEnv|addDecl"
 )
+"""What may change the state a later command sees: `in` applies a command to the next one (the next alternative's,
+in a shared version), and the rest change the environment, scopes or options."""
+_HASH_COMMAND = re.compile(r"(?<![\w'#.])#[A-Za-z_]")
+"""A `#` command (`#exit` stops Lean from reading the rest, the next alternatives too)."""
+_MODIFIERS = frozenset({"private", "protected", "noncomputable", "partial", "unsafe", "nonrec"})
 _PARSE_ERROR = re.compile(r"\A(?:unexpected|expected|unterminated)\b|missing end of")
 
 
@@ -344,20 +351,29 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     mentions its own name nowhere but in its head; the texts hold no command and change no shared state, and
     none mentions the declaration's name. Each copy of the declaration then elaborates as the declaration would.
 
+    Every text must end outside any comment, string or `«name»` it opens (`_closed`; one left open would swallow
+    the next alternative), hold no `#` command but its lead (`#exit` stops Lean reading the rest) and no `in` (it
+    applies a command to the next one); in proof mode the line above the declaration must not belong to its
+    command (`open Foo in`, an attribute: `_attached`), since the copies start at the declaration's own line.
+
     Nothing is shared inside a `mutual` block (every command after it joins the block). Parse errors are the one
     leak (Lean resumes at the next command, so a message may land in the next alternative's span):
     `batch_parse_error` catches them. A name whose first declaration Lean mentions in a message (already
     declared, say) sends the batch back to one version each (`run.run_batch`).
     """
-    if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]):
+    if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]) or not all(map(_closed, texts)):
         return False
     if basis.mode == "proof":
-        return _tactics_shareable(texts, source[declaration_start : basis.prefix_end])
+        return not _attached(source[:declaration_start]) and _tactics_shareable(
+            texts, source[declaration_start : basis.prefix_end]
+        )
     heads: list[tuple[str, int, int] | None] = []
     for raw in texts:
         text = _DOC_COMMENT.sub("", raw.strip(), count=1)
         lead = _LEAD.match(text)
         if lead is None or len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text):
+            return False
+        if len(_HASH_COMMAND.findall(text)) != lead.group(1).startswith("#"):
             return False
         heads.append(_head(raw))
     leads: dict[str, str] = {}
@@ -382,19 +398,84 @@ def _in_mutual(prefix: str) -> bool:
     return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
 
 
+def _closed(text: str) -> bool:
+    """Whether `text` ends outside every comment, string, character or `«name»` it opens.
+
+    One that stays open would swallow the next alternative in a shared version (and never report its own
+    `unterminated ...` error). Conservative: raw and interpolated strings, and a `'` that starts no plain
+    character literal, count as open.
+    """
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            i = n if (j := text.find("\n", i)) < 0 else j + 1
+        elif text.startswith("/-", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                step = 2 if text.startswith(("/-", "-/"), i) else 1
+                depth += 1 if text.startswith("/-", i) else -1 if step == 2 else 0
+                i += step
+            if depth:
+                return False
+        elif c == '"':
+            if i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_!#'"):  # r"..", r#".."#, s!"..": not followed
+                return False
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            if i >= n:
+                return False
+            i += 1
+        elif c == "«":
+            if (j := text.find("»", i)) < 0:
+                return False
+            i = j + 1
+        elif c == "'" and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_'!?.")):
+            if text.startswith("\\", i + 1):
+                j = text.find("'", i + 3)
+                if j < 0 or j > i + 12:
+                    return False
+                i = j + 1
+            elif i + 2 < n and text[i + 2] == "'":
+                i += 3
+            else:
+                return False
+        else:
+            i += 1
+    return True
+
+
+def _attached(before: str) -> bool:
+    """Whether the line before a declaration may belong to its command.
+
+    `open Foo in`, `set_option .. in`, an attribute or a modifier there applies to the declaration, and a copy of
+    it from its own first line would elaborate without it.
+    """
+    line = re.sub(r"--.*\Z", "", before.rstrip().rsplit("\n", 1)[-1]).rstrip()
+    if re.search(r"(?<![\w'])in\Z", line):
+        return True
+    if line[:1].isspace():  # the body of the command before (`  simp [h]`): an attribute starts in column 0
+        return False
+    words = line.split()
+    return line.startswith("@[") or line.endswith("]") or (bool(words) and all(w in _MODIFIERS for w in words))
+
+
 def _tactics_shareable(texts: list[str], declaration: str) -> bool:
     """Whether tactic alternatives can run in copies of `declaration` (`shareable`, proof mode)."""
     text = _DOC_COMMENT.sub("", declaration.lstrip(), count=1)
     lead = _LEAD.match(text)
     if len(declaration) > COPY_LIMIT or lead is None or lead.group(1).startswith("#"):
         return False
-    if len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text):
+    if len(_COMMANDS.findall(text)) != 1 or _SHARED_STATE.search(text) or _HASH_COMMAND.search(text):
+        return False
+    if not _closed(declaration):
         return False
     head = _head(declaration)
     if head is not None and ("«" in head[0] or mentions(declaration[: head[1]] + declaration[head[2] :], head[0])):
         return False
     for raw in texts:
-        if _COMMANDS.search(raw) or _SHARED_STATE.search(raw):
+        if _COMMANDS.search(raw) or _SHARED_STATE.search(raw) or _HASH_COMMAND.search(raw):
             return False
         if head is not None and mentions(raw, head[0]):
             return False

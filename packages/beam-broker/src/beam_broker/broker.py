@@ -41,6 +41,7 @@ from beam_lsp.strict_json import find_invalid_text
 
 from . import _outbound as outbound
 from ._call import Call
+from ._documents import ClosedStates
 from ._metrics import SUCCESS
 from ._serve.admission import LANES, Admission
 from ._serve.governor import Governor
@@ -82,6 +83,7 @@ class Broker:
         self._runtimes: dict[str, _Hosted] = {}
         self._diagnostic_listeners: list[Callable[[str], None]] = []
         self._save_lock = anyio.Lock()
+        self._closed = ClosedStates()  # outlives each runtime: a version pinned before one shut down stays checked
         self._started = time.monotonic()
         self.admission = Admission(config)
         self.governor = Governor(config, self.redactor, self._settled, self._close, self._diagnostics_changed)
@@ -171,6 +173,7 @@ class Broker:
                 save_lock=self._save_lock,
                 on_diagnostics=self._diagnostics_changed,
             ) as runtime:
+                runtime.documents.closed = self._closed  # before any document: the states outlive this runtime
                 hosted.runtime = runtime
                 hosted.ready.set()
                 task_status.started()

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -52,11 +52,14 @@ from ._cli.common import (
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
 from ._cli.position import in_lean_terms
 from ._cli.progress import Reporter, progress_mode
-from ._cli.render import Sources, print_json
+from ._cli.render import Sources, print_json, write_text
 from ._outbound import RedactingFormatter
 from .config import BrokerConfig
 from .errors import BrokerError
 from .events import BrokerEvent, CallContext
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -171,6 +174,14 @@ class _Parser(argparse.ArgumentParser):
             message += _did_you_mean(unknown[1], _option_strings(self))
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Write `--help`, `--version` and usage text, letting a reader that went away raise `BrokenPipeError`.
+
+        argparse's own swallows the error, so `lean-beam --help | head -1` exited 0; `main` exits 141 instead.
+        """
+        if message:  # argparse passes sys.stdout or sys.stderr (or nothing)
+            write_text(cast("TextIO", file if file is not None else sys.stderr), message)
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
@@ -399,10 +410,15 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     mode = progress_mode(terminal.err, quiet=options.quiet)
     shown = commands.command_name(spec) + (f" {path}" if path is not None else "")
     reporter = Reporter(terminal, mode=mode, human=options.human, sources=sources, starting=shown)
+    held = path if arguments.get("rebuild_imports") is True else None
+    if held is not None:
+        reporter.hold(held)  # what Lean says before the imports are rebuilt may not hold after
     try:
         answer = run(lambda: call(spec.name, arguments, options, root, reporter, fresh_version=fresh), reporter.tick)
     finally:
         reporter.close()
+    if held is not None:
+        reporter.release(current=not _against_stale_imports(answer))
     out = Output(options, terminal)
     text = arguments.get("text")
     view = View(sources, path, reporter.printed, text if isinstance(text, str) else None)
@@ -428,6 +444,19 @@ def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int
     if isinstance(error, Mapping) and path is not None and isinstance(error.get("message"), str):
         answer = {"error": {**error, "message": in_lean_terms(error["message"], sources.get(path))}}
     return out.finish(answer, lambda value: [])
+
+
+def _against_stale_imports(answer: Mapping[str, Any]) -> bool:
+    """Whether the file was checked against stale imports before this answer.
+
+    That is: the imports were rebuilt first (`rebuilt_imports`), or they are stale and could not be
+    (`staleDirectDeps` in the error).
+    """
+    result, error = answer.get("result"), answer.get("error")
+    if isinstance(result, Mapping):
+        return result.get("rebuilt_imports") is not None
+    data = error.get("data") if isinstance(error, Mapping) else None
+    return isinstance(data, Mapping) and "staleDirectDeps" in data
 
 
 # ---- main ---------------------------------------------------------------------------------------------
@@ -456,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
         return _exit_status(exc.code)
+    except BrokenPipeError:
+        return _stdout_gone()
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: a command is required (see {PROG} --help)", file=sys.stderr)
@@ -478,10 +509,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("beam: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader of stdout went away (e.g. `| head`); stop writing to it.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        return _stdout_gone()
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away (`| head`): stop writing to it; exit as a process SIGPIPE killed would.
+
+    stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -45,13 +45,13 @@ from beam_lsp.errors import unwrap_group
 from . import _lake as lake
 from . import _mirrors as mirrors
 from ._documents import DocState, Documents, check_pin, header_imports, header_text, read_source, text_hash
-from ._freshness import Freshness
+from ._freshness import Freshness, LakeCheck
 from ._handles import HandleStore
 from ._metrics import Metrics
 from ._mirrors import MirrorPool, is_mirror_path
 from ._outbound import log_failure
 from ._serve import memory
-from .config import BrokerConfig, Toolchain, slow_reports, workspace_command
+from .config import BrokerConfig, Toolchain, lake_command, slow_reports, workspace_command
 from .errors import CONTENT_MODIFIED, RUNTIME_SETUP, SERVER_STARTING, BrokerError
 from .models import PinnedInput
 from .workspace import cache_key, display_path, resolve_path
@@ -100,9 +100,11 @@ class WorkspaceRuntime:
         self.created = time.monotonic()
         self.metrics = Metrics()
         self.cache = DiagnosticsCache(redactor)
-        self.documents = Documents(root, self.display, max_source_bytes=config.max_source_bytes)
-        check = functools.partial(lake.check_built, root, config, env, redactor)
-        self.freshness = Freshness(root, self.display, check, max_source_bytes=config.max_source_bytes)
+        self.layout = lake.Layouts(root).get  # where sources and artifacts are: the lakefile's srcDir, buildDir
+        limit = config.max_source_bytes
+        self.documents = Documents(root, self.display, max_source_bytes=limit, layout=self.layout)
+        check = _lake_check(root, config, env, redactor)
+        self.freshness = Freshness(root, self.display, check, max_source_bytes=limit, layout=self.layout)
         """What Beam knows of the workspace's build artifacts (it outlives sessions: it is about the disk)."""
         self.handles = HandleStore()
         self.pools: dict[str, MirrorPool] = {}
@@ -319,6 +321,7 @@ class WorkspaceRuntime:
                 return await self.update(client, path, hold=hold)
             opened = not client.is_open(doc.uri)
             if opened:
+                doc.reopened_over = self.documents.reopening(path)
                 doc.loaded = await self.freshness.loading(header_imports(text))
                 doc.opened(await client.open(doc.uri, text), text, self.documents.next_snapshot())
                 scratch = path_to_uri(Path(self.root) / mirrors.SCRATCH)
@@ -356,8 +359,8 @@ class WorkspaceRuntime:
             BrokerError: `contentModified` with `data.reason = "documentVersionMismatch"`, or for a snapshot
                 `"snapshotMismatch"` (upstream Beam's error data: `expectedSnapshot`, `currentSnapshot`, `uri`).
         """
-        doc, _ = await self.update(client, pin.path, hold=hold)
-        check_pin(doc, pin)
+        doc, changed = await self.update(client, pin.path, hold=hold)
+        check_pin(doc, pin, reopened=changed)
         return doc
 
     async def close_doc(self, client: LeanClient | None, rel: str, *, idle_only: bool = False) -> None:
@@ -384,7 +387,10 @@ class WorkspaceRuntime:
                     await client.close(doc.uri)
             finally:
                 if self.documents.docs.get(str(path)) is doc:
-                    self.documents.pop(path)
+                    if idle_only:  # Beam's own close: a caller may still hold a version of this open
+                        self.documents.evict(path)
+                    else:
+                        self.documents.pop(path)
 
     # ---- probe mirrors ------------------------------------------------------------------------------
     def pool(self, uri: str) -> MirrorPool:
@@ -469,6 +475,18 @@ class WorkspaceRuntime:
         """Every source file this runtime knows (open or cached), canonical paths, sorted."""
         known = {p for p in self.cache.files() if not is_mirror_path(p)} | set(self.open_paths())
         return sorted(os.path.realpath(p) for p in known)
+
+
+def _lake_check(root: str, config: BrokerConfig, env: Mapping[str, str], redactor: Redactor) -> LakeCheck:
+    """How the workspace's freshness asks Lake whether modules are built (`_lake.check_built`)."""
+
+    def command() -> str | None:
+        try:
+            return lake_command(config, env, root)
+        except BrokerError:  # no Lake to ask
+            return None
+
+    return functools.partial(lake.check_built, root, command, env, redactor)
 
 
 def _copy(error: BrokerError) -> BrokerError:

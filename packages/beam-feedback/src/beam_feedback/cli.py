@@ -9,7 +9,8 @@ default workspace is beam-lsp's project-root rule (``beam_lsp.project``).
 
 Exit codes: 0 success; 2 usage error or invalid input (bad flags, unreadable or invalid input
 file, invalid report fields, a workspace root that is not a directory); 1 any other failure
-(the bundle could not be written, output could not be printed).
+(the bundle could not be written, output could not be printed); 141 the reader of stdout went away
+(``beam-feedback --help | head -1``), as for a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from beam_feedback.__about__ import __version__
 from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.report import build_report, read_input
 from beam_lsp.project import find_project_root
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
 EXIT_OK: Final = 0
 """The report was built (and the bundle written, if asked for)."""
@@ -39,6 +43,8 @@ EXIT_FAILURE: Final = 1
 """Something other than the input failed, e.g. the bundle output directory is not writable."""
 EXIT_USAGE: Final = 2
 """Bad flags or bad input: nothing was collected or written."""
+EXIT_BROKEN_PIPE: Final = 141
+"""stdout was closed early (`beam-feedback --help | head -1`): the status of a process killed by SIGPIPE."""
 
 _PROG: Final = "beam-feedback"
 _TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
@@ -78,7 +84,8 @@ output:
   --json prints the whole result as JSON instead. Beam never uploads anything.
 
 exit codes:
-  0 ok, 2 usage error or invalid input, 1 other failure (e.g. unwritable output directory)
+  0 ok, 2 usage error or invalid input, 1 other failure (e.g. unwritable output directory),
+  141 the reader of stdout went away (| head)
 
 example:
   beam-feedback --title "hover hangs" --summary "..." --reproduction "..." \\
@@ -90,8 +97,27 @@ class _UsageError(Exception):
     """A problem with the flags themselves, reported like an argparse error."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Write ``--help``, ``--version`` and usage text, letting a reader that went away raise ``BrokenPipeError``.
+
+        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does.
+        """
+        if message:
+            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
+            out.write(message)
+            out.flush()
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away: point stdout at /dev/null (what is still buffered is flushed there)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=_PROG,
         description=(
             "Build a Beam feedback report: your narrative plus local debug context (versions, "
@@ -330,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except BrokenPipeError:  # `--help | head -1`
+        return _stdout_gone()
     stdout, stderr = sys.stdout, sys.stderr
     try:
         data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd(), stderr)
@@ -355,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             stdout.write(result.markdown)
         stdout.flush()
+    except BrokenPipeError:  # `beam-feedback ... | head`: the reader has what it wanted
+        return _stdout_gone()
     except (OSError, UnicodeEncodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _error(stderr, f"cannot write the report: {reason}")

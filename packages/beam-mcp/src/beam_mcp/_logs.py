@@ -1,8 +1,10 @@
 """How `lean-beam-mcp` writes its logs to stderr: text lines, or JSON lines for log shippers, both redacted.
 
-Owns the formatters: every field of a line (message, arguments, traceback) passes the redactor of the broker's
-configuration (the values of secret-named environment variables and the secret flags of the Lean command), so a
-JSON line hides what a text line hides. It must not configure anything but the handler it is given.
+Owns the formatters: every field of a line (message, arguments, traceback) passes the broker's one rule for log
+text (`beam_broker.redact_log_text`): a probe mirror's name becomes its source's, as in every answer, and the
+redactor of the broker's configuration hides the values of secret-named environment variables and the secret
+flags of the Lean command. So a JSON line hides what a text line hides. It must not configure anything but the
+handler it is given.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import time
 from typing import Any, Final
 
+from beam_broker import redact_log_text
 from beam_lsp.redaction import Redactor
 
 FORMATS: Final = ("text", "json")
@@ -19,22 +22,22 @@ TEXT: Final = "lean-beam-mcp: %(levelname)s %(name)s: %(message)s"
 
 
 class TextFormatter(logging.Formatter):
-    """`lean-beam-mcp: LEVEL logger: message`, redacted."""
+    """`lean-beam-mcp: LEVEL logger: message`, naming no probe mirror, redacted."""
 
     def __init__(self, redactor: Redactor) -> None:
-        """Format with `TEXT`, then redact."""
+        """Format with `TEXT`, then map mirror names and redact."""
         super().__init__(TEXT)
         self._redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
         """The redacted line."""
-        return self._redactor.redact(super().format(record))
+        return redact_log_text(self._redactor, super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: `time` (RFC 3339, UTC), `level`, `logger`, `message`, `exception` when there is one.
 
-    Each text is redacted before it is encoded.
+    Each text names no probe mirror and is redacted before it is encoded.
     """
 
     def __init__(self, redactor: Redactor) -> None:
@@ -49,10 +52,10 @@ class JsonFormatter(logging.Formatter):
             "time": stamp,
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": self._redactor.redact(record.getMessage()),
+            "message": redact_log_text(self._redactor, record.getMessage()),
         }
         if record.exc_info:
-            line["exception"] = self._redactor.redact(self.formatException(record.exc_info))
+            line["exception"] = redact_log_text(self._redactor, self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT or SIGTERM, version printed,
 self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
-installed; 2 usage error; 130 interrupted.
+installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose reader went away.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
 stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
 broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
@@ -18,12 +18,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from ._http import HttpConfig
     from ._http.auth import BearerToken
     from ._tools import Contract, Surface
@@ -77,8 +79,31 @@ examples:
 """
 
 
+EXIT_BROKEN_PIPE: Final = 141
+"""stdout was closed early (`lean-beam-mcp --version | head -1`): the status of a process killed by SIGPIPE."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Write `--help` and usage text, letting a reader that went away raise `BrokenPipeError`.
+
+        argparse's own swallows the error (and Python then reports it at exit); `main` exits 141 instead.
+        """
+        if message:
+            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
+            out.write(message)
+            out.flush()
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away: point stdout at /dev/null (what is still buffered is flushed there)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=SERVER_NAME,
         description="Beam MCP server for Lean 4: serves MCP over stdin/stdout for agents and MCP clients.",
         epilog=_EPILOG,
@@ -389,11 +414,15 @@ def _server_binary() -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     parser = _parser()
-    args = parser.parse_args(argv)
     binary = _server_binary()
-    if args.version:
-        print("\n".join(version_lines(binary)))
-        return 0
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            sys.stdout.write("\n".join(version_lines(binary)) + "\n")
+            sys.stdout.flush()  # a reader that went away fails here, not at exit
+            return 0
+    except BrokenPipeError:  # `--version | head -1`, `--help | head -1`: exit as `lean-beam` does
+        return _stdout_gone()
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
         from beam_broker.config import split_command

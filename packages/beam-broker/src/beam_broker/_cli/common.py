@@ -34,7 +34,7 @@ from beam_lsp.project import PROJECT_MARKERS, find_project_root
 from beam_lsp.redaction import Redactor
 
 from .progress import Terminal, is_terminal
-from .render import print_json
+from .render import error_line, print_json
 
 T = TypeVar("T")
 
@@ -175,7 +175,7 @@ class Output:
         """An error (redacted) on stderr; returns its exit status."""
         redacted = self.options.redactor().redact_json(dict(error))
         if self.options.human:
-            self.terminal.print_err(f"lean-beam: error: {redacted.get('message')} [{redacted.get('code')}]")
+            self.terminal.print_err(error_line(redacted, verbose=self.options.verbose))
         else:
             print_json(redacted, compact=self.options.compact, stream=self.terminal.err)
         return exit_code(str(redacted.get("code")))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .position import Source, lean_position, where
-from .render import Sources, diagnostic_key, diagnostic_line, display, severity_word
+from .render import Sources, diagnostic_key, diagnostic_line, display, error_line, message_line
 
 Result = Mapping[str, Any]
 SCRATCH: Final = "<scratch>"
@@ -130,7 +130,7 @@ def _blocking(sync: Result, view: View) -> list[str]:
     readiness = sync.get("readiness") or {}
     items = [{**d, "path": path} for d in readiness.get("blocking_diagnostics") or []]
     messages = readiness.get("blocking_messages") or []
-    return view.diagnostics(items) + [f"{path}: error: {m.get('message')}" for m in messages]
+    return view.diagnostics(items) + [message_line(path, "error", str(m.get("message"))) for m in messages]
 
 
 def error_lines(result: Result, view: View) -> list[str]:
@@ -172,12 +172,12 @@ def _drop(result: Result, view: View) -> list[str]:
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Run messages as Lean prints them: information as its text, the rest prefixed by their severity."""
+    """Run messages as Lean prints them: information as its text, the rest prefixed by their severity and name."""
     out = []
     for message in messages:
         severity = str(message.get("severity"))
         text = str(message.get("text", ""))
-        out.append(text if severity == "information" else f"{severity_word(severity)}: {text}")
+        out.append(text if severity == "information" else message_line(None, severity, text, message.get("code")))
     return out
 
 
@@ -304,9 +304,19 @@ def _update(result: Result, view: View) -> list[str]:
     return [f"{view.path} (version {result.get('version')}): {state}"]
 
 
+def _rebuilt(result: Result) -> list[str]:
+    """What `--rebuild-imports` did before the file was checked (nothing when it was not asked or not needed)."""
+    rebuilt = result.get("rebuilt_imports")
+    if rebuilt is None:
+        return []
+    if not rebuilt:  # saved already, but the file's worker had loaded them before: it was started again
+        return [f"{result.get('path')}: reloaded its imports (they were saved already)"]
+    return [f"{result.get('path')}: saved its stale imports first: {', '.join(map(str, rebuilt))}"]
+
+
 def _sync(result: Result, view: View) -> list[str]:
     items = (result.get("diagnostics") or {}).get("items") or []
-    return [*view.diagnostics(items), sync_summary(result)]
+    return [*_rebuilt(result), *view.diagnostics(items), sync_summary(result)]
 
 
 def _saved(saved: Result) -> str:
@@ -393,7 +403,7 @@ def _run_code(result: Result, view: View) -> list[str]:
     scratch = Source.of(view.text) if view.text is not None else None
     for message in result.get("messages") or []:
         at = where(SCRATCH, scratch, (message.get("range") or {}).get("start"))
-        out.append(f"{at}: {severity_word(str(message.get('severity')))}: {message.get('text')}")
+        out.append(message_line(at, str(message.get("severity")), str(message.get("text")), message.get("code")))
     if not out:
         out.append("ok" if result.get("success") else "error: the text did not elaborate")
     return out
@@ -471,8 +481,8 @@ def _interactive_diagnostics(result: Result, view: View) -> list[str]:
     for item in result.get("diagnostics") or []:
         start = (item.get("range") or {}).get("start")
         where = view.where(view.path, start) if view.path is not None else "?"
-        severity = severity_word(_LSP_SEVERITIES.get(_int(item.get("severity")), "error"))
-        out.append(f"{where}: {severity}: {_message_text(item.get('message'))}")
+        severity = _LSP_SEVERITIES.get(_int(item.get("severity")), "error")
+        out.append(message_line(where, severity, _message_text(item.get("message")), item.get("code")))
     return out or ["no diagnostics"]
 
 
@@ -513,11 +523,14 @@ def render(output_model: str, result: Result, view: View) -> list[str]:
     return renderer(result, view)
 
 
-def render_error(error: Mapping[str, Any], view: View) -> tuple[list[str], list[str]]:
-    """An error as `(stdout lines, stderr lines)`: a refused save shows the file's errors on stdout."""
+def render_error(error: Mapping[str, Any], view: View, *, verbose: bool = False) -> tuple[list[str], list[str]]:
+    """An error as `(stdout lines, stderr lines)`: a refused save shows the file's errors on stdout.
+
+    The protocol code of the error (`[invalidParams]`) is shown only when `verbose` (`error_line`).
+    """
     out: list[str] = []
     sync = refused_save(error)
     if sync is not None:
         out = [*_blocking(sync, view), sync_summary(sync)]
         return out, ["lean-beam: not saved: the file has errors"]
-    return out, [f"lean-beam: error: {error.get('message')} [{error.get('code')}]"]
+    return out, [error_line(error, verbose=verbose)]

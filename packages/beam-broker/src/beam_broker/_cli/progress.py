@@ -137,6 +137,8 @@ class Reporter:
         """Keys (`render.diagnostic_key`) of the diagnostics already printed (stdout, or stderr for JSON)."""
         self._last_line: str | None = None
         self._status = starting
+        self._hold: str | None = None
+        self._held: list[Mapping[str, Any]] = []
 
     def __call__(self, event: BrokerEvent) -> None:
         """Show one event."""
@@ -153,9 +155,26 @@ class Reporter:
                 self._status = status
                 self.redraw()
 
+    def hold(self, path: str) -> None:
+        """Keep the diagnostics of `path` back until `release` (or for good).
+
+        A sync with `--rebuild-imports` first checks the file against its stale imports: what Lean says then
+        (`object file ... does not exist`) is not about the file as it is once the imports are saved, and must not
+        be printed as if it were. Whether it was can only be known from the answer.
+        """
+        self._hold = path
+
+    def release(self, *, current: bool) -> None:
+        """Hold no more: print the diagnostics held back by `hold` if they are `current`, else drop them."""
+        held, self._held, self._hold = self._held, [], None
+        for item in held if current else ():
+            self.diagnostic(item)
+
     def diagnostic(self, item: Mapping[str, Any]) -> None:
         """Print a diagnostic once: stdout in human output, else stderr unless quiet."""
-        if self.human:
+        if self._hold is not None and item.get("path") == self._hold:
+            self._held.append(item)
+        elif self.human:
             key = diagnostic_key(item)
             if key not in self.printed:
                 self.printed.add(key)

@@ -131,7 +131,7 @@ def severity_word(label: str) -> str:
 
 
 def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
-    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it; more lines follow verbatim.
+    """`path:line:column: severity: message` (a `DiagItem`), as `lean` prints it (`message_line`).
 
     A message Lean names says so as `lean` does: `error(lean.unknownIdentifier): Unknown identifier ...`.
     """
@@ -143,15 +143,33 @@ def diagnostic_line(item: Mapping[str, Any], sources: Sources | None) -> str:
         uri = item.get("uri")
         source = Source.read(Path(display(uri))) if isinstance(uri, str) and uri.startswith("file:") else None
         at = where(display(path), source, start)
-    message = str(item.get("message", ""))
-    return f"{at}: {lean_label(item)}: {message}"
+    return message_line(at, str(item.get("severity", "unknown")), str(item.get("message", "")), item.get("code"))
 
 
-def lean_label(item: Mapping[str, Any]) -> str:
-    """`error`, or `error(lean.unknownIdentifier)` when Lean names the message, as `lean` prints it."""
-    word = severity_word(str(item.get("severity", "unknown")))
-    code = item.get("code")
-    return f"{word}({code})" if isinstance(code, str) and code else word
+def message_line(at: str | None, severity: str, text: str, code: object = None) -> str:
+    """One Lean message as `lean` prints it: `FILE:LINE:COL: error(NAME): text`; more lines follow verbatim.
+
+    Every message `lean-beam` prints as text goes through here (a sync's diagnostics, a probe's messages,
+    interactive diagnostics, `run-code`'s), so all of them show Lean's name for the message the same way.
+
+    Args:
+        at: Where (`FILE:LINE:COL`), or None for a message with no place of its own (a probe's).
+        severity: The broker's label (`information` prints as Lean's `info`).
+        text: The message.
+        code: Lean's name for the message (its diagnostic `code`, `lean.unknownIdentifier`), if it names one.
+    """
+    word = severity_word(severity)
+    label = f"{word}({code})" if isinstance(code, str) and code else word
+    return f"{at}: {label}: {text}" if at is not None else f"{label}: {text}"
+
+
+def error_line(error: Mapping[str, Any], *, verbose: bool) -> str:
+    """A broker error for a person: `lean-beam: error: MESSAGE`, its protocol code (`[invalidParams]`) only with -v.
+
+    The code is for scripts (they read it in the `--json` error) and for reports; a person reads the message.
+    """
+    code = f" [{error.get('code')}]" if verbose else ""
+    return f"lean-beam: error: {error.get('message')}{code}"
 
 
 def diagnostic_key(item: Mapping[str, Any]) -> str:

@@ -107,7 +107,8 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
         source = (await call.client()).document(doc.uri)
         raise invalid_params(verdict.save_blocked_message(sync.readiness, source), {"sync": sync.dump()})
     lake_cmd = lake_command(rt.config, rt.env, rt.root)
-    deps = [name for name in doc.imports if lake.module_file(rt.root, name) is not None]
+    layout = rt.layout()
+    deps = [name for name in doc.imports if layout.module_file(name) is not None]
     if deps:
         code, out = await _run(rt, [lake_cmd, "build", "--no-build", *deps], None, path)
         if code != 0:
@@ -147,7 +148,7 @@ async def checkpoint(rt: WorkspaceRuntime, doc: DocState, sync: m.SyncResult, ca
         )
     await rt.freshness.built(before)
     await rt.tell_rebuilt()
-    arts = lake.artifact_paths(rt.root, doc.module)
+    arts = rt.layout().artifact_paths(doc.module)
     missing = [k for k in ("olean", "ilean", "c", "trace") if k not in arts]
     if missing:
         raise BrokerError(

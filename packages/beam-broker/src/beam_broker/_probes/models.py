@@ -55,6 +55,8 @@ class RunMessage(_Out):
 
     severity: Literal["information", "warning", "error"]
     text: str
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as in `lean_sync`'s items."""
 
 
 class RunResult(_Reply):
@@ -222,6 +224,8 @@ class CodeMessage(_Out):
     severity: Literal["information", "warning", "error"]
     text: str
     range: dict[str, Any]
+    code: str | None = None
+    """The name Lean gives the message (`lean.unknownIdentifier`), as in `lean_sync`'s items."""
 
 
 class RunCodeResult(_Reply):

@@ -114,7 +114,7 @@ def read_report(diags: Iterable[LeanDiagnostic], mirror: TextDocument, source: T
             report.steps.extend(trace_steps(d.message, line))
         else:
             severity = cast(Any, probe.run_severity(d))
-            report.messages.append(pm.RunMessage(severity=severity, text=d.message))
+            report.messages.append(pm.RunMessage(severity=severity, text=d.message, code=verdict.lean_name(d)))
     return report
 
 

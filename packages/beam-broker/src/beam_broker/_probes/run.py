@@ -312,6 +312,8 @@ def _messages(mine: list[LeanDiagnostic], rename: probe.Rename | None = None) ->
         return d.message if rename is None else rename.back(d.message)
 
     messages = [
-        pm.RunMessage(severity=cast(Any, probe.run_severity(d)), text=text(d)) for d in mine if not probe.is_trace(d)
+        pm.RunMessage(severity=cast(Any, probe.run_severity(d)), text=text(d), code=verdict.lean_name(d))
+        for d in mine
+        if not probe.is_trace(d)
     ]
     return messages, [text(d) for d in mine if probe.is_trace(d)]

@@ -50,6 +50,7 @@ async def run_code(call: Call, inp: pm.RunCodeInput) -> pm.RunCodeResult:
             severity=cast(Any, "error" if verdict.is_completion_blocking(d) else probe.run_severity(d)),
             text=d.message,
             range=(d.fullRange or d.range).wire(),
+            code=verdict.lean_name(d),
         )
         for d in diags
     ]

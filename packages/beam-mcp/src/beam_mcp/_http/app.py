@@ -466,44 +466,42 @@ def _session_id(headers: Headers, method: str) -> str:
     return sid
 
 
-class _Health:
-    """`GET /healthz`: the replica's status for load balancers (ASGI app of a route; see `health.py`)."""
+class _Probe:
+    """A load balancer's `GET` probe: a status and a JSON body, never cached (ASGI app of a route; see `health.py`)."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
 
+    def answer(self) -> tuple[int, bytes]:
+        raise NotImplementedError
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = self.endpoint
-        wire = endpoint.wire(scope, receive, send)
+        wire = self.endpoint.wire(scope, receive, send)
         with contextlib.suppress(Closed):
             await wire.discard_body()
             if scope["method"] != "GET":
                 await wire.reject(Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")]))
                 return
-            status, body = health(
-                endpoint.server, endpoint.started, stopping=endpoint.stopping, draining=endpoint.draining
-            )
+            status, body = self.answer()
             await wire.respond(status, body, [("cache-control", "no-store")])
 
 
-class _Ready:
-    """`GET /readyz`: 200 while the replica takes calls; 503 while it starts, drains or stops (see `health.py`)."""
+class _Health(_Probe):
+    """`GET /healthz`: the replica's status."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def answer(self) -> tuple[int, bytes]:
         endpoint = self.endpoint
-        wire = endpoint.wire(scope, receive, send)
-        with contextlib.suppress(Closed):
-            await wire.discard_body()
-            if scope["method"] != "GET":
-                await wire.reject(Rejected(405, f"method {scope['method']} is not allowed", headers=[("allow", "GET")]))
-                return
-            ready = endpoint.server.ready and not endpoint.draining and not endpoint.stopping
-            state = "ready" if ready else "stopping" if endpoint.stopping else "draining" if endpoint.draining else ""
-            status, body = readiness(state or "starting")
-            await wire.respond(status, body, [("cache-control", "no-store")])
+        return health(endpoint.server, endpoint.started, stopping=endpoint.stopping, draining=endpoint.draining)
+
+
+class _Ready(_Probe):
+    """`GET /readyz`: 200 while the replica takes calls; 503 while it starts, drains or stops."""
+
+    def answer(self) -> tuple[int, bytes]:
+        endpoint = self.endpoint
+        ready = endpoint.server.ready and not endpoint.draining and not endpoint.stopping
+        state = "ready" if ready else "stopping" if endpoint.stopping else "draining" if endpoint.draining else ""
+        return readiness(state or "starting")
 
 
 class _Operator:
