@@ -151,17 +151,8 @@ class Broker:
         return hosted.runtime
 
     async def prewarm(self, descriptor: WorkspaceDescriptor) -> None:
-        """Open a workspace's runtime and start its Lean server before any call needs it (a server's start-up).
-
-        No document is opened and no answer changes: the first call finds Lean started instead of starting it
-        (a call that arrives meanwhile waits for the same start). A failed start is the runtime's
-        `start_failure`, as after a call's; the next call starts Lean again and reports its own failure.
-
-        Raises:
-            BrokerError: `runtimeSetup` when the Lean server cannot be started.
-        """
-        runtime = await self.runtime(descriptor)
-        await runtime.client()
+        """Start a workspace's Lean server before a call needs it (opens no document; a failure is `runtimeSetup`)."""
+        await (await self.runtime(descriptor)).client()  # a failed start is kept as `start_failure`, as a call's
 
     async def _host(self, root: str, hosted: _Hosted, *, task_status: TaskStatus[None]) -> None:
         try:
