@@ -12,6 +12,9 @@ multi-attempt, run_code. Rows:
   Both run from compiled bytecode, as an installed wheel does: lean-lsp-mcp's venv was compiled by pip; Beam's
   editable sources are compiled once into the bench's own `PYTHONPYCACHEPREFIX` before anything is measured (a
   development environment may set `PYTHONDONTWRITEBYTECODE`, and every start would compile them again);
+- the first call after a pause: a fresh server per run, the first call (diagnostics) `PAUSE` seconds after the
+  handshake, as an agent makes it once it has read the tool list (a server that starts its Lean at start-up, as
+  `--tools lean-lsp-mcp` does, has it running by then; lean-lsp-mcp starts its Lean with that call);
 - warm pass: the same session again in the running servers, median per call over `rounds`;
 - multi-attempt with a long tail: one snippet on the line before 1500 declarations
   (`tests.support.projects.long_file`), settled, median over `slow_rounds`.
@@ -41,6 +44,8 @@ from mcp import Client, StdioServerParameters
 
 PEER = "lean-lsp-mcp==0.32.0"
 LONG = "Demo/Long.lean"
+PAUSE = 1.0
+"""Seconds between the handshake and the first call in the pass that pauses there."""
 
 
 def calls(root: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -92,7 +97,7 @@ def show(label: str, beam: list[float], peer: list[float]) -> float:
     return p / b
 
 
-async def main(rounds: int = 10, cold_runs: int = 5, slow_rounds: int = 3) -> dict[str, float]:
+async def main(rounds: int = 10, cold_runs: int = 5, slow_rounds: int = 3, paused_runs: int = 3) -> dict[str, float]:
     os.environ.setdefault("BEAM_BENCH_PEER_VENV", "")
     with tempfile.TemporaryDirectory() as tmp:
         import bench.peers as peers
@@ -139,6 +144,14 @@ async def main(rounds: int = 10, cold_runs: int = 5, slow_rounds: int = 3) -> di
         )
         ratios["cold session"] = show("cold session total (after the handshake)", *totals)
         ratios["cold session from spawn"] = show("cold session total from spawn", *spawned)
+        paused: tuple[list[float], list[float]] = ([], [])
+        for run in range(paused_runs):
+            order = [(0, beam), (1, peer)] if run % 2 == 0 else [(1, peer), (0, beam)]
+            for side, params in order:
+                async with Client(params, mode="legacy") as client:
+                    await anyio.sleep(PAUSE)  # the agent reads the tool list and decides (not a wait for a condition)
+                    paused[side].append(await timed(client, *session[0]))
+        ratios["cold first call after a pause"] = show(f"cold {opening} {PAUSE:.0f} s after the handshake", *paused)
         async with Client(beam, mode="legacy") as cb, Client(peer, mode="legacy") as cp:
             for name, args in session:  # open everything once
                 await timed(cb, name, args)

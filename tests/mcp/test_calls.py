@@ -18,6 +18,7 @@ import pytest
 
 from beam_broker import BY_NAME
 from beam_mcp import ServerConfig
+from beam_mcp._calls import StatusClock
 from beam_mcp.errors import INVALID_REQUEST, RUNTIME_SETUP_PREFIX
 from beam_mcp.server import STATUS_DELAY_ENV
 
@@ -516,3 +517,27 @@ async def test_a_dropped_workspace_is_recreated_by_the_next_call(root: str) -> N
         again, _ = await h.call("lean_sync", ws(root, path="A.lean"))
         assert structured(again)["version"] == 1
         assert (await h.ops(root))[SYNC_KEY]["count"] == 1
+
+
+class _Notice:
+    """A stand-in notifier: records its status notice."""
+
+    def __init__(self) -> None:
+        self.sent = anyio.Event()
+
+    def status(self) -> None:
+        self.sent.set()
+
+
+async def test_the_status_clock_wakes_for_a_deadline_earlier_than_the_one_it_sleeps_until() -> None:
+    clock = StatusClock()
+    late, soon = _Notice(), _Notice()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.run)
+        clock.watch(late, 3600.0)  # type: ignore[arg-type]  # the clock only calls `status`
+        await anyio.lowlevel.checkpoint()  # the clock now sleeps until the late deadline
+        clock.watch(soon, 0.0)  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            await soon.sent.wait()
+        assert not late.sent.is_set()
+        clock.close()

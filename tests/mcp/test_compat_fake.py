@@ -11,9 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from .support import harness
+from beam_mcp._compat._project import startup_root
+
+from .support import harness, modern_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +149,51 @@ async def test_a_file_is_read_into_beam_once_and_again_only_after_it_changed(
     # The version Beam reported is used until an operation says the file changed: then asked for once more.
     assert (first["update_file"]["count"], first["hover"]["count"]) == (1, 2)
     assert (after["update_file"]["count"], after["hover"]["count"], after["hover"]["errorCount"]) == (2, 4, 1)
+
+
+async def test_the_project_known_at_start_gets_its_lean_started_before_the_first_call(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness({}, tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(30):
+            await h.server._host.prewarmed.wait()
+
+        async def lean() -> dict[str, Any]:
+            workspace = (await h.stats())["workspaces"][f"local:{root}"]
+            return {"active": workspace["sessions"]["lean"]["active"], **workspace["byBackend"]["lean"]}
+
+        assert (await lean())["active"] and (await lean())["sessionStarts"] == 1  # before any call
+        response, _ = await h.call("lean_diagnostic_messages", {"file_path": "A.lean"})
+        assert response["result"]["isError"] is False
+        assert (await lean())["sessionStarts"] == 1  # the call used the Lean started ahead
+
+
+async def test_a_lean_that_cannot_start_at_start_up_still_lists_tools_and_fails_the_first_call_as_a_tool_error(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp", lean_cmd=[str(tmp_path / "no-such-lean")]) as h:
+        with anyio.fail_after(30):
+            await h.server._host.prewarmed.wait()
+        assert h.server.workspace_count() == 1  # the prewarm opened the workspace, and its Lean failed to start
+        listed = await h.request("tools/list", {"_meta": modern_meta()})
+        assert len(listed["result"]["tools"]) == 22
+        response, _ = await h.call("lean_diagnostic_messages", {"file_path": "A.lean"})
+        assert response["result"]["isError"] is True
+        assert "could not start the Lean server" in _text(response)
+
+
+def test_the_project_known_at_start_is_lean_project_path_else_the_working_directory(
+    fake_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    assert startup_root({"LEAN_PROJECT_PATH": str(root)}, tmp_path) == root
+    assert startup_root({}, root) == root
+    assert startup_root({}, tmp_path) is None  # not a project: nothing starts before a file names one
+    assert startup_root({"LEAN_PROJECT_PATH": str(tmp_path)}, root) is None  # the configured one wins

@@ -150,6 +150,10 @@ class Broker:
             raise BrokerError(INTERNAL_ERROR, f"the runtime of {descriptor.root} could not be opened")
         return hosted.runtime
 
+    async def prewarm(self, descriptor: WorkspaceDescriptor) -> None:
+        """Start a workspace's Lean server before a call needs it (opens no document; a failure is `runtimeSetup`)."""
+        await (await self.runtime(descriptor)).client()  # a failed start is kept as `start_failure`, as a call's
+
     async def _host(self, root: str, hosted: _Hosted, *, task_status: TaskStatus[None]) -> None:
         try:
             async with WorkspaceRuntime.open(

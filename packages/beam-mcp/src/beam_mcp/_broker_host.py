@@ -4,7 +4,10 @@ The broker's light modules (errors, events, the operation registry and its model
 modules that use them; only `Broker` (the runtime and the Lean client stack behind it, the slow import) loads
 here, on a worker thread, so the server answers discovery, `initialize` and `tools/list` meanwhile. lsprotocol (the
 standard LSP types, about half of that stack's import) is left out of it, and loads on another worker thread once
-the broker is open, while the first call's Lean starts and elaborates (`_import_lsp_types`). Importing on
+the broker is open, while the first call's Lean starts and elaborates (`_import_lsp_types`). A server that
+knows its project at start-up (`prewarm`) starts that workspace's Lean server as soon as the broker is open,
+beside that import and the MCP handshake, so that its first call finds Lean started; a failure there is only
+logged (the first call starts Lean again and answers with its own error). Importing on
 two threads at once is safe because no import cycle exists in the packages (`tests/test_layout.py`): a thread
 that needs a module another thread is importing waits for it. This module must not know tools or MCP methods.
 """
@@ -19,6 +22,7 @@ import anyio
 
 from beam_broker.config import BrokerConfig
 from beam_broker.operations import REGISTRY, Registry
+from beam_broker.workspace import resolve
 
 from .errors import INTERNAL_ERROR, JsonRpcError
 
@@ -52,6 +56,8 @@ class BrokerHost:
         on_open: Called once the broker is open and the listener registered.
         config: More `BrokerConfig` settings.
         registry: The operations the broker serves.
+        prewarm: Returns the canonical root of the workspace whose Lean server starts as soon as the broker is
+            open (None: no workspace); called once the broker is open, so that it may import what it needs then.
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class BrokerHost:
         on_open: Callable[[], None] = lambda: None,
         config: Mapping[str, Any] | None = None,
         registry: Registry = REGISTRY,
+        prewarm: Callable[[], str | None] | None = None,
     ) -> None:
         self._lean_cmd = lean_cmd
         self._env = env
@@ -72,6 +79,9 @@ class BrokerHost:
         self._broker: Broker | None = None
         self._error: BaseException | None = None
         self._registry = registry
+        self._prewarm_root = prewarm
+        self.prewarmed = anyio.Event()
+        """Set once the start-up prewarm is over: Lean started, failed to start, or nothing to start."""
         self._ready = anyio.Event()
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
@@ -90,6 +100,7 @@ class BrokerHost:
                 self._on_open()
                 try:
                     async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._prewarm, broker)  # first: Lean's process starts before the import
                         tg.start_soon(self._preload)
                         await self._stop.wait()
                         tg.cancel_scope.cancel()
@@ -101,7 +112,18 @@ class BrokerHost:
         finally:
             self._broker = None
             self._ready.set()
+            self.prewarmed.set()
             self._stopped.set()
+
+    async def _prewarm(self, broker: Broker) -> None:
+        try:
+            root = self._prewarm_root() if self._prewarm_root is not None else None
+            if root is not None:
+                await broker.prewarm(resolve({"root": root}))
+        except Exception as exc:  # the first call starts Lean again and answers with its own, structured, error
+            log.warning("could not start the Lean server ahead of the first call: %s", getattr(exc, "message", exc))
+        finally:
+            self.prewarmed.set()
 
     async def _preload(self) -> None:
         try:  # abandoned when the broker closes first: the import goes on in its thread, and nothing waits for it

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -85,6 +86,9 @@ class ServerConfig:
             beside them except on the `beam` surface) or `upstream-2026-11` (upstream Beam's 24 tools with
             snapshot tokens only; `tools` must then be `all` or `beam`).
         registry: The broker operations it serves (tests inject handlers by passing another).
+        prewarm: On the `lean-lsp-mcp` surface, start the Lean server of the project known at start-up
+            (`LEAN_PROJECT_PATH`, else the working directory when it is a project) as soon as the broker is open,
+            beside the MCP handshake, rather than with the first call.
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -98,6 +102,7 @@ class ServerConfig:
     tools: Surface = "all"
     contract: Contract = "seed"
     registry: Registry = REGISTRY
+    prewarm: bool = True
 
     def __post_init__(self) -> None:
         if self.tools not in SURFACES:
@@ -150,6 +155,7 @@ class McpServer:
             # lean-lsp-mcp keeps a scratch file open for lean_run_code; so does its drop-in (see `warm_scratch`)
             config={"warm_scratch": config.tools == "lean-lsp-mcp", **config.broker},
             registry=config.registry,
+            prewarm=_compat_root if config.tools == "lean-lsp-mcp" and config.prewarm else None,
         )
         self._call_listeners: list[Callable[[str, str, float], None]] = []
         self.draining = False
@@ -178,6 +184,7 @@ class McpServer:
             if writer is not None and write is not None:
                 tg.start_soon(writer.run, write)
             tg.start_soon(server._run_host)
+            tg.start_soon(server._calls.clock.run)
             tg.start_soon(server._hub.run)
             try:
                 yield server
@@ -299,6 +306,7 @@ class McpServer:
         self._dispatcher.closing = True
         self._resources.close_all()
         await self._dispatcher.drain(self.config.shutdown_grace)
+        self._calls.clock.close()
         await self._host.stop()
         if self._writer is not None:
             self._writer.close()
@@ -314,6 +322,11 @@ class McpServer:
     # ---- registry -----------------------------------------------------------------------------------------------
     async def tools(self) -> ToolSet:
         """The tool set of the configured surface (its schemas are built on first use, then kept)."""
+        if self._toolset is None and self.config.tools == "lean-lsp-mcp":
+            from ._compat import compat_tools  # lean-lsp-mcp's 22 tools, and no feedback tool to build for them
+
+            compat = compat_tools()
+            self._toolset = ToolSet(compat, {tool.name: tool for tool in compat})
         if self._toolset is None:
             from beam_feedback.models import FeedbackReport, FeedbackResult  # pydantic models: loaded when listed
 
@@ -438,6 +451,14 @@ class McpServer:
     async def _listen(self, inc: Incoming) -> None:
         params = parse(ListenParams, inc.params, "subscriptions/listen")
         self._resources.listen(inc.channel, inc.req, params, inc.outlet)
+
+
+def _compat_root() -> str | None:
+    """The project the `lean-lsp-mcp` surface knows at start-up (its projection reads this process's environment)."""
+    from ._compat._project import startup_root  # the surface's modules load once the broker is open
+
+    root = startup_root(os.environ, Path.cwd())
+    return str(root) if root is not None else None
 
 
 def _cached(result: dict[str, Any], modern: ModernContext | None, ttl_ms: int, scope: str) -> dict[str, Any]:

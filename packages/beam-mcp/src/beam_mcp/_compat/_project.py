@@ -10,6 +10,7 @@ only copy); lean-lsp-mcp additionally asks for a `lean-toolchain` file, and so d
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -41,6 +42,21 @@ def owner(file: Path) -> Path | None:
         if is_root(directory):
             return directory
     return None
+
+
+def startup_root(env: Mapping[str, str], cwd: Path) -> Path | None:
+    """The project known when the server starts: `LEAN_PROJECT_PATH`, else the working directory, if a project.
+
+    The server starts its Lean server ahead of the first call (`BrokerHost`'s prewarm); a directory that is not
+    a project root starts nothing (the first file's project is found from the file, as before).
+    """
+    configured = env.get(PROJECT_PATH_ENV)
+    raw = Path(os.path.expanduser(configured)) if configured else cwd
+    try:
+        root = Path(os.path.realpath(raw))
+        return root if is_root(root) else None
+    except OSError:
+        return None
 
 
 class Project:
