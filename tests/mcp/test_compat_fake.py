@@ -171,6 +171,23 @@ async def test_the_project_known_at_start_gets_its_lean_started_before_the_first
         assert (await lean())["sessionStarts"] == 1  # the call used the Lean started ahead
 
 
+async def test_lean_mcp_prewarm_files_are_elaborated_at_start_up_and_a_bad_one_is_only_logged(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    monkeypatch.setenv("LEAN_MCP_PREWARM_FILES", " A.lean, ,Missing.lean")  # lean-lsp-mcp's setting, as it splits it
+    async with harness({}, tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(30):
+            await h.server._host.prewarmed.wait()
+        before = await h.ops(root)
+        response, _ = await h.call("lean_diagnostic_messages", {"file_path": "A.lean"})
+        assert response["result"]["isError"] is False
+    assert (before["sync_file"]["count"], before["sync_file"]["errorCount"]) == (2, 1)  # A.lean elaborated, not Missing
+    assert any("Missing.lean" in record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+
+
 async def test_a_lean_that_cannot_start_at_start_up_still_lists_tools_and_fails_the_first_call_as_a_tool_error(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

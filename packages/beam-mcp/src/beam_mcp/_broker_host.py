@@ -57,7 +57,8 @@ class BrokerHost:
         config: More `BrokerConfig` settings.
         registry: The operations the broker serves.
         prewarm: Returns the canonical root of the workspace whose Lean server starts as soon as the broker is
-            open (None: no workspace); called once the broker is open, so that it may import what it needs then.
+            open, with the files to `sync` there then, in the background (None: no workspace); called once the
+            broker is open, so that it may import what it needs then.
     """
 
     def __init__(
@@ -69,7 +70,7 @@ class BrokerHost:
         on_open: Callable[[], None] = lambda: None,
         config: Mapping[str, Any] | None = None,
         registry: Registry = REGISTRY,
-        prewarm: Callable[[], str | None] | None = None,
+        prewarm: Callable[[], tuple[str, Sequence[str]] | None] | None = None,
     ) -> None:
         self._lean_cmd = lean_cmd
         self._env = env
@@ -117,13 +118,27 @@ class BrokerHost:
 
     async def _prewarm(self, broker: Broker) -> None:
         try:
-            root = self._prewarm_root() if self._prewarm_root is not None else None
-            if root is not None:
+            found = self._prewarm_root() if self._prewarm_root is not None else None
+            if found is not None:
+                root, files = found
                 await broker.prewarm(resolve({"root": root}))
+                async with anyio.create_task_group() as tg:
+                    for path in files:
+                        tg.start_soon(self._prewarm_file, broker, root, path)
         except Exception as exc:  # the first call starts Lean again and answers with its own, structured, error
             log.warning("could not start the Lean server ahead of the first call: %s", getattr(exc, "message", exc))
         finally:
             self.prewarmed.set()
+
+    @staticmethod
+    async def _prewarm_file(broker: Broker, root: str, path: str) -> None:
+        """Elaborate one file ahead of the first call (a failure is only logged: the call that names it says why)."""
+        from beam_broker.events import CallContext  # imported with the broker by now
+
+        try:
+            await broker.call("sync", {"workspace": {"root": root}, "path": path}, CallContext())
+        except Exception as exc:
+            log.warning("could not elaborate %s ahead of the first call: %s", path, getattr(exc, "message", exc))
 
     async def _preload(self) -> None:
         try:  # abandoned when the broker closes first: the import goes on in its thread, and nothing waits for it

@@ -453,12 +453,15 @@ class McpServer:
         self._resources.listen(inc.channel, inc.req, params, inc.outlet)
 
 
-def _compat_root() -> str | None:
-    """The project the `lean-lsp-mcp` surface knows at start-up (its projection reads this process's environment)."""
-    from ._compat._project import startup_root  # the surface's modules load once the broker is open
+def _compat_root() -> tuple[str, list[str]] | None:
+    """The project the `lean-lsp-mcp` surface knows at start-up, and the files to elaborate there ahead of any call.
+
+    Its projection reads this process's environment: `LEAN_PROJECT_PATH` and `LEAN_MCP_PREWARM_FILES`.
+    """
+    from ._compat._project import prewarm_files, startup_root  # the surface's modules load once the broker is open
 
     root = startup_root(os.environ, Path.cwd())
-    return str(root) if root is not None else None
+    return (str(root), prewarm_files(os.environ)) if root is not None else None
 
 
 def _cached(result: dict[str, Any], modern: ModernContext | None, ttl_ms: int, scope: str) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from beam_lsp.project import TOOLCHAIN_FILE, is_project_root
 from ._errors import CompatError
 
 PROJECT_PATH_ENV: Final = "LEAN_PROJECT_PATH"
+PREWARM_FILES_ENV: Final = "LEAN_MCP_PREWARM_FILES"
+"""lean-lsp-mcp's setting: project-relative Lean files, comma-separated, elaborated in the background at start-up."""
 
 
 def is_root(directory: Path) -> bool:
@@ -57,6 +59,11 @@ def startup_root(env: Mapping[str, str], cwd: Path) -> Path | None:
         return root if is_root(root) else None
     except OSError:
         return None
+
+
+def prewarm_files(env: Mapping[str, str]) -> list[str]:
+    """The files `LEAN_MCP_PREWARM_FILES` names (comma-separated, blanks dropped), as lean-lsp-mcp reads it."""
+    return [part.strip() for part in env.get(PREWARM_FILES_ENV, "").split(",") if part.strip()]
 
 
 class Project:
