@@ -377,9 +377,9 @@ class Sampler:
                 self.samples.append(Sample(time.monotonic(), name, held, rss, reported))
             await anyio.sleep(self.interval)
 
-    def peak(self, since: float = 0.0) -> tuple[int, int]:
-        """The largest figures one replica reached since `since`: held, plain resident sum."""
-        chosen = [s for s in self.samples if s.at >= since]
+    def peak(self, since: float = 0.0, until: float = float("inf")) -> tuple[int, int]:
+        """The largest figures one replica reached from `since` to before `until`: held, plain resident sum."""
+        chosen = [s for s in self.samples if since <= s.at < until]
         return max((s.held for s in chosen), default=0), max((s.rss for s in chosen), default=0)
 
     def total_evictions(self) -> int:
