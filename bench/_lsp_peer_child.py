@@ -70,16 +70,6 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     async with LeanClient.start(cmd, cwd=root) as client:
-        received = 0
-        reader = client._rpc._reader  # counted here, outside the client: a bench-only hook
-        receive = reader.receive
-
-        async def counting() -> bytes:
-            nonlocal received
-            received += 1
-            return await receive()
-
-        reader.receive = counting  # type: ignore[method-assign]
         doc = client.file(GOALS)
         await doc.open()
         await doc.sync()
@@ -119,11 +109,13 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         _mark("open50")
 
         long = client.file("Demo/Long.lean")
-        before, cpu0, t0 = received, _cpu(), time.perf_counter()
+        received = client._rpc  # counted by the JSON-RPC peer (`messages_received`), outside the public API
+        before, cpu0, t0 = received.messages_received, _cpu(), time.perf_counter()
         await long.open()
         result = await long.sync()
         assert result.complete, result
-        out["long"] = {"cpu": _cpu() - cpu0, "messages": received - before, "seconds": time.perf_counter() - t0}
+        messages = received.messages_received - before
+        out["long"] = {"cpu": _cpu() - cpu0, "messages": messages, "seconds": time.perf_counter() - t0}
         _mark("long")
     out.update(_memory())
     return out

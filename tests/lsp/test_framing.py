@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import NoReturn
 
 import anyio
 import pytest
@@ -28,14 +30,42 @@ class _ChunkStream(anyio.abc.ByteReceiveStream):
         self._chunks.clear()
 
 
-async def _read_all(chunks: list[bytes], limit: int = framing.DEFAULT_MAX_MESSAGE_BYTES) -> list[bytes]:
-    reader = framing.FrameReader(_ChunkStream(chunks), max_message_bytes=limit)
-    out = []
-    while True:
-        try:
+class _PushStream(_ChunkStream):
+    """The same chunks handed to a callback (`FrameReader.pump` cuts frames from them as they come)."""
+
+    async def pump(self, on_chunk: Callable[[bytes], None]) -> NoReturn:
+        while True:
+            on_chunk(await self.receive())
+
+
+async def _read(chunks: list[bytes], limit: int, *, push: bool) -> list[bytes]:
+    stream = _PushStream(chunks) if push else _ChunkStream(chunks)
+    reader = framing.FrameReader(stream, max_message_bytes=limit)
+    out: list[bytes] = []
+    try:
+        if push:
+            assert isinstance(stream, framing.ChunkPump)
+            await reader.pump(out.append)
+        while True:
             out.append(await reader.receive())
-        except anyio.EndOfStream:
-            return out
+    except anyio.EndOfStream:
+        return out
+
+
+async def _read_all(chunks: list[bytes], limit: int = framing.DEFAULT_MAX_MESSAGE_BYTES) -> list[bytes]:
+    """The bodies read one by one (`receive`), checked equal to those pushed (`pump`): same bodies, same error."""
+    outcomes: list[list[bytes] | Exception] = []
+    for push in (False, True):
+        try:
+            outcomes.append(await _read(chunks, limit, push=push))
+        except Exception as exc:
+            outcomes.append(exc)
+    pulled, pushed = outcomes
+    if isinstance(pulled, Exception):
+        assert type(pushed) is type(pulled) and str(pushed) == str(pulled)
+        raise pulled
+    assert pushed == pulled
+    return pulled
 
 
 async def test_frames_split_across_chunks_are_reassembled() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from beam_lsp import LeanClient, Position, Redactor, ServerExited, TransportError, kill_tree, path_to_uri
 from beam_lsp._process import (
+    PipeReader,
     ServerProcess,
     StderrBuffer,
     _redacted_os_error,
@@ -255,7 +256,7 @@ async def test_a_server_that_never_answers_initialize_is_server_exited_after_the
 async def test_the_pipes_carry_more_than_a_pipe_holds_and_end_of_input_both_ways(tmp_path: Path) -> None:
     code = "import sys, time; time.sleep(0.2); data = sys.stdin.buffer.read(); print(len(data), flush=True)"
     process, stdin, stdout = await spawn_server(_python(code), tmp_path, None)
-    assert process.stdin is None and process.stdout is stdout
+    assert process.stdin is None and process.stdout is None  # both pipes are the caller's
     payload = bytes(range(256)) * 4096  # 1 MiB: the pipe (64 KiB) fills, the writer waits for the reader
     with anyio.fail_after(30):
         await stdin.send(payload)
@@ -309,3 +310,75 @@ async def test_a_frame_once_begun_is_written_whole_even_when_its_caller_gives_up
     assert answer.strip() == str(len(payload)).encode()  # never a cut frame
     await stdout.aclose()
     await reap(process, 5)
+
+
+# ---- the stdout pipe the client owns --------------------------------------------------------------------
+_CHUNKS = "\n".join(
+    [
+        "import sys, time",
+        "for i in range(5):",
+        "    sys.stdout.buffer.write(b'chunk%d;' % i); sys.stdout.flush(); time.sleep(0.02)",
+    ]
+)
+
+
+@pytest.mark.parametrize("push", [True, False], ids=["asyncio-read-callback", "any-backend"])
+async def test_the_output_pipe_hands_every_chunk_in_order_then_ends(tmp_path: Path, push: bool) -> None:
+    process, stdin, stdout = await spawn_server(_python(_CHUNKS), tmp_path, None)
+    stdout = _reader(stdout, push)
+    got = bytearray()
+    with anyio.fail_after(30), pytest.raises(anyio.EndOfStream):
+        await stdout.pump(got.extend)
+    assert bytes(got) == b"chunk0;chunk1;chunk2;chunk3;chunk4;"
+    await stdin.aclose()
+    await stdout.aclose()
+    await reap(process, 5)
+
+
+@pytest.mark.parametrize("push", [True, False], ids=["asyncio-read-callback", "any-backend"])
+async def test_what_the_chunk_handler_raises_stops_the_pump_and_the_rest_stays_readable(
+    tmp_path: Path, push: bool
+) -> None:
+    process, stdin, stdout = await spawn_server(_python(_CHUNKS), tmp_path, None)
+    stdout = _reader(stdout, push)
+
+    def refuse(chunk: bytes) -> None:
+        raise TransportError(f"refused {chunk[:6]!r}")
+
+    with anyio.fail_after(30):
+        with pytest.raises(TransportError, match="refused b'chunk0'"):
+            await stdout.pump(refuse)
+        rest = b""  # nothing was lost after the refusal: the pipe is read again on demand
+        with pytest.raises(anyio.EndOfStream):
+            while True:
+                rest += await stdout.receive()
+    assert rest.endswith(b"chunk4;") and b"chunk0" not in rest
+    await stdin.aclose()
+    await stdout.aclose()
+    await reap(process, 5)
+
+
+@pytest.mark.parametrize("push", [True, False], ids=["asyncio-read-callback", "any-backend"])
+async def test_closing_the_output_pipe_ends_a_waiting_pump(tmp_path: Path, push: bool) -> None:
+    process, stdin, stdout = await spawn_server(_python("import time; time.sleep(30)"), tmp_path, None)
+    stdout = _reader(stdout, push)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def pump() -> None:
+                with pytest.raises(anyio.ClosedResourceError):
+                    await stdout.pump(lambda chunk: None)
+
+            tg.start_soon(pump)
+            await anyio.sleep(0.1)
+            await stdout.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        await stdout.receive()
+    await stdin.aclose()
+    await reap(process, 5)
+
+
+def _reader(stdout: PipeReader, push: bool) -> PipeReader:
+    """The output pipe; without `push` it takes the path of every backend (trio's), here on asyncio."""
+    stdout._push = push
+    return stdout

@@ -53,6 +53,9 @@ _MAKING: Final = threading.Lock()
 """Held while the converter is made: lsprotocol's first `get_converter()` resolves its types' forward references
 in place, and two threads doing it at once break each other (`dictionary changed size during iteration`)."""
 
+_LOADED: Final = threading.Event()
+"""Set once the converter is made: what `is_loaded` reads (a `functools.cache` lookup would cost a hover more)."""
+
 
 @functools.cache
 def _make_converter() -> Converter:
@@ -68,7 +71,9 @@ def converter() -> Converter:
     costs lsprotocol's and cattrs' import, which a client that never converts a standard LSP answer never pays.
     """
     with _MAKING:
-        return _make_converter()
+        made = _make_converter()
+        _LOADED.set()
+        return made
 
 
 def load_lsp_types() -> None:
@@ -82,13 +87,19 @@ def load_lsp_types() -> None:
     converter()
 
 
+def is_loaded() -> bool:
+    """Whether lsprotocol and its converter are loaded (then `loaded()` has nothing to wait for)."""
+    return _LOADED.is_set()
+
+
 async def loaded() -> None:
     """Load lsprotocol and its converter on a worker thread unless they are loaded (the event loop never blocks).
 
-    Every request whose answer is read into lsprotocol's types awaits this first: the import would otherwise run
-    on the event loop (a second or more, every other task stopped) or wait there for a loading thread.
+    Every request whose answer is read into lsprotocol's types awaits this first (or checks `is_loaded`): the
+    import would otherwise run on the event loop (a second or more, every other task stopped) or wait there for a
+    loading thread.
     """
-    if _make_converter.cache_info().currsize == 0:
+    if not _LOADED.is_set():
         await anyio.to_thread.run_sync(load_lsp_types)
 
 
@@ -164,12 +175,82 @@ def _range(value: object) -> types.Range:
         raise TypeError
     line0, char0, line1, char1 = start["line"], start["character"], end["line"], end["character"]
     # One check of the four numbers' type, no call per number (this runs for every hover and location);
-    # lsprotocol's `Position` refuses a negative or too large one (ValueError).
+    # lsprotocol's `Position` refuses a negative or too large one (ValueError), and so does the direct builder.
     if not (type(line0) is type(char0) is type(line1) is type(char1) is int):
         raise TypeError
+    direct = _direct()
+    if direct is not None:
+        return direct.range(line0, char0, line1, char1)
     return types.Range(
         start=types.Position(line=line0, character=char0), end=types.Position(line=line1, character=char1)
     )
+
+
+class _Direct:
+    """lsprotocol's `Range` and `Hover` built by setting their slots, with the checks their validators make.
+
+    lsprotocol's classes are attrs classes with `__slots__`, whose constructors call a Python validator for every
+    number (`uinteger_validator`): half of a hover's conversion. These builders make equal values (same classes,
+    same fields, every field set) for about half the cost; `_direct()` uses them only while the classes have
+    exactly the fields set here, and the constructors otherwise.
+    """
+
+    __slots__ = ("hover", "range")
+
+    def __init__(self) -> None:
+        """Raises `KeyError` or `ValueError` when a class is not the one these builders know."""
+        new = object.__new__
+        position, rng, markup, hover = types.Position, types.Range, types.MarkupContent, types.Hover
+        line, char = _slot_setters(position, "line", "character")
+        start, end = _slot_setters(rng, "start", "end")
+        kind_of, value_of = _slot_setters(markup, "kind", "value")
+        contents_of, range_of = _slot_setters(hover, "contents", "range")
+        most: Final = _UINTEGER_MAX
+
+        def make_range(line0: int, char0: int, line1: int, char1: int) -> types.Range:
+            if not (0 <= line0 <= most and 0 <= char0 <= most and 0 <= line1 <= most and 0 <= char1 <= most):
+                raise ValueError("a position's line or character is outside LSP's unsigned integers")
+            first, last, made = new(position), new(position), new(rng)
+            line(first, line0)
+            char(first, char0)
+            line(last, line1)
+            char(last, char1)
+            start(made, first)
+            end(made, last)
+            return made
+
+        def make_hover(kind: types.MarkupKind, text: str, where: types.Range | None) -> types.Hover:
+            content, made = new(markup), new(hover)
+            kind_of(content, kind)
+            value_of(content, text)
+            contents_of(made, content)
+            range_of(made, where)
+            return made
+
+        self.range: Final = make_range
+        self.hover: Final = make_hover
+
+
+_UINTEGER_MAX: Final = 2**31 - 1
+"""lsprotocol's bound on an LSP `uinteger` (`validators.UINTEGER_MAX_VALUE`)."""
+
+
+def _slot_setters(cls: type, *names: str) -> list[Callable[[object, Any], None]]:
+    """The setters of `cls`'s slots `names`, which must be all of its attrs fields, in order."""
+    import attrs  # lsprotocol's own dependency, loaded with it
+
+    if tuple(field.name for field in attrs.fields(cls)) != names:
+        raise ValueError(f"{cls.__name__} has other fields")
+    return [cls.__dict__[name].__set__ for name in names]
+
+
+@functools.cache
+def _direct() -> _Direct | None:
+    """The direct builders, or None when lsprotocol's classes are not the ones they know (made once)."""
+    try:
+        return _Direct()
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def _markup(kind: object) -> types.MarkupKind | None:
@@ -195,7 +276,11 @@ def hover(method: str, value: object) -> types.Hover | None:
             kind, text = _markup(contents.get("kind")), contents.get("value")
             if kind is not None and type(text) is str and (rng is not None or len(value) == 1):
                 try:
-                    return types.Hover(types.MarkupContent(kind=kind, value=text), None if rng is None else _range(rng))
+                    where = None if rng is None else _range(rng)
+                    direct = _direct()
+                    if direct is not None:
+                        return direct.hover(kind, text, where)
+                    return types.Hover(types.MarkupContent(kind=kind, value=text), where)
                 except (TypeError, KeyError, ValueError):  # ValueError: lsprotocol's bound on a position
                     pass
     result = structure(method, value, types.Hover)

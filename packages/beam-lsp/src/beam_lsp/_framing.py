@@ -6,6 +6,9 @@ JSON-RPC (`jsonrpc.py` encodes and decodes bodies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NoReturn, Protocol, runtime_checkable
+
 from anyio.abc import ByteReceiveStream
 
 from .errors import MessageTooLarge, TransportError
@@ -21,7 +24,12 @@ def frame(body: bytes) -> bytes:
 
 
 class FrameReader:
-    """Reads framed message bodies from a byte stream, buffering across chunk boundaries."""
+    """Reads framed message bodies from a byte stream, buffering across chunk boundaries.
+
+    `receive` returns one body at a time; `pump` hands every body to a callback as its bytes arrive, which, over a
+    stream that can push its chunks (beam-lsp's pipe from the server), dispatches a message from the event loop's
+    own read callback, with no task to wake.
+    """
 
     def __init__(
         self,
@@ -33,37 +41,46 @@ class FrameReader:
         """Read from `stream`; `redactor` scrubs the server's bytes quoted in errors (before they are cut)."""
         self._stream = stream
         self._buf = bytearray()
+        self._length: int | None = None  # the body length of a header read whose body is not all here yet
         self._max = max_message_bytes
         self._redactor = redactor or Redactor()
 
     def _quote(self, raw: bytes, limit: int) -> str:
         return repr(self._redactor.redact(raw.decode("utf-8", "replace"))[:limit])
 
-    async def _fill(self) -> None:
-        chunk = await self._stream.receive(65536)
-        self._buf += chunk
-
-    async def receive(self) -> bytes:
-        """Return the next message body.
+    def _next(self) -> bytes | None:
+        """The next whole body in the buffer, taken out of it; None until its last byte has arrived.
 
         Raises:
-            anyio.EndOfStream: The stream closed (between messages or inside one).
             TransportError: The header is malformed or lacks Content-Length.
             MessageTooLarge: The header or the declared body exceeds the limits.
         """
-        while True:
-            end = self._buf.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(self._buf) > MAX_HEADER_BYTES:
-                raise MessageTooLarge("message header", len(self._buf), MAX_HEADER_BYTES)
-            await self._fill()
-        header = bytes(self._buf[:end])
-        del self._buf[: end + 4]
+        buf = self._buf
+        length = self._length
+        if length is None:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEADER_BYTES:
+                    raise MessageTooLarge("message header", len(buf), MAX_HEADER_BYTES)
+                return None
+            if buf.startswith(b"Content-Length: ") and buf[16:end].isdigit():  # Lean's only header, read here
+                length = int(buf[16:end])
+                if length > self._max:
+                    raise MessageTooLarge("message body", length, self._max)
+            else:
+                length = self._content_length(bytes(buf[:end]))
+            self._length = length
+            del buf[: end + 4]
+        if len(buf) < length:
+            return None
+        self._length = None
+        body = bytes(buf[:length])
+        del buf[:length]
+        return body
+
+    def _content_length(self, header: bytes) -> int:
         length: int | None = None
-        if header.startswith(b"Content-Length: ") and header[16:].isdigit():  # Lean's only header
-            length = int(header[16:])
-        for line in header.split(b"\r\n") if length is None else ():
+        for line in header.split(b"\r\n"):
             name, sep, value = line.partition(b":")
             if not sep:
                 raise TransportError(f"malformed header line: {self._quote(line, 80)}")
@@ -76,8 +93,50 @@ class FrameReader:
             raise TransportError("message header has no valid Content-Length")
         if length > self._max:
             raise MessageTooLarge("message body", length, self._max)
-        while len(self._buf) < length:
-            await self._fill()
-        body = bytes(self._buf[:length])
-        del self._buf[:length]
+        return length
+
+    async def receive(self) -> bytes:
+        """Return the next message body.
+
+        Raises:
+            anyio.EndOfStream: The stream closed (between messages or inside one).
+            TransportError: The header is malformed or lacks Content-Length.
+            MessageTooLarge: The header or the declared body exceeds the limits.
+        """
+        while (body := self._next()) is None:
+            self._buf += await self._stream.receive(65536)
         return body
+
+    async def pump(self, on_body: Callable[[bytes], None]) -> NoReturn:
+        """Hand every message body to `on_body`, in order, until the stream ends or fails.
+
+        Over a stream with a `pump(on_chunk)` of its own (see `ChunkPump`) the bodies are cut from its chunks as
+        they arrive; over any other stream this is a loop over `receive`. What `on_body` raises stops reading and
+        is raised here.
+
+        Raises:
+            anyio.EndOfStream: The stream closed (between messages or inside one).
+            TransportError: The header is malformed or lacks Content-Length.
+            MessageTooLarge: The header or the declared body exceeds the limits.
+        """
+        while (body := self._next()) is not None:  # what the buffer holds already
+            on_body(body)
+        if isinstance(self._stream, ChunkPump):
+
+            def feed(chunk: bytes) -> None:
+                self._buf += chunk
+                while (body := self._next()) is not None:
+                    on_body(body)
+
+            await self._stream.pump(feed)
+        while True:
+            on_body(await self.receive())
+
+
+@runtime_checkable
+class ChunkPump(Protocol):
+    """A byte stream that can hand its chunks to a callback as they arrive (`_process.PipeReader`)."""
+
+    async def pump(self, on_chunk: Callable[[bytes], None]) -> NoReturn:
+        """Call `on_chunk` with every chunk read, in order; raise `anyio.EndOfStream` at the end."""
+        ...

@@ -10,6 +10,7 @@ knows nothing about JSON-RPC messages or documents.
 
 from __future__ import annotations
 
+import asyncio  # noqa: TID251 (PipeReader.pump: asyncio's read callback, no task; see its docstring)
 import collections
 import contextlib
 import os
@@ -17,7 +18,7 @@ import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
@@ -166,30 +167,147 @@ class PipeWriter(ByteSendStream):
         self.close()
 
 
+class PipeReader(ByteReceiveStream):
+    """The read end of the server's stdout pipe, owned by the client.
+
+    `receive` reads what the pipe holds, waiting with `anyio.wait_readable` when it is empty (every backend).
+    `pump` hands every chunk to a callback as it arrives: on asyncio from the event loop's own read callback (a
+    protocol on `loop.connect_read_pipe`). A message from Lean then reaches the task waiting for it in one
+    event-loop iteration, where asyncio's subprocess streams take three (the read callback, the subprocess
+    protocol's relay through `call_soon`, the reader task's turn): a hover cost 279k instructions with anyio's
+    process stream and ... with this (callgrind, docs/benchmarks.md).
+    """
+
+    def __init__(self, fd: int, *, push: bool = True) -> None:
+        """Read `fd` (made non-blocking here); `push=False` makes `pump` a loop over `receive` on every backend."""
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._push = push
+        self._transport: asyncio.ReadTransport | None = None
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        """The next bytes the server wrote (at most `max_bytes`).
+
+        Raises:
+            anyio.EndOfStream: The server closed its output.
+            anyio.ClosedResourceError: The reader was closed.
+            OSError: The read failed.
+        """
+        while True:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def pump(self, on_chunk: Callable[[bytes], None]) -> NoReturn:
+        """Call `on_chunk` with every chunk read, in order, until the output ends; what it raises stops reading.
+
+        Raises:
+            anyio.EndOfStream: The server closed its output.
+            anyio.ClosedResourceError: The reader was closed.
+            OSError: The read failed.
+            Exception: What `on_chunk` raised.
+        """
+        if self._push and self._fd >= 0 and _running_asyncio_loop() is not None:
+            await self._pump_asyncio(on_chunk)
+        while True:
+            on_chunk(await self.receive())
+
+    async def _pump_asyncio(self, on_chunk: Callable[[bytes], None]) -> NoReturn:
+        loop = asyncio.get_running_loop()
+        protocol = _PumpProtocol(on_chunk, anyio.Event())
+        pipe = open(self._fd, "rb", buffering=0, closefd=False)  # noqa: ASYNC230 (wraps the descriptor: no I/O)
+        transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
+        self._transport = transport
+        try:
+            await protocol.finished.wait()
+        finally:
+            self._transport = None
+            transport.close()
+        if protocol.error is not None:
+            raise protocol.error
+        if self._fd < 0:
+            raise anyio.ClosedResourceError
+        raise anyio.EndOfStream
+
+    def close(self) -> None:
+        """Close the pipe; a waiting `receive` or `pump` raises `ClosedResourceError`."""
+        if self._transport is not None:
+            self._transport.close()  # unregistered from the event loop before the descriptor can be reused
+            self._transport = None
+        if self._fd >= 0:
+            anyio.notify_closing(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    async def aclose(self) -> None:
+        """Same as `close`."""
+        self.close()
+
+
+class _PumpProtocol(asyncio.Protocol):
+    """Hands the pipe's chunks to the pump's callback from the event loop's read callback."""
+
+    def __init__(self, on_chunk: Callable[[bytes], None], finished: anyio.Event) -> None:
+        self.on_chunk = on_chunk
+        self.finished = finished
+        self.error: BaseException | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.error is None:
+            try:
+                self.on_chunk(data)
+            except Exception as exc:  # it ends the pump, which raises it in its task
+                self.error = exc
+                self.finished.set()
+
+    def eof_received(self) -> None:
+        self.finished.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self.error is None:
+            self.error = exc
+        self.finished.set()
+
+
+def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # another backend (trio)
+        return None
+
+
 async def spawn_server(
     cmd: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None, redactor: Redactor | None = None
-) -> tuple[Process, PipeWriter, ByteReceiveStream]:
-    """`spawn`, with the child's stdin a pipe the caller owns (`process.stdin` is None) and its stdout stream.
-
-    The output is anyio's process stream, which on asyncio stays registered with the event loop for the
-    process's life. A reader of the pipe itself (`anyio.wait_readable` before each read, as beam-lsp had) adds and
-    removes its registration for every message: two `epoll_ctl` calls and about fifty Python calls, which cost more
-    than this stream's one extra event-loop iteration (a hover: 325k instructions against 277k, callgrind,
-    docs/benchmarks.md).
+) -> tuple[Process, PipeWriter, PipeReader]:
+    """`spawn`, with the child's stdin and stdout pipes the caller owns (`process.stdin`/`stdout` are None).
 
     Raises:
         OSError: The command could not be executed (redacted, see `spawn`).
     """
     stdin_read, stdin_write = os.pipe()
     try:
-        process = await spawn(cmd, cwd, env, redactor, stdin=stdin_read)
+        stdout_read, stdout_write = os.pipe()
     except BaseException:
+        os.close(stdin_read)
         os.close(stdin_write)
         raise
-    finally:  # the child has its copy; ours would keep the pipe open after the child's end closes
+    try:
+        process = await spawn(cmd, cwd, env, redactor, stdin=stdin_read, stdout=stdout_write)
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:  # the child has its copies; ours would keep the pipes open after the child's ends close
         os.close(stdin_read)
-    assert process.stdout is not None
-    return process, PipeWriter(stdin_write), process.stdout
+        os.close(stdout_write)
+    return process, PipeWriter(stdin_write), PipeReader(stdout_read)
 
 
 def _redacted_os_error(exc: OSError, redactor: Redactor) -> OSError:

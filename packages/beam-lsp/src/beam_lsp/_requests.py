@@ -46,10 +46,14 @@ class RequestBase:
         """The client's copy of an open document (see `LeanClient.document`)."""
         raise NotImplementedError
 
+    def _at_params(self, uri: str, position: PositionLike, extra: dict[str, Any]) -> dict[str, Any]:
+        """`TextDocumentPositionParams` (plus `extra` params) about an open document, the position checked."""
+        self.document(uri).validate(position)
+        return {"textDocument": {"uri": uri}, "position": position_json(position), **extra}
+
     async def _at(self, method: str, uri: str, position: PositionLike, /, **extra: Any) -> Any:
         """Send a `TextDocumentPositionParams` request (plus `extra` params) about an open document."""
-        self.document(uri).validate(position)
-        return await self._request(method, {"textDocument": {"uri": uri}, "position": position_json(position), **extra})
+        return await self._request(method, self._at_params(uri, position, extra))
 
     async def _on(self, method: str, uri: str, /, **extra: Any) -> Any:
         """Send a request naming only an open document (plus `extra` params)."""
@@ -62,15 +66,18 @@ class LspRequests(RequestBase):
 
     # Each request loads lsprotocol (off the event loop) before it asks: its answer is read into lsprotocol's types.
     async def _lsp_at(self, method: str, uri: str, position: PositionLike, /, **extra: Any) -> Any:
-        await _convert.loaded()
-        return await self._at(method, uri, position, **extra)
+        if not _convert.is_loaded():
+            await _convert.loaded()
+        return await self._request(method, self._at_params(uri, position, extra))
 
     async def _lsp_on(self, method: str, uri: str, /, **extra: Any) -> Any:
-        await _convert.loaded()
+        if not _convert.is_loaded():
+            await _convert.loaded()
         return await self._on(method, uri, **extra)
 
     async def _lsp_request(self, method: str, params: Any = None) -> Any:
-        await _convert.loaded()
+        if not _convert.is_loaded():
+            await _convert.loaded()
         return await self._request(method, params)
 
     # ---- at a position -------------------------------------------------------------------------------------------

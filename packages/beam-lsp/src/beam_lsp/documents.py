@@ -14,7 +14,7 @@ from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .errors import InvalidPosition
-from .lean import JsonValue, Position
+from .lean import JsonValue, Position, _checked_position
 from .lines import codepoint_column, line_content, utf16_column, utf16_len
 
 
@@ -205,7 +205,7 @@ class TextDocument:
         text = self.line_text(line)
         if column > len(text):
             raise InvalidPosition(f"column {column} is past the end of line {line} ({len(text)} characters)")
-        position = Position(line=line, character=column if text.isascii() else utf16_len(text[:column]))
+        position = _checked_position(line, column if text.isascii() else utf16_len(text[:column]))
         self._checked = position  # inside this text by construction: `validate` need not look again
         return position
 

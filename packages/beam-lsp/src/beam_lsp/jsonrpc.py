@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeGuard
 
 import anyio
-import anyio.lowlevel
 from anyio.abc import ByteSendStream
 
 from . import _json
@@ -121,7 +120,8 @@ class JsonRpcPeer:
 
     Counters (read them, never write them): `cancellations_sent` (our abandoned requests),
     `cancellations_received` (requests of the other side it cancelled while we answered),
-    `late_answers_dropped` (answers to requests nobody waits for), `protocol_errors` (messages skipped).
+    `late_answers_dropped` (answers to requests nobody waits for), `protocol_errors` (messages skipped),
+    `messages_received` (bodies read, whatever became of them).
     """
 
     def __init__(
@@ -153,7 +153,7 @@ class JsonRpcPeer:
         self._on_body = on_body
         self._redactor = redactor
         self._handlers: dict[str, RequestHandler] = {}
-        self._pending: dict[IdKey, _Pending] = {}
+        self._pending: dict[int, _Pending] = {}  # by id: ours are integers (an answer with a string id is no answer)
         self._answering: dict[IdKey, anyio.CancelScope] = {}
         self._next_id = 0
         self._write_lock = anyio.Lock(fast_acquire=True)  # a frame is one write: the lock only keeps order
@@ -161,10 +161,12 @@ class JsonRpcPeer:
         # event loop runs on every call, a third of a request's bookkeeping.
         self._new_event: Callable[[], anyio.Event] | None = None
         self._closed: BaseException | None = None
+        self._answers: anyio.abc.TaskGroup | None = None  # where the other side's requests are answered (`serve`)
         self.cancellations_sent: int = 0
         self.cancellations_received: int = 0
         self.late_answers_dropped: int = 0
         self.protocol_errors: int = 0
+        self.messages_received: int = 0
 
     async def _plain_lost(self, exc: BaseException) -> BeamLspError:
         return ServerExited(self._redactor.redact(f"the connection broke while writing ({type(exc).__name__}: {exc})"))
@@ -195,16 +197,12 @@ class JsonRpcPeer:
     async def _write(self, message: dict[str, Any]) -> None:
         if self._closed is not None:
             raise self._closed
-        data = encode_message(message)
+        data = frame(_json.dumps(message))  # `encode_message`, one call less per message
         lock = self._write_lock
         try:
-            # `async with lock` costs more than the write itself; this is what it does when nobody else is writing
-            # (a cancelled caller still sends nothing), and the same `acquire` when somebody is.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            try:
-                lock.acquire_nowait()
-            except anyio.WouldBlock:
-                await lock.acquire()
+            # A fast-acquire lock that nobody holds is taken with a check for cancellation and no yield (a
+            # cancelled caller still sends nothing); `async with` would add a coroutine to every write.
+            await lock.acquire()
             try:
                 await self._send.send(data)
             finally:
@@ -241,12 +239,11 @@ class JsonRpcPeer:
             raise self._closed
         self._next_id += 1
         rid = self._next_id
-        key = _key(rid)
         new_event = self._new_event
         if new_event is None:
             new_event = self._new_event = type(anyio.Event())
         pending = _Pending(method, new_event())
-        self._pending[key] = pending
+        self._pending[rid] = pending
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
@@ -254,7 +251,7 @@ class JsonRpcPeer:
             await self._write(msg)
             await pending.done.wait()
         except BaseException:
-            if self._pending.pop(key, None) is not None and self._closed is None:
+            if self._pending.pop(rid, None) is not None and self._closed is None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE):
                     self.cancellations_sent += 1
                     try:
@@ -294,40 +291,41 @@ class JsonRpcPeer:
         return failure
 
     async def _read_all(self, tg: anyio.abc.TaskGroup) -> BaseException | None:
-        while True:
-            try:
-                body = await self._reader.receive()
-            except anyio.EndOfStream:
-                return None
-            except (TransportError, *STREAM_ERRORS) as exc:
-                return exc
-            if self._on_body is not None and self._took(body):
-                continue
-            try:
-                msg = decode_message(body)
-            except TransportError as exc:
-                self.protocol_errors += 1
-                log.warning("dropping undecodable message: %s", self._redactor.redact(str(exc)))
-                continue
-            method = msg.get("method")
-            if isinstance(method, str):
-                if "id" not in msg:
-                    self._notification(method, msg.get("params"))
-                elif _valid_id(msg["id"]):
-                    tg.start_soon(self._answer, msg["id"], method, msg.get("params"))
-                else:
-                    self.protocol_errors += 1
-                continue
-            self._response(msg)
-
-    def _took(self, body: bytes) -> bool:
-        assert self._on_body is not None
+        self._answers = tg
         try:
-            return self._on_body(body)
-        except Exception as exc:  # a bad body handler must not kill the reader
+            await self._reader.pump(self._dispatch)
+        except anyio.EndOfStream:
+            return None
+        except (TransportError, *STREAM_ERRORS) as exc:
+            return exc
+
+    def _dispatch(self, body: bytes) -> None:
+        """One incoming body, handled synchronously (the reader may call this from the event loop's read callback)."""
+        self.messages_received += 1
+        if self._on_body is not None:
+            try:
+                if self._on_body(body):
+                    return
+            except Exception as exc:  # a bad body handler must not kill the reader
+                self.protocol_errors += 1
+                log.error("error in the body handler: %s", self._failure(exc))
+        try:
+            msg = decode_message(body)
+        except TransportError as exc:
             self.protocol_errors += 1
-            log.error("error in the body handler: %s", self._failure(exc))
-            return False
+            log.warning("dropping undecodable message: %s", self._redactor.redact(str(exc)))
+            return
+        method = msg.get("method")
+        if isinstance(method, str):
+            if "id" not in msg:
+                self._notification(method, msg.get("params"))
+            elif _valid_id(msg["id"]):
+                assert self._answers is not None  # set before the first body is read
+                self._answers.start_soon(self._answer, msg["id"], method, msg.get("params"))
+            else:
+                self.protocol_errors += 1
+            return
+        self._response(msg)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == CANCEL_METHOD:
@@ -345,10 +343,13 @@ class JsonRpcPeer:
 
     def _response(self, msg: dict[str, Any]) -> None:
         rid = msg.get("id")
-        if not _valid_id(rid):
-            self.protocol_errors += 1
+        if type(rid) is not int:  # a string id answers none of ours (a bool is no id)
+            if not _valid_id(rid):
+                self.protocol_errors += 1
+            else:
+                self.late_answers_dropped += 1
             return
-        pending = self._pending.pop(_key(rid), None)
+        pending = self._pending.pop(rid, None)
         if pending is None:
             self.late_answers_dropped += 1
             return

@@ -14,7 +14,7 @@ no LSP machinery (lsprotocol, anyio): `from beam_lsp import Position` stays chea
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -69,6 +69,21 @@ class Position(Model):
 
     line: int = attrs.field(validator=_natural)
     character: int = attrs.field(validator=_natural)
+
+
+_SET_EXTRA: Final = Model.__dict__["extra"].__set__
+_SET_LINE: Final = Position.__dict__["line"].__set__
+_SET_CHARACTER: Final = Position.__dict__["character"].__set__
+assert [field.name for field in attrs.fields(Position)] == ["extra", "line", "character"]  # all set below
+
+
+def _checked_position(line: int, character: int) -> Position:
+    """A `Position` of two natural numbers the caller has checked already (no validator runs: a hover's cost)."""
+    made = object.__new__(Position)
+    _SET_EXTRA(made, {})
+    _SET_LINE(made, line)
+    _SET_CHARACTER(made, character)
+    return made
 
 
 @attrs.frozen(kw_only=True)
