@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from beam_broker.broker import Broker
 from beam_mcp._compat._project import startup_root
 
 from .support import harness, modern_meta
@@ -214,3 +215,32 @@ def test_the_project_known_at_start_is_lean_project_path_else_the_working_direct
     assert startup_root({}, root) == root
     assert startup_root({}, tmp_path) is None  # not a project: nothing starts before a file names one
     assert startup_root({"LEAN_PROJECT_PATH": str(tmp_path)}, root) is None  # the configured one wins
+
+
+async def test_diagnostics_read_from_the_sync_result_still_fail_success_on_an_error(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    # Beam's cache holds another version than the one `sync` answered (the file changed in between): the
+    # projection falls back on the `sync` items, whose severities are Beam's names, not LSP's numbers.
+    monkeypatch.setattr(Broker, "diagnostics", lambda self, path: {"version": -1, "diagnostics": []})
+    async with harness(tools="lean-lsp-mcp") as h:
+        response, _ = await h.call("lean_diagnostic_messages", {"file_path": "A.lean"})
+    result = response["result"]["structuredContent"]["result"]
+    assert [(i["severity"], i["line"]) for i in result["items"]] == [("error", 2), ("warning", 4)]
+    assert result["success"] is False, "an error is listed: the file is not clean"
+
+
+async def test_code_actions_of_a_line_past_the_end_are_none_as_the_peer_answers(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+        response, _ = await h.call("lean_code_actions", {"file_path": "A.lean", "line": 99})
+    # lean-lsp-mcp finds no diagnostic and no text on such a line, so no action (never Beam's 0-based line number)
+    assert response["result"]["isError"] is False, response
+    assert response["result"]["structuredContent"] == {"actions": []}

@@ -111,7 +111,9 @@ class DocTools(Base):
         doc = await self._open(cx, a["file_path"])
         line = a["line"] - 1
         lsp = doc.lsp
-        end = _text.to_utf16(lsp[line], len(lsp[line])) if 0 <= line < len(lsp) else 0
+        if line >= len(lsp):  # no diagnostic and no text there: lean-lsp-mcp finds no action (Beam would refuse)
+            return {"actions": []}
+        end = _text.to_utf16(lsp[line], len(lsp[line]))
         todo = await cx.op(
             "todo",
             doc.args(
