@@ -83,7 +83,11 @@ class DocTools(Base):
             if error_code(exc) is None:
                 raise
             cached = {}
-        items = [item for d in cached.get("diagnostics", []) if (item := _text.lsp_item(lsp, d)) is not None]
+        raw = cached.get("diagnostics", [])
+        start, end = a["start_line"], a["end_line"]
+        if start is not None or end is not None:  # the range asked about, as in a complete answer
+            raw = [d for d in raw if _text.in_lines(d, start - 1 if start else 0, end - 1 if end else 2**30)]
+        items = [item for d in raw if (item := _text.lsp_item(lsp, d)) is not None]
         if a["severity"] is not None:
             items = [item for item in items if item["severity"] == a["severity"]]
         ranges = [[r["start"]["line"] + 1, r["end"]["line"] + 1] for r in cached.get("processing", [])]
