@@ -265,3 +265,22 @@ async def test_a_partial_diagnostics_answer_keeps_the_line_filter(tmp_path: Path
     result = out["result"]
     assert (result["partial"], result["still_elaborating_lines"]) == (True, [[7, 8]])
     assert [i["message"] for i in result["items"]] == ["late"], "lines 4 and on only, as when elaboration finished"
+
+
+def test_arguments_sent_as_text_are_read_as_the_peers_sdk_and_pydantic_read_them() -> None:
+    # MCP clients (Claude Desktop among them) send arrays as JSON text and numbers as strings; lean-lsp-mcp's SDK
+    # parses such JSON text and pydantic's lax mode converts the scalars, so the peer runs these calls.
+    attempt = _args.parse(_schema("lean_multi_attempt"), {"file_path": "A", "line": "3", "snippets": '["a", "b"]'})
+    assert (attempt["line"], attempt["snippets"], attempt["column"]) == (3, ["a", "b"], None)
+    goal = _args.parse(_schema("lean_goal"), {"file_path": "A", "line": " 2 ", "column": "null", "timeout_s": "1.5"})
+    assert (goal["line"], goal["column"], goal["timeout_s"]) == (2, None, 1.5)
+    declaration = _args.parse(_schema("lean_declaration_file"), {"file_path": "A", "symbol": "1", "full_file": "true"})
+    assert (declaration["symbol"], declaration["full_file"]) == ("1", True)
+    for tool, arguments in [
+        ("lean_goal", {"file_path": "A", "line": "2.5"}),
+        ("lean_goal", {"file_path": "A", "line": "two"}),
+        ("lean_goal", {"file_path": "A", "line": "0"}),
+        ("lean_declaration_file", {"file_path": "A", "symbol": "s", "full_file": "maybe"}),
+    ]:
+        with pytest.raises(_args.ArgumentError):
+            _args.parse(_schema(tool), arguments)
