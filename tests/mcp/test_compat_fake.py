@@ -273,3 +273,26 @@ async def test_completions_are_ranked_as_lean_lsp_mcp_ranks_them(
             "lean_completions", {"file_path": "A.lean", "line": line, "column": column, "max_completions": 2}
         )
     assert [i["label"] for i in response["result"]["structuredContent"]["items"]] == expected
+
+
+async def test_a_file_of_a_nested_project_keeps_lean_project_path_the_current_project(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(
+        "proj", {"A.lean": "def rootA := 1\n", "sub/A.lean": "def subA := 1\n", "sub/B.lean": "def b := 1\n"}
+    )
+    for project in (root, root / "sub"):
+        (project / "lakefile.toml").write_text('name = "p"\n', encoding="utf-8")
+        (project / "lean-toolchain").write_text((root / "lean-toolchain").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+
+        async def symbol(file_path: str) -> str:
+            response, _ = await h.call("lean_hover_info", {"file_path": file_path, "line": 1, "column": 5})
+            assert response["result"]["isError"] is False, response
+            found: str = response["result"]["structuredContent"]["symbol"]
+            return found
+
+        assert await symbol("sub/B.lean") == "b"
+        # lean-lsp-mcp keeps the configured project while it holds the file: `A.lean` is still the root's
+        assert await symbol("A.lean") == "rootA"
