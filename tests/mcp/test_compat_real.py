@@ -71,3 +71,22 @@ async def test_lean_goal_at_a_column_answers_lean_s_goals_at_that_column(
             response, _ = await h.call("lean_goal", {"file_path": "Demo/AtBy.lean", "line": 4, "column": column})
     answer = response["result"]["structuredContent"]
     assert (answer["status"], answer["goals"]) == ("goals", ["p : Prop\nhp : p\n⊢ p"]), answer
+
+
+async def test_lean_verify_checks_the_fully_qualified_name_it_was_given(
+    lean_toolchain: Toolchain, demo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `t` is `_root_.t`, which uses an axiom; the file ends inside `namespace X`, where `t` alone would mean `X.t`.
+    text = (
+        "prelude\nimport Demo.Basic\n\naxiom ax : MyTrue\ntheorem t : MyTrue := ax\n\n"
+        "namespace X\ntheorem t : MyTrue := myTrue\n"
+    )
+    (demo_root / "Demo" / "Qualified.lean").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(demo_root))
+    async with harness(lean_cmd=lean_toolchain.server_cmd(), env=lean_toolchain.env(), tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(120):
+            response, _ = await h.call("lean_verify", {"file_path": "Demo/Qualified.lean", "theorem_name": "t"})
+            inner, _ = await h.call("lean_verify", {"file_path": "Demo/Qualified.lean", "theorem_name": "X.t"})
+    answer = response["result"]["structuredContent"]
+    assert (answer["axioms"], answer["trust"]) == (["ax"], "custom"), answer  # lean-lsp-mcp asks `_root_.t`
+    assert inner["result"]["structuredContent"]["axioms"] == []
