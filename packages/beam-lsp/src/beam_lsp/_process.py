@@ -176,7 +176,8 @@ class PipeReader(ByteReceiveStream):
     event-loop iteration, where asyncio's subprocess streams take three (the read callback, the subprocess
     protocol's relay through `call_soon`, the reader task's turn): a hover cost 279k instructions with anyio's
     process stream and 225k with this (callgrind, docs/benchmarks.md). This is the one use of asyncio in beam-lsp:
-    the transport lives inside `pump`'s scope (closed when it returns or is cancelled) and no task is started.
+    the transport lives inside `pump`'s scope (closed when it returns or is cancelled), and the only tasks started
+    from its callback are the JSON-RPC peer's answers to server requests, in the peer's task group.
     """
 
     def __init__(self, fd: int, *, push: bool = True) -> None:
