@@ -8,12 +8,16 @@ the project's lock without answering.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from beam_broker._cli import daemon_client as client
 
@@ -137,3 +141,38 @@ def test_recover_force_ends_a_daemon_that_holds_the_lock_but_does_not_answer(fak
         f"removed {paths.socket}",
         f"removed {paths.pid}",
     ]
+
+
+def test_recover_removes_leftovers_only_while_it_holds_the_lock(
+    fake_cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding: recover let the lock go before it removed the socket and pid files, so a daemon that started in
+    # between (took the lock, bound its socket, recorded its pid) lost both, and stopped on seeing its socket gone.
+    from filelock import FileLock, Timeout
+
+    from beam_broker import cli as beam_cli
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", fake_cli.env["XDG_RUNTIME_DIR"])
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    paths.socket.touch()  # what a killed daemon left
+    paths.pid.write_text("1\n")
+    held_at_unlink: dict[str, bool] = {}
+    unlink = Path.unlink
+
+    def watched(self: Path, missing_ok: bool = False) -> None:
+        if self in (paths.socket, paths.pid):
+            probe = FileLock(str(paths.lock), timeout=0)  # what a daemon starting now would try
+            try:
+                probe.acquire()
+            except Timeout:
+                held_at_unlink[self.name] = True
+            else:
+                held_at_unlink[self.name] = False
+                probe.release()
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", watched)
+    assert beam_cli.main(["--root", str(fake_cli.cwd), "--compact", "recover"]) == 0
+    assert held_at_unlink == {paths.socket.name: True, paths.pid.name: True}
+    assert json.loads(capsys.readouterr().out)["actions"] == [f"removed {paths.socket}", f"removed {paths.pid}"]

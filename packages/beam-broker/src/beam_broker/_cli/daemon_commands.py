@@ -264,6 +264,30 @@ def _lock_free(paths: client.DaemonPaths, timeout: float = 0) -> bool:
     return True
 
 
+def _remove_leftovers(paths: client.DaemonPaths) -> list[str]:
+    """Remove the socket and pid files a dead daemon left, holding the lock meanwhile; what was removed.
+
+    Under the lock no daemon can start (take the lock, bind its socket, record its pid) between the check and the
+    removal and lose both. Nothing is removed while a daemon holds it.
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(paths.lock), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return []
+    removed: list[str] = []
+    try:
+        for leftover in (paths.socket, paths.pid):
+            if leftover.is_socket() or leftover.is_file() or leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
+                removed.append(f"removed {leftover}")
+    finally:
+        lock.release()
+    return removed
+
+
 def _recorded_pid(paths: client.DaemonPaths) -> int | None:
     try:
         text = paths.pid.read_text(encoding="utf-8").strip()
@@ -320,10 +344,6 @@ def _recover(args: argparse.Namespace, options: Options) -> int:
         if pid is None or not _end(paths, pid, args.timeout):
             raise invalid_params(f"could not end the daemon holding {paths.lock} (pid {pid})", hung)
         actions.append(f"ended the daemon for {paths.root} that did not answer (pid {pid})")
-    if _lock_free(paths):
-        for leftover in (paths.socket, paths.pid):
-            if leftover.is_socket() or leftover.is_file() or leftover.is_symlink():
-                leftover.unlink(missing_ok=True)
-                actions.append(f"removed {leftover}")
+    actions += _remove_leftovers(paths)
     out.value({"recovered": bool(actions), "actions": actions, "root": paths.root}, _recovered_text)
     return EXIT_OK
