@@ -70,6 +70,8 @@ def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fa
     assert stopped.code == 0 and stopped.json == {"stopped": True, "pid": proc.pid, "root": str(fake_cli.cwd)}
     assert proc.wait(timeout=READY_TIMEOUT) == 0
     assert not paths.pid.exists() and not paths.socket.exists()
+    # Finding: a foreground daemon logged on its stderr only, while `status` (and a client's error) named its log.
+    assert status.json["log"] == str(paths.log) and "sync: ok in" in paths.log.read_text()
     gone = fake_cli("--compact", "status")
     assert gone.code == 1 and gone.json["running"] is False
 

@@ -29,7 +29,7 @@ from .common import EXIT_OK, Options, Output, run, workspace_root
 DEFAULT_TIMEOUT: Final = 60.0
 EXIT_NOT_RUNNING: Final = 1
 """`daemon status` when no daemon runs (its own meaning of 1, kept from before the exit-code table)."""
-SERVE_HELP: Final = "run the daemon in the foreground (logs on stderr; Ctrl-C or `stop` ends it)"
+SERVE_HELP: Final = "run the daemon in the foreground (logs on stderr and in its log; Ctrl-C or `stop` ends it)"
 STATUS_HELP: Final = "print root, pid, uptime and statistics; exit 1 when not running"
 STOP_HELP: Final = "stop the daemon and wait until its Lean servers exit"
 
@@ -235,6 +235,7 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     if os.path.isdir(paths.root):
         os.chdir(paths.root)  # the daemon runs in its project, whoever started it and from where
     logging.getLogger().setLevel(logging.INFO)
+    _log_to_file(paths)
     config = BrokerConfig(lean_cmd=options.lean_cmd)
     try:
         resolved: list[str] | None = server_command(config, os.environ)
@@ -249,6 +250,29 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     interval = args.watch_interval if args.watch_interval is not None else _daemon.ROOT_CHECK_SECONDS
     served = _daemon.run_foreground(paths, config, info=info, ready_fd=args.ready_fd, watch_interval=interval)
     return EXIT_OK if served else EXIT_NOT_RUNNING
+
+
+def _log_to_file(paths: client.DaemonPaths) -> None:
+    """Log to the root's log file as well, unless stderr is that file already (`daemon start` made it so).
+
+    `status` names the log, a client's error points to it, and `daemon start` reads its end: a daemon served in
+    the foreground writes it too, beside the stderr its user watches, in the same (redacted) format.
+    """
+    client.ensure_private_dir(paths.directory)
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log = os.fstat(fd)
+    try:
+        err = os.fstat(sys.stderr.fileno())
+        spawned = (log.st_dev, log.st_ino) == (err.st_dev, err.st_ino)
+    except (OSError, ValueError):  # no stderr file at all
+        spawned = False
+    if spawned:
+        os.close(fd)
+        return
+    root = logging.getLogger()
+    handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
+    handler.setFormatter(next((h.formatter for h in root.handlers if h.formatter is not None), None))
+    root.addHandler(handler)
 
 
 def _lock_free(paths: client.DaemonPaths, timeout: float = 0) -> bool:
