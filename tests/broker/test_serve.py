@@ -178,3 +178,42 @@ def test_recover_removes_leftovers_only_while_it_holds_the_lock(
     assert beam_cli.main(["--root", str(fake_cli.cwd), "--compact", "recover"]) == 0
     assert held_at_unlink == {paths.socket.name: True, paths.pid.name: True}
     assert json.loads(capsys.readouterr().out)["actions"] == [f"removed {paths.socket}", f"removed {paths.pid}"]
+
+
+STUCK = """\
+import json, os, socket, sys
+from filelock import FileLock
+lock = FileLock(sys.argv[1], timeout=0)
+lock.acquire()
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[2])
+server.listen()
+print("ready", flush=True)
+held = []
+while True:  # answers __status__, takes __shutdown__ and never stops: a daemon stuck in its shutdown
+    conn, _ = server.accept()
+    op = json.loads(conn.makefile().readline())["op"]
+    if op == "__status__":
+        conn.sendall(json.dumps({"result": {"running": True, "pid": os.getpid()}}).encode() + b"\\n")
+        conn.close()
+    else:
+        conn.sendall(json.dumps({"result": {"stopping": True, "pid": os.getpid()}}).encode() + b"\\n")
+        held.append(conn)
+"""
+
+
+def test_recover_force_ends_a_daemon_that_answers_but_does_not_stop_in_time(fake_cli: Cli) -> None:
+    # Finding: `recover --force` asked a daemon that answers to stop, and when it did not stop within --timeout
+    # failed with internalError and left it running, although --force is documented to end it.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    argv = [sys.executable, "-c", STUCK, str(paths.lock), str(paths.socket)]
+    with _child(argv, fake_cli) as stuck:
+        assert stuck.stdout is not None and _ready(stuck.stdout.fileno()).startswith(b"ready")
+        forced = fake_cli("--compact", "recover", "--force", "--timeout", "2")
+        assert forced.code == 0, forced.stdout + forced.stderr
+        assert stuck.wait(timeout=READY_TIMEOUT) == -signal.SIGTERM
+    assert forced.json["actions"] == [
+        f"ended the daemon for {fake_cli.cwd} that did not stop within 2 s (pid {stuck.pid})",
+        f"removed {paths.socket}",
+    ]

@@ -353,9 +353,16 @@ def _recover(args: argparse.Namespace, options: Options) -> int:
         )
         return EXIT_OK
     if current is not None:
-        _stop(paths, args.timeout)
-        _lock_free(paths, args.timeout)  # the process lets the lock go as it exits, just after it answered
-        actions.append(f"stopped the daemon for {paths.root} (pid {current.get('pid')})")
+        pid = current.get("pid")
+        try:
+            _stop(paths, args.timeout)
+        except BrokerError:  # it answers but does not stop in time: end it as one that does not answer
+            if not isinstance(pid, int) or not _end(paths, pid, args.timeout):
+                raise
+            actions.append(f"ended the daemon for {paths.root} that did not stop within {args.timeout:g} s (pid {pid})")
+        else:
+            _lock_free(paths, args.timeout)  # the process lets the lock go as it exits, just after it answered
+            actions.append(f"stopped the daemon for {paths.root} (pid {pid})")
     elif not _lock_free(paths):
         pid = _recorded_pid(paths)
         hung = {"reason": "daemonNotAnswering", "lock": str(paths.lock), "pid": pid, "root": paths.root}
