@@ -121,10 +121,26 @@ async def test_only_the_first_limit_items_are_resolved_and_the_rest_are_counted_
 
 
 async def test_lean_s_order_is_kept() -> None:
-    client = _Client([{"label": "b"}, {"label": "a"}], incomplete=True)
-    result = await completions(_Call(client), _inp())  # type: ignore[arg-type]
-    assert [item.label for item in result.items] == ["b", "a"]
-    assert (result.total, result.dropped, result.is_incomplete) == (2, 0, True)
+    # A Lean that ranks its items with `sortText` is read as LSP clients read it (compared as text).
+    ranked = [{"label": "a", "sortText": "1"}, {"label": "b", "sortText": "0"}, {"label": "c", "sortText": "10"}]
+    client = _Client(ranked, incomplete=True)
+    result = await completions(_Call(client), _inp(limit=2))  # type: ignore[arg-type]
+    assert [(item.label, item.sort_text) for item in result.items] == [("b", "0"), ("a", "1")]
+    assert (result.total, result.dropped, result.is_incomplete) == (3, 1, True)
+    unranked = await completions(_Call(_Client([{"label": "b"}, {"label": "a"}])), _inp())  # type: ignore[arg-type]
+    assert [item.label for item in unranked.items] == ["b", "a"], "no sortText (Lean 4.35): the array is the ranking"
+
+
+async def test_resolve_bounds_how_many_of_the_kept_items_are_resolved() -> None:
+    client = _Client([{"label": f"c{i}", "sortText": str(i)} for i in range(5)])
+    result = await completions(_Call(client), _inp(limit=4, resolve=2))  # type: ignore[arg-type]
+    assert [item.label for item in client.resolved] == ["c0", "c1"]
+    assert [(item.label, item.detail) for item in result.items] == [
+        ("c0", "type of c0"),
+        ("c1", "type of c1"),
+        ("c2", None),
+        ("c3", None),
+    ]
 
 
 async def test_a_position_outside_beams_text_is_refused_before_lean_is_asked() -> None:

@@ -392,7 +392,7 @@ def test_the_strict_tables_cover_every_integer_and_boolean_field() -> None:
         "version", "line", "character", "start_line", "start_character", "end_line", "end_character", "limit",
         "threshold_ms",
     }  # fmt: skip
-    assert bools == {"diagnostics_in_result", "include_declaration", "handles", "rebuild_imports"}
+    assert bools == {"diagnostics_in_result", "include_declaration", "handles", "rebuild_imports", "exact"}
     versions = sum(name == "version" for _, name in _typed_fields(int))
     assert len(STRICT_CASES) == 4 * len(_typed_fields(int)) - versions + 5 * len(_typed_fields(bool))
 

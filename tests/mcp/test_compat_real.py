@@ -54,11 +54,6 @@ async def test_a_client_configured_as_lean_lsp_mcps_readme_runs_the_session_with
     assert cs.mismatches(beam, cs.load_peer()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Beam's goals operation snaps a position to its line's tactic span (before: the line's first tactic; "
-    "after: its end); lean-lsp-mcp asks Lean's plainGoal at the exact column. Needs an exact-position mode",
-)
 async def test_lean_goal_at_a_column_answers_lean_s_goals_at_that_column(
     lean_toolchain: Toolchain, demo_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -186,7 +186,7 @@ async def test_the_beam_surface_lists_and_serves_exactly_upstreams_24_tools(
         assert (await h.ops(root)).keys() == {"sync_file"}, "a refused tool never reached the broker"
 
 
-SEED_LESS = {"rebuild_imports", "rebuilt_imports", "snapshot"}
+SEED_LESS = {"exact", "rebuild_imports", "rebuilt_imports", "snapshot"}
 """Fields beyond the seed's surface (`OperationSpec.extension_fields`)."""
 
 
@@ -288,7 +288,7 @@ def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routi
         ("lean_references", ["path", "version", "line", "character", "workspace"], ["include_declaration"]),
         ("lean_document_symbols", ["path", "version", "workspace"], []),
         ("lean_workspace_symbols", ["query", "workspace"], []),
-        ("lean_goals", ["path", "version", "line", "character", "mode", "workspace"], []),
+        ("lean_goals", ["path", "version", "line", "character", "mode", "workspace"], ["exact"]),
         (
             "lean_todo",
             ["path", "version", "start_line", "start_character", "end_line", "end_character", "workspace"],
@@ -303,7 +303,7 @@ def test_workspace_bound_tools_declare_the_root_as_the_mcp_param_workspace_routi
         ("lean_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close_save", ["path", "workspace"], ["diagnostic_scope"]),
         ("lean_close", ["path", "workspace"], []),
-        ("lean_completions", ["path", "version", "line", "character", "workspace"], ["limit"]),
+        ("lean_completions", ["path", "version", "line", "character", "workspace"], ["limit", "resolve"]),
         ("lean_outline", ["path", "version", "workspace"], []),
         ("lean_attempts", ["path", "version", "line", "character", "texts", "workspace"], ["handles"]),
         ("lean_axioms", ["path", "version", "workspace"], ["character", "line", "name"]),

@@ -237,6 +237,10 @@ class GoalsInput(PinnedInput):
     line: int = Field(description=LINE_DESC, ge=0)
     character: int = Field(description=CHAR_DESC, ge=0)
     mode: Literal["before", "after"] = Field(description="Goals before or after the tactic at the position.")
+    exact: bool = Field(
+        default=False,
+        description="Goals Lean shows at exactly this position (mode then ignored), not before/after its tactic.",
+    )
     workspace: WorkspaceDescriptor
 
 

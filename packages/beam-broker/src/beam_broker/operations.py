@@ -194,6 +194,7 @@ _DECLARED = (  # not annotated: each entry is typed by its own models, so each h
         ),
         read_only=True,
         version_bound=True,
+        extension_fields=frozenset({"exact"}),
     ),
     WorkspaceOperation(
         "todo",

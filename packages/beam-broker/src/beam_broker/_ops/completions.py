@@ -2,8 +2,10 @@
 
 Owns: asking Lean (`textDocument/completion`) right after the ordered change for the caller's version (Lean
 answers once the snapshot at the position is elaborated, never behind a whole-file barrier), keeping the first
-`limit` items in Lean's own order, resolving those one at a time with `completionItem/resolve` (where Lean puts
-an item's `detail`, its type) and shaping them (`_item`). The position is validated against Beam's own copy of
+`limit` items in Lean's order (its array's, as Lean 4.35 ranks; by `sortText` when Lean sends one, else by label,
+as LSP says), resolving the first `resolve` of
+those (all by default) one at a time with `completionItem/resolve` (where Lean puts an item's `detail`, its type)
+and shaping them (`_item`). The position is validated against Beam's own copy of
 the text before anything is sent. It must not rank, filter or invent completions: what Lean offers is the answer.
 """
 
@@ -27,15 +29,20 @@ async def completions(call: Call, inp: om.CompletionsInput) -> om.CompletionsRes
     pos = Position(line=inp.line, character=inp.character)
     client.document(doc.uri).validate(pos)
     listed = await client.completion(doc.uri, pos)
-    kept = listed.items[: inp.limit]
-    resolved = [await client.resolve_completion(item) for item in kept]
+    ordered = listed.items  # Lean 4.35 sends no `sortText`: its order is its ranking
+    if any(item.sort_text is not None for item in ordered):  # LSP's rule: by `sortText`, else by the label
+        ordered = sorted(ordered, key=lambda item: item.label if item.sort_text is None else item.sort_text)
+    kept = ordered[: inp.limit]
+    count = len(kept) if inp.resolve is None else min(inp.resolve, len(kept))
+    resolved = [lsp_json(await client.resolve_completion(item)) for item in kept[:count]]
+    resolved += [{}] * (len(kept) - count)
     return om.CompletionsResult(
         workspace=call.workspace,
         version=doc.version,
         is_incomplete=listed.is_incomplete,
         total=len(listed.items),
         dropped=len(listed.items) - len(kept),
-        items=[_item({**lsp_json(first), **lsp_json(later)}) for first, later in zip(kept, resolved, strict=True)],
+        items=[_item({**lsp_json(first), **later}) for first, later in zip(kept, resolved, strict=True)],
     )
 
 
@@ -62,4 +69,5 @@ def _item(raw: Mapping[str, Any]) -> om.CompletionItem:
         detail=_text(raw.get("detail")),
         documentation=_text(raw.get("documentation")),
         insert_text=insert if isinstance(insert, str) and insert != label else None,
+        sort_text=raw.get("sortText") if isinstance(raw.get("sortText"), str) else None,
     )

@@ -49,13 +49,16 @@ async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState 
 
 
 async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
-    """Structured goals before or after the tactic at a position."""
+    """Structured goals before or after the tactic at a position, or (`exact`) at the position itself."""
     client, doc = await call.checked(inp)
     pos = Position(line=inp.line, character=inp.character)
     text_doc = client.document(doc.uri)
     text_doc.validate(pos)
-    start, end = verdict.tactic_span(text_doc, pos)
-    at = start if inp.mode == "before" else end
+    if inp.exact:  # what Lean shows at the position itself (lean-lsp-mcp's `lean_goal` at a column)
+        at = pos
+    else:
+        start, end = verdict.tactic_span(text_doc, pos)
+        at = start if inp.mode == "before" else end
     async with call.position(client, doc, at) as uri:
         state = await goals_at(client, uri, at)
     if state is None:

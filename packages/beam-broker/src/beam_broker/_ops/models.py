@@ -46,6 +46,9 @@ class CompletionsInput(PinnedInput):
         le=COMPLETIONS_MAX,
         description="Most items to return; 'dropped' counts the rest.",
     )
+    resolve: int | None = Field(
+        None, ge=0, le=COMPLETIONS_MAX, description="Resolve only the first N items returned (default: all)."
+    )
 
 
 class OutlineInput(PinnedInput):
@@ -62,10 +65,11 @@ class CompletionItem(_Out):
     detail: str | None = None
     documentation: str | None = None
     insert_text: str | None = None
+    sort_text: str | None = None
 
 
 class CompletionsResult(_Reply):
-    """`lean_completions`: Lean's items in its order, the first `limit` of them (`total` = kept + `dropped`)."""
+    """`lean_completions`: Lean's items in its order (by `sortText` when it sends one), the first `limit` of them."""
 
     version: int
     is_incomplete: bool

@@ -205,9 +205,14 @@ class Base:
         return lines[line - 1]
 
     async def _goals(self, cx: Ctx, doc: Doc, line: int, column: int, mode: str) -> list[str] | None:
-        """Goals at a 0-based position (None: Lean has no proof state there)."""
+        """Goals at a 0-based position (None: Lean has no proof state there).
+
+        `mode` "exact" asks for what Lean shows at the position itself, as lean-lsp-mcp's `lean_goal` at a column
+        does; "before"/"after" for the state around the tactic there.
+        """
+        args = {"mode": "before", "exact": True} if mode == "exact" else {"mode": mode}
         try:
-            out = await cx.op("goals", doc.args(**doc.at(line, column), mode=mode))
+            out = await cx.op("goals", doc.args(**doc.at(line, column), **args))
         except Exception as exc:
             if error_code(exc) == "invalidParams":
                 return None

@@ -178,9 +178,7 @@ class DocTools(Base):
                     "status": None,
                 }
             else:
-                column = a["column"] - 1
-                mode = "after" if column >= len(context.rstrip()) else "before"
-                goals = await self._goals(cx, doc, a["line"] - 1, column, mode)
+                goals = await self._goals(cx, doc, a["line"] - 1, a["column"] - 1, "exact")
                 status = "no_goal_at_position" if goals is None else ("goals" if goals else "complete")
                 answer = {
                     "line_context": context,
@@ -230,17 +228,23 @@ class DocTools(Base):
         """`lean_completions`: Lean's completions, ordered and cut as lean-lsp-mcp does."""
         doc = await self._open(cx, a["file_path"])
         line, column = a["line"] - 1, a["column"] - 1
-        out = await cx.op("completions", doc.args(**doc.at(line, column), limit=500))
+        at = doc.args(**doc.at(line, column), limit=500)
+        # Lean ranks its items (`sortText`, on every item Lean 4 sends): lean-lsp-mcp keeps that order, and so
+        # does the broker, so only the items shown with details need resolving.
+        out = await cx.op("completions", {**at, "resolve": min(a["resolve_details"], a["max_completions"])})
         items = list(out["items"])
-        prefix = _completion_prefix(doc.lines, a["line"], a["column"])
+        if not any(item.get("sort_text") for item in items):  # no ranking from Lean: lean-lsp-mcp ranks by prefix
+            prefix = _completion_prefix(doc.lines, a["line"], a["column"])
 
-        def key(item: Mapping[str, Any]) -> tuple[int, str]:
-            label = str(item["label"]).lower()
-            if not prefix:
-                return 0, label
-            return (0 if label.startswith(prefix) else 1 if prefix in label else 2), label
+            def key(item: Mapping[str, Any]) -> tuple[int, str]:
+                label = str(item["label"]).lower()
+                if not prefix:
+                    return 0, label
+                return (0 if label.startswith(prefix) else 1 if prefix in label else 2), label
 
-        items.sort(key=key)
+            if a["resolve_details"]:  # another order: the items shown first may not be resolved yet
+                items = list((await cx.op("completions", at))["items"])
+            items.sort(key=key)
         items = items[: a["max_completions"]]
         return {
             "items": [
