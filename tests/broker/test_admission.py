@@ -157,3 +157,33 @@ async def test_a_call_cancelled_while_it_waits_gives_its_place_back() -> None:
         admission.draining = True
         async with admission.admit("b", "/b", "heavy"):
             pass
+
+
+async def test_a_call_cancelled_while_it_waits_leaves_nothing_kept_for_its_workspace() -> None:
+    """The table of per-workspace slots does not grow with every root whose only call was cancelled waiting."""
+    admission = Admission(BrokerConfig(max_calls=1, admission_wait=60))
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with admission.admit("a", "/a", "cheap"):
+            await release.wait()
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            while admission.lanes["cheap"].in_flight == 0:
+                await anyio.lowlevel.checkpoint()
+            with anyio.CancelScope() as scope:
+                tg.start_soon(_cancel_when_waiting, admission, scope)
+                async with admission.admit("b", "/b", "cheap"):  # waits for the global slot "a" holds
+                    raise AssertionError("admitted without a slot")
+            assert scope.cancelled_caught
+            assert ("cheap", "b") not in admission.by_workspace
+            release.set()
+    assert admission.by_workspace == {}
+
+
+async def _cancel_when_waiting(admission: Admission, scope: anyio.CancelScope) -> None:
+    while admission.lanes["cheap"].waiting == 0:
+        await anyio.lowlevel.checkpoint()
+    scope.cancel()

@@ -116,14 +116,12 @@ class Admission:
                 scope = "global"
                 await self._global[lane].semaphore.acquire()
                 held.append(self._global[lane])
-        except BaseException:
-            self._release(held, lane, key)
-            raise
         finally:
             counts.waiting -= 1
             self.lanes[lane].waiting -= 1
+            if len(held) < 2:  # timed out or cancelled: after the counts, so an idle workspace's table goes
+                self._release(held, lane, key)
         if len(held) < 2:
-            self._release(held, lane, key)
             limit = workspace_limit if scope == "workspace" else global_limit
             where = f"in workspace {root}" if scope == "workspace" else "in this Beam server"
             raise self._refuse(
