@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_broker._serve.governor import Candidate, plan
 from beam_broker._serve.memory import TreeUsage
+from beam_broker.workspace import cache_key
 from tests.support.fixtures import LeanGate, fake_broker
 
 from .support import TIMEOUT, call, error_of, fake_project
@@ -221,3 +223,35 @@ async def test_status_reports_each_workspace_and_the_totals(tmp_path: Path) -> N
     assert workspace["callsInFlight"] == 0 and workspace["toolchain"] is None
     assert status["lanes"] == {"cheap": {"in_flight": 0, "waiting": 0}, "heavy": {"in_flight": 0, "waiting": 0}}
     assert status["evictions"] == [] and status["recentErrors"] == []
+
+
+async def test_an_idle_eviction_never_shuts_down_the_runtime_opened_for_a_root_while_the_round_ran(
+    tmp_path: Path,
+) -> None:
+    """A round evicts the runtimes it measured: one dropped and opened again meanwhile is another, just used."""
+    a = project(tmp_path, "a", "A1.lean")
+    b = project(tmp_path, "b", "B1.lean")
+    async with fake_broker(idle_timeout=3600) as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "sync", b, path="B1.lean")
+        for root in (a, b):  # both idle past the timeout, with no await before the round (the governor's own)
+            runtime = broker.cached(str(root))
+            assert runtime is not None
+            runtime.occupancy.last_active -= 7200
+        close = broker.governor._close
+        reopened: list[object] = []
+
+        async def close_while_b_is_dropped_and_used_again(key: str) -> object:
+            closed = await close(key)
+            if not reopened:  # while a's Lean stops, another agent drops b and opens it again
+                await call(broker, "drop_workspace", b)
+                await call(broker, "sync", b, path="B1.lean")
+                reopened.append(broker.cached(str(b)))
+            return closed
+
+        broker.governor._close = close_while_b_is_dropped_and_used_again
+        await broker.governor.govern()
+        assert broker.cached(str(a)) is None
+        assert reopened and broker.cached(str(b)) is reopened[0]  # just used: not idle, not evicted
+        assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "idle", "count": 1}]
+

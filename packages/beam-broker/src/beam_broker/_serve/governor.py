@@ -264,6 +264,8 @@ class Governor:
         """Shut an idle runtime down (its next call opens a new one); its files read `evicted` meanwhile."""
         if runtime.occupancy.in_flight or runtime.occupancy.evicting:
             return
+        if dict(self._runtimes()).get(key) is not runtime:
+            return  # dropped while the round awaited: `close(key)` would shut down whoever holds the root now
         runtime.occupancy.evicting = True  # from here a call that finds it opens a new runtime (no await before)
         files = runtime.files()
         freed = runtime.occupancy.usage.total
