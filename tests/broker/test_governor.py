@@ -255,3 +255,50 @@ async def test_an_idle_eviction_never_shuts_down_the_runtime_opened_for_a_root_w
         assert reopened and broker.cached(str(b)) is reopened[0]  # just used: not idle, not evicted
         assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "idle", "count": 1}]
 
+
+async def test_a_call_racing_the_eviction_of_its_runtime_starts_lean_once_the_old_lean_has_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One Lean server per root at a time: a call that finds its runtime being shut down waits for it to go."""
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker(idle_timeout=3600) as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        old = broker._runtimes[cache_key(str(a))]
+        assert old.runtime is not None
+        overlapping: list[bool] = []
+        host = broker._host
+
+        async def watched(root: str, hosted: Any, *, task_status: Any) -> None:
+            overlapping.append(not old.done.is_set())
+            await host(root, hosted, task_status=task_status)
+
+        monkeypatch.setattr(broker, "_host", watched)
+        old.runtime.occupancy.last_active -= 7200
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(broker.governor.govern)
+            with anyio.fail_after(TIMEOUT):
+                while not old.runtime.occupancy.evicting:
+                    await anyio.lowlevel.checkpoint()
+            assert not old.done.is_set()  # the race: the old Lean is still stopping when the call comes
+            again = await call(broker, "sync", a, path="A1.lean")
+        assert again["version"] == 1
+        assert overlapping == [False]
+
+
+async def test_lean_restarts_never_go_backwards_while_a_runtime_closes(tmp_path: Path) -> None:
+    """`sessionRestarts` feeds a Prometheus counter: a scrape while a runtime stops must not see it drop."""
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker() as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        hosted = broker._runtimes[cache_key(str(a))]
+        assert hosted.runtime is not None
+        hosted.runtime.metrics.sessionRestarts = 2
+        seen: list[int] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, broker, "drop_workspace", a)
+            with anyio.fail_after(TIMEOUT):
+                while not hosted.done.is_set():
+                    seen.append(broker.status()["sessionRestarts"])
+                    await anyio.lowlevel.checkpoint()
+        seen.append(broker.status()["sessionRestarts"])
+        assert set(seen) == {2}

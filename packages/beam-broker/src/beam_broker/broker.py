@@ -81,6 +81,7 @@ class Broker:
         self.redactor = config.redactor(self.env)
         self._tg = task_group
         self._runtimes: dict[str, _Hosted] = {}
+        self._stopping: dict[str, _Hosted] = {}  # closed, their Lean not yet stopped: a new one for the root waits
         self._diagnostic_listeners: list[Callable[[str], None]] = []
         self._save_lock = anyio.Lock()
         self._closed = ClosedStates()  # outlives each runtime: a version pinned before one shut down stays checked
@@ -134,6 +135,8 @@ class Broker:
     async def runtime(self, descriptor: WorkspaceDescriptor) -> WorkspaceRuntime:
         """The runtime of a resolved descriptor, opened on first use (one per root, even under concurrent calls)."""
         key = cache_key(descriptor.root)
+        while key not in self._runtimes and key in self._stopping:
+            await self._stopping[key].done.wait()  # one Lean server per root: the one closing stops first
         hosted = self._runtimes.get(key)
         if hosted is None:
             hosted = _Hosted()
@@ -176,11 +179,16 @@ class Broker:
         hosted = self._runtimes.pop(key, None)
         if hosted is None:
             return None
-        hosted.stop.set()
-        with anyio.CancelScope(shield=True):
-            await hosted.done.wait()
-        if hosted.runtime is not None:
+        if hosted.runtime is not None:  # when it leaves `status()`: the restarts counter never goes backwards
             self.retired_restarts += hosted.runtime.metrics.sessionRestarts
+        self._stopping[key] = hosted
+        hosted.stop.set()
+        try:
+            with anyio.CancelScope(shield=True):
+                await hosted.done.wait()
+        finally:
+            if self._stopping.get(key) is hosted:
+                del self._stopping[key]
         return hosted.runtime
 
     async def drop(self, descriptor: WorkspaceDescriptor) -> bool:
