@@ -64,6 +64,32 @@ def test_usage_errors_exit_2_and_say_why(argv: list[str], fragment: str, capsys:
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        (cli.MEMORY_BUDGET_ENV, "2GiB", "positive whole number, got '2GiB'"),
+        (cli.MEMORY_BUDGET_ENV, "1.5", "positive whole number, got '1.5'"),
+        (cli.IDLE_TIMEOUT_ENV, "10m", "number of seconds, got '10m'"),
+    ],
+)
+def test_a_malformed_setting_in_the_environment_is_a_usage_error_not_silently_none(
+    name: str, value: str, fragment: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator who sets a budget must get it or be told: a typo meant no budget at all, and no word of it."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        cli._parser().parse_args([])
+    assert exited.value.code == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_settings_from_the_environment_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cli.MEMORY_BUDGET_ENV, "2048")
+    monkeypatch.setenv(cli.IDLE_TIMEOUT_ENV, "600")
+    args = cli._parser().parse_args([])
+    assert args.memory_budget_mib == 2048 and args.idle_timeout == 600.0
+
+
+@pytest.mark.parametrize(
     ("value", "address"),
     [
         ("127.0.0.1:8765", ("127.0.0.1", 8765)),

@@ -231,15 +231,19 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
-    """A number from the environment for a default (a malformed value is reported by argparse's type check)."""
+def _env_number(name: str, kind: type[int] | type[float]) -> int | float | str | None:
+    """A number from the environment for a default; 0 or less is none.
+
+    A malformed value is returned as it is: argparse runs its type check on a string default (only those), so
+    the operator hears of the typo rather than running without the setting.
+    """
     raw = os.environ.get(name)
     if not raw:
         return None
     try:
         value = kind(raw)
     except ValueError:
-        return None
+        return raw
     return value if value > 0 else None
 
 
