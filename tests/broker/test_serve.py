@@ -76,6 +76,26 @@ def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fa
     assert gone.code == 1 and gone.json["running"] is False
 
 
+def test_serve_replaces_a_plain_file_left_at_the_socket_path(fake_cli: Cli) -> None:
+    # Finding: a regular file at the socket path (not a socket: a copy, a crash mid-write) made `serve` fail binding
+    # with EADDRINUSE and a traceback; under the lock nothing else can be using that path.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    paths.socket.write_text("left over\n", encoding="utf-8")
+    read_end, write_end = os.pipe()
+    argv = [*CLI, "--compact", "serve", "--ready-fd", str(write_end)]
+    proc = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, pass_fds=(write_end,), start_new_session=True)
+    fake_cli.pids.append(proc.pid)
+    os.close(write_end)
+    try:
+        assert _ready(read_end).startswith(b"ready")
+    finally:
+        os.close(read_end)
+    assert paths.socket.is_socket()
+    assert fake_cli("--compact", "stop").code == 0
+    assert proc.wait(timeout=READY_TIMEOUT) == 0
+
+
 def test_recover_removes_what_a_dead_daemon_left(fake_cli: Cli) -> None:
     started = fake_cli("--compact", "daemon", "start")
     assert started.code == 0, started.stderr
