@@ -237,3 +237,24 @@ def test_recover_force_ends_a_daemon_that_answers_but_does_not_stop_in_time(fake
         f"ended the daemon for {fake_cli.cwd} that did not stop within 2 s (pid {stuck.pid})",
         f"removed {paths.socket}",
     ]
+
+
+def test_recover_force_spares_the_other_programs_of_a_foreground_serve_s_process_group(fake_cli: Cli) -> None:
+    # Finding: `recover --force` signalled the process group of the daemon's pid. A foreground `serve` in a shell
+    # pipeline (`lean-beam serve | tee log`) leads its job's group without leading a session, so `tee` died too.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    argv = [sys.executable, "-c", STUCK, str(paths.lock), str(paths.socket)]
+    stuck = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, process_group=0)
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], process_group=stuck.pid)
+    try:
+        assert stuck.stdout is not None and _ready(stuck.stdout.fileno()).startswith(b"ready")
+        forced = fake_cli("--compact", "recover", "--force", "--timeout", "2")
+        assert forced.code == 0, forced.stdout + forced.stderr
+        assert stuck.wait(timeout=READY_TIMEOUT) == -signal.SIGTERM
+        assert sibling.poll() is None, "a program of the serve's shell job was killed"
+    finally:
+        for proc in (stuck, sibling):
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.communicate(timeout=READY_TIMEOUT)
