@@ -390,7 +390,14 @@ def test_tactic_alternatives_share_no_copy_of_a_declaration_whose_command_starts
 
 @pytest.mark.parametrize(
     ("prefix", "shares"),
-    [("def x := 1\n", True), ("mutual\ndef x := 1\n", False), ("def x := 1\nmutual\ndef y := 2\nend\n", True)],
+    [
+        ("def x := 1\n", True),
+        ("mutual\ndef x := 1\n", False),
+        ("def x := 1\nmutual\ndef y := 2\nend\n", True),
+        ("namespace N\n  mutual\n  def x := 1\n", False),  # indented: Lean reads it all the same
+        ("/- why -/ mutual\ndef x := 1\n", False),
+        ("  mutual\n  def x := 1\n  end\n", True),
+    ],
 )
 def test_nothing_is_shared_inside_a_mutual_block(prefix: str, shares: bool) -> None:
     declaration = "theorem t : p := by\n"

@@ -392,10 +392,15 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     return True
 
 
+_MUTUAL: Final = re.compile(r"^[ \t]*(?:/-.*?-/[ \t]*)*mutual(?![\w'])", re.MULTILINE)
+"""A `mutual` command: indented, or after a comment on its line, too (Lean reads it wherever a command may start)."""
+_END: Final = re.compile(r"^[ \t]*end(?![\w'])", re.MULTILINE)
+
+
 def _in_mutual(prefix: str) -> bool:
     """Whether the text ends inside a `mutual` block (every command after it would join the block)."""
-    start = max(prefix.rfind("\nmutual"), 0 if prefix.startswith("mutual") else -1)
-    return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
+    ends = [found.end() for found in _MUTUAL.finditer(prefix)]
+    return bool(ends) and _END.search(prefix, ends[-1]) is None
 
 
 def _closed(text: str) -> bool:
