@@ -325,7 +325,10 @@ def _head(text: str) -> tuple[str, int, int] | None:
 
 
 def _fresh(name: str, index: int, text: str, texts: list[str]) -> Rename:
-    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions."""
+    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions.
+
+    An imported module may still declare it: `run.run_batch` then hears Lean say so (`declared_again`).
+    """
     k = index
     while True:
         fresh = f"{name}_beam{k}"
@@ -490,6 +493,11 @@ def _tactics_shareable(texts: list[str], declaration: str) -> bool:
 def in_message(message: str, name: str) -> bool:
     """Whether a message of Lean's mentions `name` (quoted `'name'` or `` `name` ``, or in a dotted name too)."""
     return _in_message(name).search(message) is not None
+
+
+def declared_again(message: str, name: str) -> bool:
+    """Whether a message of Lean's says `name` was already declared (by an imported module, for a fresh name)."""
+    return "has already been declared" in message and in_message(message, name)
 
 
 def _in_message(name: str) -> re.Pattern[str]:
