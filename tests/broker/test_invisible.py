@@ -141,7 +141,12 @@ def test_a_text_reads_the_lakefile_once_however_many_external_names_it_maps(
     """Each `«external:…»` name read and parsed the lakefile again; a workspace's layout follows its stat."""
     reads: list[str] = []
     real = lake.read_layout
-    monkeypatch.setattr(lake, "read_layout", lambda root: reads.append(str(root)) or real(root))
+
+    def counted(root: str | Path) -> lake.Layout:
+        reads.append(str(root))
+        return real(root)
+
+    monkeypatch.setattr(lake, "read_layout", counted)
     (tmp_path / "lakefile.toml").write_text('name = "demo"\nsrcDir = "src"\n[[lean_lib]]\nname = "Demo"\n')
     mirror = f"file://{tmp_path}/src/Demo/Proofs_beamProbe1.lean"
     said = f"_private.«external:{mirror}».0.a, _private.«external:{mirror}».0.b, _private.«external:{mirror}».0.c"
@@ -206,7 +211,12 @@ async def test_the_broker_reads_a_workspaces_lakefile_once_for_its_answers_exter
         await call(b, "update", root, path="A.lean")
         reads: list[str] = []
         real = lake.read_layout
-        monkeypatch.setattr(lake, "read_layout", lambda root: reads.append(str(root)) or real(root))
+
+        def counted(root: str | Path) -> lake.Layout:
+            reads.append(str(root))
+            return real(root)
+
+        monkeypatch.setattr(lake, "read_layout", counted)
         for _ in range(3):
             hover = await call(b, "hover", root, path="A.lean", version=1, line=0, character=4)
             assert hover["contents"]["value"] == "_private.A.0.x, _private.A.0.y"
