@@ -20,6 +20,7 @@ from beam_broker import BrokerConfig, DiagnosticEvent, FileProgressEvent, Prepar
 from beam_broker import errors as codes
 from beam_broker._cli import daemon
 from beam_broker._cli import daemon_client as client
+from beam_broker.errors import BrokerError
 from beam_broker.events import BrokerEvent
 from tests.support.fixtures import fake_cmd
 from tests.support.projects import fake_project
@@ -199,6 +200,42 @@ async def test_closing_the_connection_cancels_the_call_and_the_runtime_stays_usa
         again, _ = await d.call("update", {**ws, "path": "A.lean"})
         assert isinstance(again["result"].pop("snapshot"), str)
         assert again["result"] == {"workspace": {"root": str(root)}, "version": 1, "changed": False}
+
+
+@pytest.mark.anyio
+async def test_a_call_in_flight_when_the_daemon_stops_is_answered_cancelled_not_internal_error(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # Finding: `lean-beam stop` during a call closed the call's connection without a word, and its client reported
+    # `internalError` ("closed the connection without an answer, see the log"): an orderly stop read as a bug.
+    root = fake_project(tmp_path / "p", {"A.lean": "theorem x : True := trivial\n"})
+    ws = {"workspace": {"root": str(root)}}
+    async with served(root, state_dir, {"stall": ["textDocument/hover"]}) as d:
+        await d.call("update", {**ws, "path": "A.lean"})
+        started = anyio.Event()
+        answers: list[dict[str, Any]] = []
+
+        def on_event(event: BrokerEvent) -> None:
+            if isinstance(event, PreparationEvent):
+                started.set()
+
+        async def hover() -> None:
+            args = {**ws, "path": "A.lean", "version": 1, "line": 0, "character": 8}
+            try:
+                answers.append(await client.request(d.paths, "hover", args, on_event))
+            except BrokerError as exc:  # the client's word for a connection closed without an answer
+                answers.append({"error": exc.wire()})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hover)
+            with anyio.fail_after(10):
+                await started.wait()
+                await client.request(d.paths, client.SHUTDOWN, linger=True)
+                await d.done.wait()
+    [answer] = answers
+    assert answer["error"]["code"] == codes.REQUEST_CANCELLED, answer
+    assert answer["error"]["data"] == {"reason": "daemonStopped", "stopReason": "shutdown requested"}
+    assert "stopped (shutdown requested) while the call ran" in answer["error"]["message"]
 
 
 @pytest.mark.anyio

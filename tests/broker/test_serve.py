@@ -8,12 +8,16 @@ the project's lock without answering.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from beam_broker._cli import daemon_client as client
 
@@ -66,6 +70,8 @@ def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fa
     assert stopped.code == 0 and stopped.json == {"stopped": True, "pid": proc.pid, "root": str(fake_cli.cwd)}
     assert proc.wait(timeout=READY_TIMEOUT) == 0
     assert not paths.pid.exists() and not paths.socket.exists()
+    # Finding: a foreground daemon logged on its stderr only, while `status` (and a client's error) named its log.
+    assert status.json["log"] == str(paths.log) and "sync: ok in" in paths.log.read_text()
     gone = fake_cli("--compact", "status")
     assert gone.code == 1 and gone.json["running"] is False
 
@@ -136,4 +142,78 @@ def test_recover_force_ends_a_daemon_that_holds_the_lock_but_does_not_answer(fak
         f"ended the daemon for {fake_cli.cwd} that did not answer (pid {hung.pid})",
         f"removed {paths.socket}",
         f"removed {paths.pid}",
+    ]
+
+
+def test_recover_removes_leftovers_only_while_it_holds_the_lock(
+    fake_cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding: recover let the lock go before it removed the socket and pid files, so a daemon that started in
+    # between (took the lock, bound its socket, recorded its pid) lost both, and stopped on seeing its socket gone.
+    from filelock import FileLock, Timeout
+
+    from beam_broker import cli as beam_cli
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", fake_cli.env["XDG_RUNTIME_DIR"])
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    paths.socket.touch()  # what a killed daemon left
+    paths.pid.write_text("1\n")
+    held_at_unlink: dict[str, bool] = {}
+    unlink = Path.unlink
+
+    def watched(self: Path, missing_ok: bool = False) -> None:
+        if self in (paths.socket, paths.pid):
+            probe = FileLock(str(paths.lock), timeout=0)  # what a daemon starting now would try
+            try:
+                probe.acquire()
+            except Timeout:
+                held_at_unlink[self.name] = True
+            else:
+                held_at_unlink[self.name] = False
+                probe.release()
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", watched)
+    assert beam_cli.main(["--root", str(fake_cli.cwd), "--compact", "recover"]) == 0
+    assert held_at_unlink == {paths.socket.name: True, paths.pid.name: True}
+    assert json.loads(capsys.readouterr().out)["actions"] == [f"removed {paths.socket}", f"removed {paths.pid}"]
+
+
+STUCK = """\
+import json, os, socket, sys
+from filelock import FileLock
+lock = FileLock(sys.argv[1], timeout=0)
+lock.acquire()
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[2])
+server.listen()
+print("ready", flush=True)
+held = []
+while True:  # answers __status__, takes __shutdown__ and never stops: a daemon stuck in its shutdown
+    conn, _ = server.accept()
+    op = json.loads(conn.makefile().readline())["op"]
+    if op == "__status__":
+        conn.sendall(json.dumps({"result": {"running": True, "pid": os.getpid()}}).encode() + b"\\n")
+        conn.close()
+    else:
+        conn.sendall(json.dumps({"result": {"stopping": True, "pid": os.getpid()}}).encode() + b"\\n")
+        held.append(conn)
+"""
+
+
+def test_recover_force_ends_a_daemon_that_answers_but_does_not_stop_in_time(fake_cli: Cli) -> None:
+    # Finding: `recover --force` asked a daemon that answers to stop, and when it did not stop within --timeout
+    # failed with internalError and left it running, although --force is documented to end it.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    argv = [sys.executable, "-c", STUCK, str(paths.lock), str(paths.socket)]
+    with _child(argv, fake_cli) as stuck:
+        assert stuck.stdout is not None and _ready(stuck.stdout.fileno()).startswith(b"ready")
+        forced = fake_cli("--compact", "recover", "--force", "--timeout", "2")
+        assert forced.code == 0, forced.stdout + forced.stderr
+        assert stuck.wait(timeout=READY_TIMEOUT) == -signal.SIGTERM
+    assert forced.json["actions"] == [
+        f"ended the daemon for {fake_cli.cwd} that did not stop within 2 s (pid {stuck.pid})",
+        f"removed {paths.socket}",
     ]

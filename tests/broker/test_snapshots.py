@@ -17,8 +17,10 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_lsp import path_to_uri
+from tests.support.fixtures import fake_broker
 
 from .support import call, error_of, fake_lake, fake_project, open_broker
+from .test_governor import metered
 
 pytestmark = pytest.mark.anyio
 CLEAN = "theorem x : True := trivial\n"
@@ -155,3 +157,54 @@ async def test_a_stale_version_keeps_the_seeds_error(tmp_path: Path) -> None:
         err = await error_of(broker, "document_symbols", root, path="A.lean", version=2)
     assert err.code == codes.CONTENT_MODIFIED and err.data is not None
     assert err.data["reason"] == "documentVersionMismatch" and "currentSnapshot" not in err.data
+
+
+async def test_a_document_closed_by_the_open_document_bound_gives_a_fresh_token(tmp_path: Path) -> None:
+    # Beam's own close of an unchanged file is a close all the same (versions may still name version 1 there).
+    root = fake_project(tmp_path / "p", {"A.lean": CLEAN, "B.lean": CLEAN})
+    async with fake_broker(max_open_documents=1) as broker:
+        token = (await call(broker, "sync", root, path="A.lean"))["snapshot"]
+        await call(broker, "sync", root, path="B.lean")  # closes A, the least recently used
+        await _stale(broker, root, "A.lean", token, await _current(broker, root, "A.lean"))
+
+
+async def test_a_document_closed_by_the_memory_budget_gives_a_fresh_token(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": CLEAN, "B.lean": CLEAN})
+    async with fake_broker(memory_budget_mib=150) as broker:
+        on = metered(broker)
+        token = (await call(broker, "sync", root, path="A.lean"))["snapshot"]
+        await call(broker, "sync", root, path="B.lean")
+        on["on"] = True  # 160 MiB: closing A, the least recently used, is enough
+        await broker.governor.govern()
+        assert broker.status()["evictions"] == [{"kind": "document", "reason": "memory", "count": 1}]
+        on["on"] = False
+        await _stale(broker, root, "A.lean", token, await _current(broker, root, "A.lean"))
+
+
+async def test_a_runtime_shut_down_by_the_idle_timeout_gives_fresh_tokens(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "p", {"A.lean": CLEAN})
+    async with fake_broker(idle_timeout=3600) as broker:
+        token = (await call(broker, "sync", root, path="A.lean"))["snapshot"]
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        runtime.occupancy.last_active -= 7200
+        await broker.governor.govern()
+        assert broker.workspace_count == 0
+        await _stale(broker, root, "A.lean", token, await _current(broker, root, "A.lean"))
+
+
+async def test_tokens_differ_across_workspaces_and_brokers_for_the_same_text(tmp_path: Path) -> None:
+    # Two projects, or one project in two daemons one after the other: a token names one runtime's state only.
+    a = fake_project(tmp_path / "a", {"A.lean": CLEAN})
+    b = fake_project(tmp_path / "b", {"A.lean": CLEAN})
+    async with open_broker() as broker:
+        first = (await call(broker, "update", a, path="A.lean"))["snapshot"]
+        other = (await call(broker, "update", b, path="A.lean"))["snapshot"]
+        await _stale(broker, b, "A.lean", first, other)
+    async with open_broker() as broker:
+        await _stale(broker, a, "A.lean", first, await _current(broker, a, "A.lean"))
+
+
+async def _current(broker: Broker, root: Path, path: str) -> str:
+    token: str = (await call(broker, "update", root, path=path))["snapshot"]
+    return token

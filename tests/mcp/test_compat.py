@@ -13,10 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from beam_mcp._compat import _args, _text, _web, compat_tools, descriptors
 from beam_mcp._compat._errors import CompatError
+from beam_mcp._compat.projection import Ctx, Projection
 from beam_mcp._tools import ToolSet
 from beam_mcp.cli import main
 
@@ -222,3 +224,63 @@ def test_rate_limits_are_the_peers_per_window() -> None:
     limits.take("loogle", _web.LOOGLE_LIMIT)
     assert _web.custom({"LOOGLE_URL": "http://mine"}, "LOOGLE_URL")
     assert not _web.custom({"LOOGLE_URL": "https://loogle.lean-lang.org/"}, "LOOGLE_URL")
+
+
+class _StillElaborating:
+    """`Calls` whose `sync` never finishes, over a broker whose cache holds two diagnostics and a pending range."""
+
+    def __init__(self) -> None:
+        def diagnostic(line: int, message: str) -> dict[str, Any]:
+            rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 3}}
+            return {"severity": 1, "message": message, "range": rng, "fullRange": rng}
+
+        self.cached = {
+            "version": 1,
+            "diagnostics": [diagnostic(0, "early"), diagnostic(5, "late")],
+            "processing": [{"start": {"line": 6, "character": 0}, "end": {"line": 7, "character": 0}}],
+        }
+
+    async def broker_call(self, run: object, name: str, arguments: object) -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def broker(self) -> _StillElaborating:
+        return self
+
+    def diagnostics(self, path: str) -> dict[str, Any]:
+        return self.cached
+
+
+@pytest.mark.anyio
+async def test_a_partial_diagnostics_answer_keeps_the_line_filter(tmp_path: Path) -> None:
+    (tmp_path / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
+    (tmp_path / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    (tmp_path / "A.lean").write_text("".join(f"def d{n} := {n}\n" for n in range(8)), encoding="utf-8")
+    projection = Projection({"LEAN_PROJECT_PATH": str(tmp_path)})
+    cx = Ctx(_StillElaborating(), object())  # type: ignore[arg-type]
+    arguments = _args.parse(_schema("lean_diagnostic_messages"), {"file_path": "A.lean", "start_line": 4})
+    arguments["timeout_s"] = 0.01  # below the schema's minimum: the test need not wait a second
+    with anyio.fail_after(10):
+        out = await projection.diagnostic_messages(cx, arguments)
+    result = out["result"]
+    assert (result["partial"], result["still_elaborating_lines"]) == (True, [[7, 8]])
+    assert [i["message"] for i in result["items"]] == ["late"], "lines 4 and on only, as when elaboration finished"
+
+
+def test_arguments_sent_as_text_are_read_as_the_peers_sdk_and_pydantic_read_them() -> None:
+    # MCP clients (Claude Desktop among them) send arrays as JSON text and numbers as strings; lean-lsp-mcp's SDK
+    # parses such JSON text and pydantic's lax mode converts the scalars, so the peer runs these calls.
+    attempt = _args.parse(_schema("lean_multi_attempt"), {"file_path": "A", "line": "3", "snippets": '["a", "b"]'})
+    assert (attempt["line"], attempt["snippets"], attempt["column"]) == (3, ["a", "b"], None)
+    goal = _args.parse(_schema("lean_goal"), {"file_path": "A", "line": " 2 ", "column": "null", "timeout_s": "1.5"})
+    assert (goal["line"], goal["column"], goal["timeout_s"]) == (2, None, 1.5)
+    declaration = _args.parse(_schema("lean_declaration_file"), {"file_path": "A", "symbol": "1", "full_file": "true"})
+    assert (declaration["symbol"], declaration["full_file"]) == ("1", True)
+    for tool, arguments in [
+        ("lean_goal", {"file_path": "A", "line": "2.5"}),
+        ("lean_goal", {"file_path": "A", "line": "two"}),
+        ("lean_goal", {"file_path": "A", "line": "0"}),
+        ("lean_declaration_file", {"file_path": "A", "symbol": "s", "full_file": "maybe"}),
+    ]:
+        with pytest.raises(_args.ArgumentError):
+            _args.parse(_schema(tool), arguments)

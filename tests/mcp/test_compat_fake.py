@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from beam_broker.broker import Broker
 from beam_mcp._compat._project import startup_root
 
 from .support import harness, modern_meta
@@ -214,3 +215,84 @@ def test_the_project_known_at_start_is_lean_project_path_else_the_working_direct
     assert startup_root({}, root) == root
     assert startup_root({}, tmp_path) is None  # not a project: nothing starts before a file names one
     assert startup_root({"LEAN_PROJECT_PATH": str(tmp_path)}, root) is None  # the configured one wins
+
+
+async def test_diagnostics_read_from_the_sync_result_still_fail_success_on_an_error(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    # Beam's cache holds another version than the one `sync` answered (the file changed in between): the
+    # projection falls back on the `sync` items, whose severities are Beam's names, not LSP's numbers.
+    monkeypatch.setattr(Broker, "diagnostics", lambda self, path: {"version": -1, "diagnostics": []})
+    async with harness(tools="lean-lsp-mcp") as h:
+        response, _ = await h.call("lean_diagnostic_messages", {"file_path": "A.lean"})
+    result = response["result"]["structuredContent"]["result"]
+    assert [(i["severity"], i["line"]) for i in result["items"]] == [("error", 2), ("warning", 4)]
+    assert result["success"] is False, "an error is listed: the file is not clean"
+
+
+async def test_code_actions_of_a_line_past_the_end_are_none_as_the_peer_answers(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+        response, _ = await h.call("lean_code_actions", {"file_path": "A.lean", "line": 99})
+    # lean-lsp-mcp finds no diagnostic and no text on such a line, so no action (never Beam's 0-based line number)
+    assert response["result"]["isError"] is False, response
+    assert response["result"]["structuredContent"] == {"actions": []}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Beam's completions operation keeps Lean's first 500 items and drops `sortText`: the projection cannot "
+    "rank as lean-lsp-mcp does (by Lean's sortText when present, else over every item)",
+)
+@pytest.mark.parametrize(
+    ("items", "expected"),
+    [
+        # Lean fuzzy-scored the items (a partial name before the cursor): lean-lsp-mcp keeps Lean's sortText order.
+        ([{"label": "barfoo", "sortText": "0"}, {"label": "foo", "sortText": "1"}], ["barfoo", "foo"]),
+        # More than 500 items and no prefix: lean-lsp-mcp sorts all of them by label before cutting.
+        ([{"label": f"m{n:04}"} for n in range(600, 0, -1)], ["m0001", "m0002"]),
+    ],
+    ids=["sortText", "over-500"],
+)
+async def test_completions_are_ranked_as_lean_lsp_mcp_ranks_them(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, items: list[Any], expected: list[str]
+) -> None:
+    root = fake_project("proj", {"A.lean": "def x := fo\ndef y := x.\n"})
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    line, column = (1, 12) if "sortText" in items[0] else (2, 12)
+    async with harness({"completions": items}, tools="lean-lsp-mcp") as h:
+        response, _ = await h.call(
+            "lean_completions", {"file_path": "A.lean", "line": line, "column": column, "max_completions": 2}
+        )
+    assert [i["label"] for i in response["result"]["structuredContent"]["items"]] == expected
+
+
+async def test_a_file_of_a_nested_project_keeps_lean_project_path_the_current_project(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project(
+        "proj", {"A.lean": "def rootA := 1\n", "sub/A.lean": "def subA := 1\n", "sub/B.lean": "def b := 1\n"}
+    )
+    for project in (root, root / "sub"):
+        (project / "lakefile.toml").write_text('name = "p"\n', encoding="utf-8")
+        (project / "lean-toolchain").write_text((root / "lean-toolchain").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools="lean-lsp-mcp") as h:
+
+        async def symbol(file_path: str) -> str:
+            response, _ = await h.call("lean_hover_info", {"file_path": file_path, "line": 1, "column": 5})
+            assert response["result"]["isError"] is False, response
+            found: str = response["result"]["structuredContent"]["symbol"]
+            return found
+
+        assert await symbol("sub/B.lean") == "b"
+        # lean-lsp-mcp keeps the configured project while it holds the file: `A.lean` is still the root's
+        assert await symbol("A.lean") == "rootA"

@@ -49,7 +49,8 @@ Default behaviour (a faithful mini Lean server)
   (within the range: start inclusive, end exclusive) with each message as ``{"text": message}``;
   other RPC methods -> -32601 ``No RPC method '<method>' found``.
 * Other known document requests get neutral answers (definition/references/... ``[]``, documentSymbol
-  from ``theorem``/``def``/``lemma`` lines with kind 6, completion ``{"items": [], "isIncomplete": true}``).
+  from ``theorem``/``def``/``lemma`` lines with kind 6, completion ``{"items": [], "isIncomplete": true}``, or
+  the ``completions`` setting's items).
 * Unknown method -> -32601 ``No request handler found for '<method>'``. Request for a document that is not
   open -> -32801 ``Cannot process request to closed file '<uri>'``.
 * ``$/cancelRequest`` for a pending request -> -32800 with message ``""``, except for ``ignore_cancel``
@@ -82,6 +83,8 @@ Config keys (a JSON object; every key is optional)
     Answer Lean RPC (``$/lean/rpc/connect`` and ``$/lean/rpc/call``) as described above.
 ``term_goal`` (str, unset)
     What ``$/lean/plainTermGoal`` answers as the goal at an identifier (unset: ``null`` everywhere).
+``completions`` (list, [])
+    The items ``textDocument/completion`` lists (in this order) at any position, ``isIncomplete: true``.
 ``widgets`` (list, []) / ``widget_sources`` (object, {})
     The widget instances ``Lean.Widget.getWidgets`` lists, and the source text of each widget hash.
 ``rpc_outdated`` (int, 0)
@@ -810,7 +813,7 @@ class FakeLean:
                     )
             return out
         if method == "textDocument/completion":
-            return {"isIncomplete": True, "items": []}
+            return {"isIncomplete": True, "items": list(self.cfg.get("completions", []))}
         if method in ("textDocument/semanticTokens/full", "textDocument/semanticTokens/range"):
             return {"data": []}
         if method in ("$/lean/waitForILeans",):

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
+from typing import Any, Final, NoReturn, TextIO, cast
 
 from beam_lsp.redaction import Redactor
 
@@ -50,6 +50,7 @@ from ._cli.common import (
     workspace_root,
 )
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
+from ._cli.pipe import EXIT_BROKEN_PIPE, PipeParser, stdout_gone
 from ._cli.position import in_lean_terms
 from ._cli.progress import Reporter, progress_mode
 from ._cli.render import Sources, print_json, write_text
@@ -58,10 +59,8 @@ from .config import BrokerConfig
 from .errors import BrokerError
 from .events import BrokerEvent, CallContext
 
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
-
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_INTERRUPTED",
     "EXIT_LEAN_ERRORS",
     "EXIT_OK",
@@ -81,9 +80,6 @@ __all__ = [
 
 Answer = dict[str, Any]
 Send = Callable[[str, Mapping[str, Any]], Awaitable[Answer]]
-
-EXIT_BROKEN_PIPE: Final = 141
-"""stdout was closed early (`lean-beam ... | head`): the status of a process killed by SIGPIPE."""
 
 _DESCRIPTION: Final = """\
 Work with a Lean 4 project from the shell: sync files and read their diagnostics, save checkpoints,
@@ -159,7 +155,7 @@ GROUPS: Final = (
 """How `--help` lists the commands; a command of no group (a new operation) is listed under "other"."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(PipeParser):
     """argparse's parser that answers a mistyped command or option with the nearest ones ("did you mean")."""
 
     def error(self, message: str) -> NoReturn:
@@ -175,13 +171,9 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        """Write `--help`, `--version` and usage text, letting a reader that went away raise `BrokenPipeError`.
-
-        argparse's own swallows the error, so `lean-beam --help | head -1` exited 0; `main` exits 141 instead.
-        """
-        if message:  # argparse passes sys.stdout or sys.stderr (or nothing)
-            write_text(cast("TextIO", file if file is not None else sys.stderr), message)
+    def write_message(self, stream: TextIO, message: str) -> None:
+        """Write `--help`, `--version` and usage text as every other text of `lean-beam` is written."""
+        write_text(stream, message)
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
@@ -486,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, usage errors
         return _exit_status(exc.code)
     except BrokenPipeError:
-        return _stdout_gone()
+        return stdout_gone()
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: a command is required (see {PROG} --help)", file=sys.stderr)
@@ -509,17 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("beam: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return _stdout_gone()
-
-
-def _stdout_gone() -> int:
-    """The reader of stdout went away (`| head`): stop writing to it; exit as a process SIGPIPE killed would.
-
-    stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
-    """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_BROKEN_PIPE
+        return stdout_gone()
 
 
 if __name__ == "__main__":

@@ -175,7 +175,9 @@ class PipeReader(ByteReceiveStream):
     protocol on `loop.connect_read_pipe`). A message from Lean then reaches the task waiting for it in one
     event-loop iteration, where asyncio's subprocess streams take three (the read callback, the subprocess
     protocol's relay through `call_soon`, the reader task's turn): a hover cost 279k instructions with anyio's
-    process stream and ... with this (callgrind, docs/benchmarks.md).
+    process stream and 225k with this (callgrind, docs/benchmarks.md). This is the one use of asyncio in beam-lsp:
+    the transport lives inside `pump`'s scope (closed when it returns or is cancelled), and the only tasks started
+    from its callback are the JSON-RPC peer's answers to server requests, in the peer's task group.
     """
 
     def __init__(self, fd: int, *, push: bool = True) -> None:

@@ -18,14 +18,15 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, TextIO, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from beam_broker._cli.pipe import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes this module documents
+from beam_broker._cli.pipe import PipeParser, stdout_gone
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME
 
 if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
-
     from ._http import HttpConfig
     from ._http.auth import BearerToken
     from ._tools import Contract, Surface
@@ -79,31 +80,8 @@ examples:
 """
 
 
-EXIT_BROKEN_PIPE: Final = 141
-"""stdout was closed early (`lean-beam-mcp --version | head -1`): the status of a process killed by SIGPIPE."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        """Write `--help` and usage text, letting a reader that went away raise `BrokenPipeError`.
-
-        argparse's own swallows the error (and Python then reports it at exit); `main` exits 141 instead.
-        """
-        if message:
-            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
-            out.write(message)
-            out.flush()
-
-
-def _stdout_gone() -> int:
-    """The reader of stdout went away: point stdout at /dev/null (what is still buffered is flushed there)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_BROKEN_PIPE
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = PipeParser(
         prog=SERVER_NAME,
         description="Beam MCP server for Lean 4: serves MCP over stdin/stdout for agents and MCP clients.",
         epilog=_EPILOG,
@@ -422,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # a reader that went away fails here, not at exit
             return 0
     except BrokenPipeError:  # `--version | head -1`, `--help | head -1`: exit as `lean-beam` does
-        return _stdout_gone()
+        return stdout_gone()
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
         from beam_broker.config import split_command

@@ -25,7 +25,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from beam_broker.__about__ import __version__
 from beam_broker._outbound import log_failure
-from beam_broker.errors import BrokerError, invalid_input
+from beam_broker.errors import REQUEST_CANCELLED, BrokerError, invalid_input
 from beam_broker.events import CallContext
 from beam_broker.operations import BY_NAME
 
@@ -156,32 +156,45 @@ class _Server:
                 log.info("%s: the client closed the connection; cancelling", op)
                 call_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_hangup)
-            with call_scope:
-                async with anyio.create_task_group() as writing:
-                    writing.start_soon(write)
-                    with send:
-                        started = time.perf_counter()
-                        try:
-                            final = await self._run(op, args, put)
-                        except anyio.get_cancelled_exc_class():
-                            log.info("%s: cancelled after %.0f ms", op, (time.perf_counter() - started) * 1000)
-                            raise
-                        elapsed = (time.perf_counter() - started) * 1000
-                        if "error" in final:  # already redacted by the broker
-                            error = final["error"]
-                            log.info("%s: %s in %.0f ms: %s", op, error["code"], elapsed, error["message"])
-                        else:
-                            log.info("%s: ok in %.0f ms", op, elapsed)
-                        put(final)
-            finished.set()
-            # A client closes once it has the final line. Waiting for that EOF, rather than cancelling the
-            # pending read, sidesteps a race in anyio's asyncio socket streams (a read cancelled as data
-            # arrives raises InvalidStateError in an event-loop callback).
-            with anyio.move_on_after(REQUEST_TIMEOUT):
-                await hung_up.wait()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch_hangup)
+                with call_scope:
+                    async with anyio.create_task_group() as writing:
+                        writing.start_soon(write)
+                        with send:
+                            started = time.perf_counter()
+                            try:
+                                final = await self._run(op, args, put)
+                            except anyio.get_cancelled_exc_class():
+                                log.info("%s: cancelled after %.0f ms", op, (time.perf_counter() - started) * 1000)
+                                raise
+                            elapsed = (time.perf_counter() - started) * 1000
+                            if "error" in final:  # already redacted by the broker
+                                error = final["error"]
+                                log.info("%s: %s in %.0f ms: %s", op, error["code"], elapsed, error["message"])
+                            else:
+                                log.info("%s: ok in %.0f ms", op, elapsed)
+                            put(final)
+                finished.set()
+                # A client closes once it has the final line. Waiting for that EOF, rather than cancelling the
+                # pending read, sidesteps a race in anyio's asyncio socket streams (a read cancelled as data
+                # arrives raises InvalidStateError in an event-loop callback).
+                with anyio.move_on_after(REQUEST_TIMEOUT):
+                    await hung_up.wait()
+                tg.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            if self.stop.is_set() and not finished.is_set():  # (a client that hung up misses nothing)
+                # The daemon stops with the call in flight (`stop`, a signal): say so rather than close the
+                # connection without an answer, which its client can only report as an internal error.
+                stopped = BrokerError(
+                    REQUEST_CANCELLED,
+                    f"the daemon for {self.paths.root} stopped ({self.reason}) while the call ran; run it again",
+                    {"reason": "daemonStopped", "stopReason": self.reason},
+                )
+                with anyio.CancelScope(shield=True), anyio.move_on_after(REQUEST_TIMEOUT):
+                    await _send_quietly(conn, {"error": stopped.redacted(self.broker.redactor).wire()})
+            raise
 
     async def _run(self, op: str, args: dict[str, Any], put: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         ctx = CallContext(emit=lambda event: put({"event": event_wire(event)}))

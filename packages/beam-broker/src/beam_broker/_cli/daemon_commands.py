@@ -29,7 +29,7 @@ from .common import EXIT_OK, Options, Output, run, workspace_root
 DEFAULT_TIMEOUT: Final = 60.0
 EXIT_NOT_RUNNING: Final = 1
 """`daemon status` when no daemon runs (its own meaning of 1, kept from before the exit-code table)."""
-SERVE_HELP: Final = "run the daemon in the foreground (logs on stderr; Ctrl-C or `stop` ends it)"
+SERVE_HELP: Final = "run the daemon in the foreground (logs on stderr and in its log; Ctrl-C or `stop` ends it)"
 STATUS_HELP: Final = "print root, pid, uptime and statistics; exit 1 when not running"
 STOP_HELP: Final = "stop the daemon and wait until its Lean servers exit"
 
@@ -235,6 +235,7 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     if os.path.isdir(paths.root):
         os.chdir(paths.root)  # the daemon runs in its project, whoever started it and from where
     logging.getLogger().setLevel(logging.INFO)
+    _log_to_file(paths)
     config = BrokerConfig(lean_cmd=options.lean_cmd)
     try:
         resolved: list[str] | None = server_command(config, os.environ)
@@ -251,6 +252,29 @@ def _daemon_serve(args: argparse.Namespace, options: Options) -> int:
     return EXIT_OK if served else EXIT_NOT_RUNNING
 
 
+def _log_to_file(paths: client.DaemonPaths) -> None:
+    """Log to the root's log file as well, unless stderr is that file already (`daemon start` made it so).
+
+    `status` names the log, a client's error points to it, and `daemon start` reads its end: a daemon served in
+    the foreground writes it too, beside the stderr its user watches, in the same (redacted) format.
+    """
+    client.ensure_private_dir(paths.directory)
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log = os.fstat(fd)
+    try:
+        err = os.fstat(sys.stderr.fileno())
+        spawned = (log.st_dev, log.st_ino) == (err.st_dev, err.st_ino)
+    except (OSError, ValueError):  # no stderr file at all
+        spawned = False
+    if spawned:
+        os.close(fd)
+        return
+    root = logging.getLogger()
+    handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
+    handler.setFormatter(next((h.formatter for h in root.handlers if h.formatter is not None), None))
+    root.addHandler(handler)
+
+
 def _lock_free(paths: client.DaemonPaths, timeout: float = 0) -> bool:
     """Whether no process holds the root's daemon lock (waiting up to `timeout` seconds for it to be let go)."""
     from filelock import FileLock, Timeout
@@ -262,6 +286,30 @@ def _lock_free(paths: client.DaemonPaths, timeout: float = 0) -> bool:
         return False
     lock.release()
     return True
+
+
+def _remove_leftovers(paths: client.DaemonPaths) -> list[str]:
+    """Remove the socket and pid files a dead daemon left, holding the lock meanwhile; what was removed.
+
+    Under the lock no daemon can start (take the lock, bind its socket, record its pid) between the check and the
+    removal and lose both. Nothing is removed while a daemon holds it.
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(paths.lock), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return []
+    removed: list[str] = []
+    try:
+        for leftover in (paths.socket, paths.pid):
+            if leftover.is_socket() or leftover.is_file() or leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
+                removed.append(f"removed {leftover}")
+    finally:
+        lock.release()
+    return removed
 
 
 def _recorded_pid(paths: client.DaemonPaths) -> int | None:
@@ -305,9 +353,16 @@ def _recover(args: argparse.Namespace, options: Options) -> int:
         )
         return EXIT_OK
     if current is not None:
-        _stop(paths, args.timeout)
-        _lock_free(paths, args.timeout)  # the process lets the lock go as it exits, just after it answered
-        actions.append(f"stopped the daemon for {paths.root} (pid {current.get('pid')})")
+        pid = current.get("pid")
+        try:
+            _stop(paths, args.timeout)
+        except BrokerError:  # it answers but does not stop in time: end it as one that does not answer
+            if not isinstance(pid, int) or not _end(paths, pid, args.timeout):
+                raise
+            actions.append(f"ended the daemon for {paths.root} that did not stop within {args.timeout:g} s (pid {pid})")
+        else:
+            _lock_free(paths, args.timeout)  # the process lets the lock go as it exits, just after it answered
+            actions.append(f"stopped the daemon for {paths.root} (pid {pid})")
     elif not _lock_free(paths):
         pid = _recorded_pid(paths)
         hung = {"reason": "daemonNotAnswering", "lock": str(paths.lock), "pid": pid, "root": paths.root}
@@ -320,10 +375,6 @@ def _recover(args: argparse.Namespace, options: Options) -> int:
         if pid is None or not _end(paths, pid, args.timeout):
             raise invalid_params(f"could not end the daemon holding {paths.lock} (pid {pid})", hung)
         actions.append(f"ended the daemon for {paths.root} that did not answer (pid {pid})")
-    if _lock_free(paths):
-        for leftover in (paths.socket, paths.pid):
-            if leftover.is_socket() or leftover.is_file() or leftover.is_symlink():
-                leftover.unlink(missing_ok=True)
-                actions.append(f"removed {leftover}")
+    actions += _remove_leftovers(paths)
     out.value({"recovered": bool(actions), "actions": actions, "root": paths.root}, _recovered_text)
     return EXIT_OK

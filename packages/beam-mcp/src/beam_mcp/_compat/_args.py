@@ -2,13 +2,23 @@
 
 lean-lsp-mcp validates arguments with pydantic in lax mode and ignores undeclared ones; this module keeps those
 rules for the shapes its schemas use (string, integer, number, boolean, arrays of strings, `anyOf` with null,
-`enum`, `minimum`, `maximum`), so the listed schema is the only statement of what a tool takes.
+`enum`, `minimum`, `maximum`), so the listed schema is the only statement of what a tool takes. Like the MCP SDK
+that lean-lsp-mcp runs on, a text value of an argument that is not a plain string is first read as JSON when it is
+an array, an object or null (clients send `'["a", "b"]'` for an array), and lax mode reads scalars from text
+(`"3"` for an integer, `"true"` for a boolean).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+_INTEGER_TEXT: Final = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
+_NUMBER_TEXT: Final = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*")
+_TRUE_TEXT: Final = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE_TEXT: Final = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
 class ArgumentError(ValueError):
@@ -27,15 +37,23 @@ def _fits(value: Any, node: Mapping[str, Any]) -> tuple[bool, Any]:
     if kind == "null":
         return value is None, value
     if kind == "boolean":
+        if isinstance(value, str) and value.strip().lower() in _TRUE_TEXT | _FALSE_TEXT:
+            return True, value.strip().lower() in _TRUE_TEXT
+        if type(value) is int and value in (0, 1):
+            return True, bool(value)
         return isinstance(value, bool), value
     if kind == "integer":
         if isinstance(value, bool):
             return False, value
+        if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+            value = int(value.strip().split(".")[0])
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int):
             return False, value
     elif kind == "number":
+        if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+            value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False, value
         value = float(value)
@@ -60,6 +78,17 @@ def _fits(value: Any, node: Mapping[str, Any]) -> tuple[bool, Any]:
     if "maximum" in node and isinstance(value, (int, float)) and value > node["maximum"]:
         return False, value
     return True, value
+
+
+def _pre_parsed(value: Any, node: Mapping[str, Any]) -> Any:
+    """The MCP SDK's reading of a text value for an argument that is not a plain string (JSON arrays, objects, null)."""
+    if not isinstance(value, str) or (node.get("type") == "string" and "enum" not in node):
+        return value
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    return value if isinstance(parsed, (str, int, float)) else parsed
 
 
 def _expected(node: Mapping[str, Any]) -> str:
@@ -90,7 +119,7 @@ def parse(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, 
                 raise ArgumentError(f"{name}: field required")
             out[name] = node.get("default")
             continue
-        value = arguments[name]
+        value = _pre_parsed(arguments[name], node)
         if value is None and name not in required and "default" in node and node["default"] is None:
             out[name] = None
             continue

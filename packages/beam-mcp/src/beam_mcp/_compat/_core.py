@@ -188,7 +188,15 @@ class Base:
             cached = {}
         if cached.get("version") == doc.version:
             return [dict(d) for d in cached.get("diagnostics", [])]
-        return [{"severity": d["severity"], "message": d["message"], "fullRange": d["range"]} for d in fallback]
+        # As Lean publishes them: LSP severity numbers (what `success` and the filters read), not Beam's names.
+        return [
+            {
+                "severity": _text.LSP_SEVERITY.get(d["severity"], d["severity"]),
+                "message": d["message"],
+                "fullRange": d["range"],
+            }
+            for d in fallback
+        ]
 
     def _line(self, doc: Doc, line: int) -> str:
         lines = doc.lines

@@ -83,7 +83,11 @@ class DocTools(Base):
             if error_code(exc) is None:
                 raise
             cached = {}
-        items = [item for d in cached.get("diagnostics", []) if (item := _text.lsp_item(lsp, d)) is not None]
+        raw = cached.get("diagnostics", [])
+        start, end = a["start_line"], a["end_line"]
+        if start is not None or end is not None:  # the range asked about, as in a complete answer
+            raw = [d for d in raw if _text.in_lines(d, start - 1 if start else 0, end - 1 if end else 2**30)]
+        items = [item for d in raw if (item := _text.lsp_item(lsp, d)) is not None]
         if a["severity"] is not None:
             items = [item for item in items if item["severity"] == a["severity"]]
         ranges = [[r["start"]["line"] + 1, r["end"]["line"] + 1] for r in cached.get("processing", [])]
@@ -111,7 +115,9 @@ class DocTools(Base):
         doc = await self._open(cx, a["file_path"])
         line = a["line"] - 1
         lsp = doc.lsp
-        end = _text.to_utf16(lsp[line], len(lsp[line])) if 0 <= line < len(lsp) else 0
+        if line >= len(lsp):  # no diagnostic and no text there: lean-lsp-mcp finds no action (Beam would refuse)
+            return {"actions": []}
+        end = _text.to_utf16(lsp[line], len(lsp[line]))
         todo = await cx.op(
             "todo",
             doc.args(

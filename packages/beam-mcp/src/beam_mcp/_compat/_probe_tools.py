@@ -102,7 +102,8 @@ class ProbeTools(Base):
         if not THEOREM_NAME.fullmatch(name):
             raise CompatError("Invalid theorem name. Use a Lean fully qualified name such as `Namespace.theorem`.")
         doc = await self._open(cx, a["file_path"])
-        out = await cx.op("axioms", doc.args(name=name))
+        # `_root_.` as lean-lsp-mcp writes it: the name is fully qualified, whatever namespace the file ends in.
+        out = await cx.op("axioms", doc.args(name=f"_root_.{name}"))
         axioms = out["axioms"]
         if axioms is None:
             errors = [m["text"] for m in out["messages"] if m["severity"] == "error"]

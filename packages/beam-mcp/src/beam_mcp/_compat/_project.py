@@ -78,6 +78,8 @@ class Project:
     def resolve(self, file_path: str) -> tuple[Path, Path]:
         """The (project root, canonical file) of a `file_path`; the root becomes the current project.
 
+        The current project serves every file under it; a file elsewhere is served by its own project (`owner`).
+
         Raises:
             CompatError: No such file, or no Lean project holds it (lean-lsp-mcp's message).
         """
@@ -85,7 +87,10 @@ class Project:
         if not raw.is_absolute():
             raw = (self.root / raw) if self.root is not None else Path.cwd() / raw
         file = Path(os.path.realpath(raw))
-        root = owner(file) if file.is_file() else None
+        current = self.root if self.root is not None and file.is_relative_to(self.root) and is_root(self.root) else None
+        # lean-lsp-mcp keeps the current project while it holds the file (a nested project's file included), so
+        # relative paths keep meaning the same project; else the file's own project.
+        root = (current or owner(file)) if file.is_file() else None
         if root is None:
             raise CompatError(
                 f"Invalid Lean file path: '{file_path}' not found in any Lean project "

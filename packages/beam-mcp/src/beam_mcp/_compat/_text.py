@@ -22,6 +22,8 @@ DEFAULT_MAX_OUTPUT: Final = 6000
 
 SEVERITY_BY_NUMBER: Final = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 SEVERITY_BY_NAME: Final = {"error": "error", "warning": "warning", "information": "info", "hint": "hint"}
+LSP_SEVERITY: Final = {"error": 1, "warning": 2, "information": 3, "hint": 4}
+"""The LSP severity number of each of Beam's severity names (Lean publishes numbers)."""
 LEAN_TAGS: Final = {1: "unsolvedGoals", 2: "goalsAccomplished"}
 
 _LINTER_MARKERS: Final = ("this linter can be disabled", "unused variable", "automatically included section variable")

@@ -1,0 +1,58 @@
+"""A command line whose stdout reader went away (`lean-beam --help | head -1`): exit 141 quietly, as SIGPIPE would.
+
+Python ignores SIGPIPE, so a write to a pipe whose reader exited raises `BrokenPipeError`; argparse's own printing
+swallows it (the command then exited 0), and an uncaught one ends in a traceback. The rule shared by `lean-beam`
+and `lean-beam-mcp` (which imports it from this room: it depends on beam-broker): the parser lets the error through
+(`PipeParser`), and `main` catches it and returns `stdout_gone()`. Only the standard library is loaded here, so a CLI
+pays nothing for it before its first command. beam-feedback may import beam_lsp only, so it keeps a copy of its own
+until this rule moves there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Final, TextIO, cast
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+__all__ = ["EXIT_BROKEN_PIPE", "PipeParser", "stdout_gone"]
+
+EXIT_BROKEN_PIPE: Final = 141
+"""stdout was closed early (`... | head -1`): the status of a process killed by SIGPIPE (128 + 13)."""
+
+
+class PipeParser(argparse.ArgumentParser):
+    """An argparse parser whose `--help`, `--version` and usage text let a reader that went away raise."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Write `--help`, `--version` and usage text, letting a reader that went away raise `BrokenPipeError`.
+
+        argparse's own swallows the error, so `--help | head -1` exited 0; `main` exits 141 instead.
+        """
+        if message:  # argparse passes sys.stdout or sys.stderr (or nothing)
+            self.write_message(cast("TextIO", file if file is not None else sys.stderr), message)
+
+    def write_message(self, stream: TextIO, message: str) -> None:
+        """Write and flush one message; a reader that went away raises `BrokenPipeError`.
+
+        A CLI with its own writer (one that escapes what the stream cannot encode, say) replaces this.
+        """
+        stream.write(message)
+        stream.flush()
+
+
+def stdout_gone() -> int:
+    """The reader of stdout went away: stop writing to it; return the status a process SIGPIPE killed has.
+
+    stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
+
+    Returns:
+        `EXIT_BROKEN_PIPE` (141).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)  # stdout's descriptor now refers to it: the spare one is not needed
+    return EXIT_BROKEN_PIPE
