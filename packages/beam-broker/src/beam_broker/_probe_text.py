@@ -325,7 +325,10 @@ def _head(text: str) -> tuple[str, int, int] | None:
 
 
 def _fresh(name: str, index: int, text: str, texts: list[str]) -> Rename:
-    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions."""
+    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions.
+
+    An imported module may still declare it: `run.run_batch` then hears Lean say so (`declared_again`).
+    """
     k = index
     while True:
         fresh = f"{name}_beam{k}"
@@ -392,10 +395,15 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     return True
 
 
+_MUTUAL: Final = re.compile(r"^[ \t]*(?:/-.*?-/[ \t]*)*mutual(?![\w'])", re.MULTILINE)
+"""A `mutual` command: indented, or after a comment on its line, too (Lean reads it wherever a command may start)."""
+_END: Final = re.compile(r"^[ \t]*end(?![\w'])", re.MULTILINE)
+
+
 def _in_mutual(prefix: str) -> bool:
     """Whether the text ends inside a `mutual` block (every command after it would join the block)."""
-    start = max(prefix.rfind("\nmutual"), 0 if prefix.startswith("mutual") else -1)
-    return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
+    ends = [found.end() for found in _MUTUAL.finditer(prefix)]
+    return bool(ends) and _END.search(prefix, ends[-1]) is None
 
 
 def _closed(text: str) -> bool:
@@ -485,6 +493,11 @@ def _tactics_shareable(texts: list[str], declaration: str) -> bool:
 def in_message(message: str, name: str) -> bool:
     """Whether a message of Lean's mentions `name` (quoted `'name'` or `` `name` ``, or in a dotted name too)."""
     return _in_message(name).search(message) is not None
+
+
+def declared_again(message: str, name: str) -> bool:
+    """Whether a message of Lean's says `name` was already declared (by an imported module, for a fresh name)."""
+    return "has already been declared" in message and in_message(message, name)
 
 
 def _in_message(name: str) -> re.Pattern[str]:
