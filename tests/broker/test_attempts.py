@@ -282,6 +282,8 @@ def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str
         (["#check a /-", "#check b -/"], "an unclosed comment swallows the next one"),
         (['#check "a', '#check b"'], "so does an unclosed string"),
         (['#check s!"{a}"', "#check b"], "interpolated strings are not followed"),
+        (["theorem p0 : T := x", "theorem p1 : T := by exact?"], "a search finds what earlier ones declared"),
+        (["theorem p0 : T := x", "example : T := by first | simp | apply?"], "apply? too"),
     ],
 )
 def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
@@ -361,6 +363,9 @@ def test_tactic_alternatives_run_in_copies_of_the_declaration_under_fresh_names(
         ("theorem t : p := by\n", ["exact hp", "simp\n#exit"], False),
         ("theorem t : p := by\n", ["exact hp /-", "simp -/"], False),
         ("theorem t : p := by\n", ["exact '\"'", 'exact "-/" -- /-'], True),
+        ("theorem t : p := by\n", ["simp", "exact?"], False),  # would find `t_beam1`, the first copy
+        ("theorem t : p := by\n", ["hint", "simp"], False),
+        ("theorem t : p := by\n", ["simp?", "exact (h?)"], True),  # simp? reads the simp set, not every name
     ],
 )
 def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list[str], shares: bool) -> None:

@@ -37,6 +37,13 @@ _SHARED_STATE = re.compile(
 )
 """What may change the state a later command sees: `in` applies a command to the next one (the next alternative's,
 in a shared version), and the rest change the environment, scopes or options."""
+_SEARCH: Final = re.compile(
+    r"(?<![\w'.])(?:exact\?%?|apply\?|rw\?|refine\?|have\?|rw_search|library_search|hint|observe\??|propose|"
+    r"try\?|hammer|duper|canonical|suggest_premises)(?![\w'])"
+)
+"""Tactics that search every declaration in scope: in a shared version they would find the declarations (or the
+copies of the goal's own declaration) that earlier alternatives left, which `run_at` would not see (an `exact?`
+closing the goal with an earlier copy of itself)."""
 _HASH_COMMAND = re.compile(r"(?<![\w'#.])#[A-Za-z_]")
 """A `#` command (`#exit` stops Lean from reading the rest, the next alternatives too)."""
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "partial", "unsafe", "nonrec"})
@@ -359,12 +366,15 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     applies a command to the next one); in proof mode the line above the declaration must not belong to its
     command (`open Foo in`, an attribute: `_attached`), since the copies start at the declaration's own line.
 
-    Nothing is shared inside a `mutual` block (every command after it joins the block). Parse errors are the one
-    leak (Lean resumes at the next command, so a message may land in the next alternative's span):
+    Nothing is shared inside a `mutual` block (every command after it joins the block), nor when an alternative uses
+    a tactic that searches every declaration in scope (`exact?`, `apply?`, `hint`, ...: `_SEARCH`). Parse errors
+    are the one leak (Lean resumes at the next command, so a message may land in the next alternative's span):
     `batch_parse_error` catches them. A name whose first declaration Lean mentions in a message (already
     declared, say) sends the batch back to one version each (`run.run_batch`).
     """
     if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]) or not all(map(_closed, texts)):
+        return False
+    if any(_SEARCH.search(text) for text in texts):
         return False
     if basis.mode == "proof":
         return not _attached(source[:declaration_start]) and _tactics_shareable(
