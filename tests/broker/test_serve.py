@@ -245,8 +245,12 @@ def test_recover_force_spares_the_other_programs_of_a_foreground_serve_s_process
     paths = _paths(fake_cli)
     client.ensure_private_dir(paths.directory)
     argv = [sys.executable, "-c", STUCK, str(paths.lock), str(paths.socket)]
-    stuck = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, process_group=0)
-    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], process_group=stuck.pid)
+    # A group of its own (as a shell's job), not a session (`process_group=` needs Python 3.11).
+    stuck = subprocess.Popen(
+        argv, cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, preexec_fn=lambda: os.setpgid(0, 0)
+    )
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    sibling = subprocess.Popen(sleeper, preexec_fn=lambda: os.setpgid(0, stuck.pid))
     try:
         assert stuck.stdout is not None and _ready(stuck.stdout.fileno()).startswith(b"ready")
         forced = fake_cli("--compact", "recover", "--force", "--timeout", "2")
