@@ -282,6 +282,8 @@ def test_alternatives_that_cannot_see_each_other_share_a_version(texts: list[str
         (["#check a /-", "#check b -/"], "an unclosed comment swallows the next one"),
         (['#check "a', '#check b"'], "so does an unclosed string"),
         (['#check s!"{a}"', "#check b"], "interpolated strings are not followed"),
+        (["theorem p0 : T := x", "theorem p1 : T := by exact?"], "a search finds what earlier ones declared"),
+        (["theorem p0 : T := x", "example : T := by first | simp | apply?"], "apply? too"),
     ],
 )
 def test_alternatives_that_might_see_each_other_run_one_version_each(texts: list[str], why: str) -> None:
@@ -361,6 +363,9 @@ def test_tactic_alternatives_run_in_copies_of_the_declaration_under_fresh_names(
         ("theorem t : p := by\n", ["exact hp", "simp\n#exit"], False),
         ("theorem t : p := by\n", ["exact hp /-", "simp -/"], False),
         ("theorem t : p := by\n", ["exact '\"'", 'exact "-/" -- /-'], True),
+        ("theorem t : p := by\n", ["simp", "exact?"], False),  # would find `t_beam1`, the first copy
+        ("theorem t : p := by\n", ["hint", "simp"], False),
+        ("theorem t : p := by\n", ["simp?", "exact (h?)"], True),  # simp? reads the simp set, not every name
     ],
 )
 def test_which_tactic_alternatives_share_a_version(declaration: str, texts: list[str], shares: bool) -> None:
@@ -390,7 +395,14 @@ def test_tactic_alternatives_share_no_copy_of_a_declaration_whose_command_starts
 
 @pytest.mark.parametrize(
     ("prefix", "shares"),
-    [("def x := 1\n", True), ("mutual\ndef x := 1\n", False), ("def x := 1\nmutual\ndef y := 2\nend\n", True)],
+    [
+        ("def x := 1\n", True),
+        ("mutual\ndef x := 1\n", False),
+        ("def x := 1\nmutual\ndef y := 2\nend\n", True),
+        ("namespace N\n  mutual\n  def x := 1\n", False),  # indented: Lean reads it all the same
+        ("/- why -/ mutual\ndef x := 1\n", False),
+        ("  mutual\n  def x := 1\n  end\n", True),
+    ],
 )
 def test_nothing_is_shared_inside_a_mutual_block(prefix: str, shares: bool) -> None:
     declaration = "theorem t : p := by\n"
@@ -655,6 +667,46 @@ async def test_alternatives_that_could_reach_into_the_next_one_get_run_ats_answe
 ) -> None:
     """Each of these batches shared one version before the review, and some answer differed from `run_at`'s."""
     (demo_root / "Demo/Leaks.lean").write_text(LEAKS)
+    await call(broker, "sync", demo_root, path=path)
+    alone = []
+    for text in texts:
+        one = await call(broker, "run_at", demo_root, path=path, version=1, line=line, character=character, text=text)
+        alone.append(essentials(one))
+    result = await call(broker, "attempts", demo_root, **at(path, line, character, texts))
+    assert [essentials(a) for a in result["attempts"]] == alone
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize(
+    ("clash", "path", "line", "character", "texts"),
+    [
+        (
+            "theorem alt0_beam1 : MyTrue := myTrue\n",
+            "Demo/UsesClash.lean",
+            2,
+            0,
+            ["theorem alt0 : MyTrue := myTrue", "theorem alt0 : MyTrue := myTrue"],
+        ),
+        (
+            "theorem goal_beam1 : MyTrue := myTrue\n",
+            "Demo/UsesClash.lean",
+            5,
+            2,
+            ["{}", "{}"],
+        ),
+    ],
+    ids=["command-copy", "proof-copy"],
+)
+async def test_a_copys_fresh_name_that_an_import_declares_falls_back_to_run_ats_answers(
+    broker: Broker, demo_root: Path, clash: str, path: str, line: int, character: int, texts: list[str]
+) -> None:
+    """A copy's fresh name (`alt0_beam1`) declared by an imported module: the copy's `already been declared`
+    error was mapped back to the original name and the alternative failed, where `run_at` succeeds."""
+    (demo_root / "Demo/Clash.lean").write_text("prelude\nimport Demo.Basic\n\n" + clash)
+    await call(broker, "save", demo_root, path="Demo/Clash.lean")
+    (demo_root / path).write_text(
+        "prelude\nimport Demo.Clash\n\n\ntheorem goal (p : Prop) (hp : p) : MyTrue := by\n  {}\n"
+    )
     await call(broker, "sync", demo_root, path=path)
     alone = []
     for text in texts:

@@ -143,9 +143,16 @@ async def test_a_worker_that_started_while_imports_were_rebuilt_is_not_trusted(t
     assert names(await fresh.stale(("P.Base",), loaded, {}, settle=True)) == [("P.Base", False, True)]
     again = await fresh.loading(("P.Base",))
     build(root, "P.Base")
-    # Lake's setup for that worker built it (its setup lines said so): the worker loaded what is there now.
-    assert await fresh.stale(("P.Base",), again, {}, settle=True, rebuilt_at_setup=True) == []
+    # Lake's setup for that worker built it (its setup lines said so): the worker loaded what was there then.
+    at_setup = fresh.on_disk(again)
+    assert await fresh.stale(("P.Base",), again, {}, settle=True, rebuilt_at_setup=at_setup) == []
     assert again.confirmed
+    late = await fresh.loading(("P.Base",))
+    build(root, "P.Base")
+    at_setup = fresh.on_disk(late)
+    build(root, "P.Base")  # another build while the worker elaborated: not what it loaded
+    stale = await fresh.stale(("P.Base",), late, {}, settle=True, rebuilt_at_setup=at_setup)
+    assert names(stale) == [("P.Base", False, True)]
 
 
 async def test_when_lake_says_out_of_date_each_module_is_asked_imports_first(tmp_path: Path) -> None:

@@ -248,8 +248,12 @@ async def test_a_file_edited_on_disk_is_never_answered_from_the_text_beam_read_b
 
 @pytest.mark.parametrize(
     "header",
-    ["prelude\n/- uses Basic -/ import Demo.Basic\n", "prelude\n/- uses\n   Basic -/ import Demo.Basic\n"],
-    ids=["comment-then-import", "multi-line-comment-then-import"],
+    [
+        "prelude\n/- uses Basic -/ import Demo.Basic\n",
+        "prelude\n/- uses\n   Basic -/ import Demo.Basic\n",
+        "prelude\nimport\n  Demo.Basic\n",
+    ],
+    ids=["comment-then-import", "multi-line-comment-then-import", "module-name-on-the-next-line"],
 )
 async def test_an_import_after_a_comment_on_its_line_is_checked_too(
     broker: Broker, demo_root: Path, header: str

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from beam_broker import OPERATIONS, CallContext, DiagnosticEvent, FileProgressEvent, SetupEvent
+from beam_broker import _lake as lake
 from beam_broker import _outbound as outbound
 from beam_broker._outbound import RedactingFormatter, log_failure
 from beam_lsp import Redactor
@@ -134,6 +135,31 @@ def test_log_lines_and_failures_name_no_mirror(caplog: pytest.LogCaptureFixture)
     assert f"probe of {SOURCE} failed" in caplog.text and "Lean said: Demo.Proofs in" in caplog.text
 
 
+def test_a_text_reads_the_lakefile_once_however_many_external_names_it_maps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `«external:…»` name read and parsed the lakefile again; a workspace's layout follows its stat."""
+    reads: list[str] = []
+    real = lake.read_layout
+
+    def counted(root: str | Path) -> lake.Layout:
+        reads.append(str(root))
+        return real(root)
+
+    monkeypatch.setattr(lake, "read_layout", counted)
+    (tmp_path / "lakefile.toml").write_text('name = "demo"\nsrcDir = "src"\n[[lean_lib]]\nname = "Demo"\n')
+    mirror = f"file://{tmp_path}/src/Demo/Proofs_beamProbe1.lean"
+    said = f"_private.«external:{mirror}».0.a, _private.«external:{mirror}».0.b, _private.«external:{mirror}».0.c"
+    mapped = "_private.Demo.Proofs.0.a, _private.Demo.Proofs.0.b, _private.Demo.Proofs.0.c"
+    assert outbound.text(said, str(tmp_path)) == mapped and len(reads) == 1
+    layout = lake.Layouts(tmp_path).get
+    assert outbound.text(said, layout) == mapped
+    assert outbound.scrub([said, {"k": said}], layout) == [mapped, {"k": mapped}]
+    assert len(reads) == 2  # one read for the workspace, until its lakefile changes
+    (tmp_path / "lakefile.toml").write_text('name = "demo"\n[[lean_lib]]\nname = "Demo"\n')
+    assert outbound.text(said, layout) == mapped.replace("Demo.Proofs", "src.Demo.Proofs") and len(reads) == 3
+
+
 # ---- at the broker's boundary (fake lane) ---------------------------------------------------------------
 def test_the_real_lane_table_gives_arguments_to_every_registry_operation() -> None:
     """`test_invisible_real` calls every operation: an operation added later must get a row there."""
@@ -173,6 +199,28 @@ async def test_an_error_and_a_hover_naming_a_mirror_name_the_source(tmp_path: Pa
     assert "_beamProbe" not in failed.message and f"{root}/A.lean" in failed.message
     assert "_beamProbe" not in repr(failed.data)
     assert hover["contents"]["value"] == "```lean\n_private.A.0.x : Nat\n```"
+
+
+async def test_the_broker_reads_a_workspaces_lakefile_once_for_its_answers_external_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Path(os.path.realpath(fake_project(tmp_path / "proj", {"A.lean": "def x := 1\n"})))
+    mirror = f"file://{root}/A_beamProbe1.lean"
+    named = f"_private.«external:{mirror}».0.x, _private.«external:{mirror}».0.y"
+    async with open_broker({"hover": {"x": named}}) as b:
+        await call(b, "update", root, path="A.lean")
+        reads: list[str] = []
+        real = lake.read_layout
+
+        def counted(root: str | Path) -> lake.Layout:
+            reads.append(str(root))
+            return real(root)
+
+        monkeypatch.setattr(lake, "read_layout", counted)
+        for _ in range(3):
+            hover = await call(b, "hover", root, path="A.lean", version=1, line=0, character=4)
+            assert hover["contents"]["value"] == "_private.A.0.x, _private.A.0.y"
+    assert len(reads) <= 1  # the runtime's layout: read when first needed, then only when its lakefile changes
 
 
 async def test_a_mirrors_path_is_an_untracked_file_for_diagnostics_readers(tmp_path: Path) -> None:

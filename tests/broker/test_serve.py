@@ -76,6 +76,26 @@ def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fa
     assert gone.code == 1 and gone.json["running"] is False
 
 
+def test_serve_replaces_a_plain_file_left_at_the_socket_path(fake_cli: Cli) -> None:
+    # Finding: a regular file at the socket path (not a socket: a copy, a crash mid-write) made `serve` fail binding
+    # with EADDRINUSE and a traceback; under the lock nothing else can be using that path.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    paths.socket.write_text("left over\n", encoding="utf-8")
+    read_end, write_end = os.pipe()
+    argv = [*CLI, "--compact", "serve", "--ready-fd", str(write_end)]
+    proc = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, pass_fds=(write_end,), start_new_session=True)
+    fake_cli.pids.append(proc.pid)
+    os.close(write_end)
+    try:
+        assert _ready(read_end).startswith(b"ready")
+    finally:
+        os.close(read_end)
+    assert paths.socket.is_socket()
+    assert fake_cli("--compact", "stop").code == 0
+    assert proc.wait(timeout=READY_TIMEOUT) == 0
+
+
 def test_recover_removes_what_a_dead_daemon_left(fake_cli: Cli) -> None:
     started = fake_cli("--compact", "daemon", "start")
     assert started.code == 0, started.stderr
@@ -217,3 +237,28 @@ def test_recover_force_ends_a_daemon_that_answers_but_does_not_stop_in_time(fake
         f"ended the daemon for {fake_cli.cwd} that did not stop within 2 s (pid {stuck.pid})",
         f"removed {paths.socket}",
     ]
+
+
+def test_recover_force_spares_the_other_programs_of_a_foreground_serve_s_process_group(fake_cli: Cli) -> None:
+    # Finding: `recover --force` signalled the process group of the daemon's pid. A foreground `serve` in a shell
+    # pipeline (`lean-beam serve | tee log`) leads its job's group without leading a session, so `tee` died too.
+    paths = _paths(fake_cli)
+    client.ensure_private_dir(paths.directory)
+    argv = [sys.executable, "-c", STUCK, str(paths.lock), str(paths.socket)]
+    # A group of its own (as a shell's job), not a session (`process_group=` needs Python 3.11).
+    stuck = subprocess.Popen(
+        argv, cwd=fake_cli.cwd, env=fake_cli.env, stdout=subprocess.PIPE, preexec_fn=lambda: os.setpgid(0, 0)
+    )
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    sibling = subprocess.Popen(sleeper, preexec_fn=lambda: os.setpgid(0, stuck.pid))
+    try:
+        assert stuck.stdout is not None and _ready(stuck.stdout.fileno()).startswith(b"ready")
+        forced = fake_cli("--compact", "recover", "--force", "--timeout", "2")
+        assert forced.code == 0, forced.stdout + forced.stderr
+        assert stuck.wait(timeout=READY_TIMEOUT) == -signal.SIGTERM
+        assert sibling.poll() is None, "a program of the serve's shell job was killed"
+    finally:
+        for proc in (stuck, sibling):
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.communicate(timeout=READY_TIMEOUT)

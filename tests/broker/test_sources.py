@@ -41,6 +41,9 @@ def test_header_imports_skip_comments_and_stop_at_the_first_command() -> None:
         ("module\nmeta import A\npublic meta import B\nimport all C\n", ("A", "B", "C")),
         ("/- /- nested -/\nimport A\n-/\nimport B\n", ("B",)),  # still in the outer comment
         ("prelude import A\n", ("A",)),
+        ("prelude\nimport\n  A.B\nimport C\n", ("A.B", "C")),  # the name on the next line (Lean 4.35 `--deps`)
+        ("import all\n  A\n", ("A",)),
+        ("import /- why -/\n -- note\n  A\ndef x := 1\n", ("A",)),
     ],
 )
 def test_header_imports_are_the_ones_lean_reads(text: str, imports: tuple[str, ...]) -> None:
@@ -52,6 +55,7 @@ def test_the_header_text_is_everything_before_the_first_command() -> None:
     text = "/- doc -/\nprelude\nimport A\n\n-- note\ntheorem x : True := trivial\nimport Z\n"
     assert header_text(text) == "/- doc -/\nprelude\nimport A\n\n-- note\n"
     assert header_text("import A\n") == "import A\n" and header_text("") == ""
+    assert header_text("prelude\nimport\n  A\ndef x := 1\n") == "prelude\nimport\n  A\n"
 
 
 def test_text_hash_ignores_line_ending_style() -> None:

@@ -15,7 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from beam_broker import Broker, BrokerError, CallContext, DiagnosticEvent, FileProgressEvent, PreparationEvent
+from beam_broker import (
+    Broker,
+    BrokerError,
+    CallContext,
+    DiagnosticEvent,
+    FileProgressEvent,
+    PreparationEvent,
+    SetupEvent,
+)
 from beam_broker import errors as codes
 from tests.support import projects
 
@@ -224,6 +232,29 @@ async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_reco
         assert still.code == codes.SYNC_BARRIER_INCOMPLETE and still.data is not None and still.data["saveDeps"] == []
         refreshed = await call(broker, "refresh", root, path="Demo/Proofs.lean")
     assert refreshed["version"] == 1 and refreshed["diagnostics"]["counts"]["error"] == 0
+
+
+async def test_an_import_rebuilt_again_after_the_setup_built_it_is_not_taken_as_loaded(tmp_path: Path) -> None:
+    """Lake's setup built the import (a `Built` line) and the worker loaded that build; a later build before the
+    first barrier was taken for what the worker loaded (the disk as it was at the barrier): a false current."""
+    root = fake_project(
+        tmp_path / "p", {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\n"}
+    )
+    olean = root / ".lake/build/lib/lean/Demo/Basic.olean"
+    built = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}, "severity": 3}
+    lean = {"diagnostics": {"Proofs.lean": [{**built, "message": "✔ [1/2] Built Demo.Basic"}]}}
+
+    def emit(event: Any) -> None:
+        if isinstance(event, SetupEvent):  # after the worker loaded the setup's build: another `lake build`
+            olean.write_bytes(os.urandom(16))
+
+    async with open_broker(lean, env=fake_lake(tmp_path / "bin")) as broker:
+        await call(broker, "save", root, path="Demo/Basic.lean")
+        err = await error_of(broker, "sync", root, ctx=CallContext(emit=emit), path="Demo/Proofs.lean")
+    assert err.code == codes.SYNC_BARRIER_INCOMPLETE and err.data is not None
+    assert err.data["staleDirectDeps"] == [
+        {"module": "Demo.Basic", "path": "Demo/Basic.lean", "needsSave": False, "direct": True}
+    ]
 
 
 SRC_DIR_PROJECT = {

@@ -57,9 +57,14 @@ def _env(root: Path) -> dict[str, str]:
 def imports_of(source: str) -> list[str]:
     """Module names imported by a Lean file header (`prelude`, comments and blank lines skipped)."""
     out: list[str] = []
+    awaiting = False  # an `import` alone on its line: Lean reads the module name on the next one
     for line in source.splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("--") or stripped == "prelude" or stripped == "module":
+            continue
+        if awaiting or stripped == "import":
+            out.extend(stripped.split()[:1] if awaiting else [])
+            awaiting = not awaiting
             continue
         m = _IMPORT.match(line)
         if m is None:

@@ -168,6 +168,7 @@ MODULES: tuple[Module, ...] = (
                 "header",
                 ("fixture", "prelude\nimport Truth.Top\n"),
                 ("moreImports", "prelude\nimport Truth.Top\nimport Truth.Right\n"),
+                ("nameBelow", "prelude\nimport\n  Truth.Top\n"),  # one import to Lean: its name on the next line
             ),
             _slot(
                 "five",

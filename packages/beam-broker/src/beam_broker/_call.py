@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from .workspace import WorkspaceDescriptor, resolve_path
 if TYPE_CHECKING:
     from beam_lsp import DiagnosticsEvent, LeanClient, LspEvent, Position, SyncResult
 
-    from ._documents import DocState
+    from ._documents import DocState, FileKey
     from ._freshness import Stale
     from .runtime import WorkspaceRuntime
 
@@ -71,13 +71,25 @@ class Watch:
     seen: set[str] = dataclasses.field(default_factory=set)
     built_imports: bool = False
     """Lake's setup for the document built something (a setup line said `Built`)."""
+    built_oleans: Mapping[str, FileKey | None] | None = None
+    """The `.olean` files of the document's imports when the last `Built` line came (`on_disk`): what its worker
+    loaded. Taken then, not at the barrier: a build in between is not what the worker loaded."""
+    on_disk: Callable[[], Mapping[str, FileKey | None] | None] | None = None
     _blocking: bool = False
 
-    def bind(self, doc: DocState, changed: bool) -> None:
-        """Set the tracked version; an unchanged document continues from its last known progress."""
+    def bind(
+        self, doc: DocState, changed: bool, on_disk: Callable[[], Mapping[str, FileKey | None] | None] | None = None
+    ) -> None:
+        """Set the tracked version; an unchanged document continues from its last known progress.
+
+        `on_disk` gives the `.olean` files of the document's imports as they are (`Freshness.on_disk`).
+        """
         self.version = doc.version
         if not changed and self.progress.updates == 0:
             self.progress = doc.progress.copy()
+        self.on_disk = on_disk
+        if on_disk is not None and self.built_imports:  # a `Built` line came before the document was known
+            self.built_oleans = on_disk()
 
     def note(self, event: DiagnosticsEvent, scope: str | None) -> list[BrokerEvent]:
         """Events for the diagnostics a publish added that were not seen before.
@@ -96,7 +108,9 @@ class Watch:
                 continue
             self.seen.add(key)
             if verdict.is_setup_line(d):
-                self.built_imports = self.built_imports or " Built " in d.message
+                if " Built " in d.message:
+                    self.built_imports = True
+                    self.built_oleans = self.on_disk() if self.on_disk is not None else self.built_oleans
                 out.append(SetupEvent(d.message.strip(), self.path))
             if scope is not None and verdict.scoped(d, scope, any_blocking=self._blocking):
                 item = verdict.item(d, path=self.path, uri=self.uri, version=event.version)
@@ -250,7 +264,7 @@ class Call:
         with unwrap_group():
             async with self.watch(client, watch, scope):
                 client, doc, changed = await self.update(path)
-                watch.bind(doc, changed)
+                watch.bind(doc, changed, lambda: rt.freshness.on_disk(doc.loaded))
                 if changed:  # Lean elaborates the file meanwhile: ask Lake what Beam does not know yet
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(rt.freshness.learn, doc.imports, rt.documents.held())
@@ -258,7 +272,7 @@ class Call:
                 else:
                     result = await client.sync(doc.uri)
         stale = await rt.freshness.stale(
-            doc.imports, doc.loaded, rt.documents.held(), settle=True, rebuilt_at_setup=watch.built_imports
+            doc.imports, doc.loaded, rt.documents.held(), settle=True, rebuilt_at_setup=watch.built_oleans
         )
         await rt.tell_rebuilt()
         sync = self.interpret(result, watch.progress, scope, include_items=include_items, doc=doc, stale=stale)

@@ -64,6 +64,7 @@ def _scan(head: str, *, complete: bool) -> tuple[tuple[str, ...], int] | None:
     out: list[str] = []
     depth = 0  # block comments open at the start of the line
     offset = 0
+    awaiting = False  # the last `import` has no module name yet: Lean reads it on a later line (`import\n  A`)
     lines = head.splitlines(keepends=True)
     for i, raw in enumerate(lines):
         if not complete and i == len(lines) - 1:
@@ -71,18 +72,22 @@ def _scan(head: str, *, complete: bool) -> tuple[tuple[str, ...], int] | None:
         start, offset = offset, offset + len(raw)
         code, depth = _code(raw, depth)
         words = code.split()
-        while words and words[0] in ("prelude", "module"):
+        while not awaiting and words and words[0] in ("prelude", "module"):
             words = words[1:]
         if not words:
             continue
         # Lean 4's module system: `public`, `meta` (in that order) before `import`, `all` after it.
-        words = words[1:] if words[0] == "public" else words
-        words = words[1:] if words[:1] == ["meta"] else words
-        if words[:1] != ["import"]:
+        lead = words[1:] if words[0] == "public" else words
+        lead = lead[1:] if lead[:1] == ["meta"] else lead
+        if not awaiting and lead[:1] != ["import"]:
             return tuple(out), start
-        for name in words[1:]:
-            if name not in ("all", "import", "public", "meta") and name not in out:
-                out.append(name)
+        for word in words:
+            if word == "import":
+                awaiting = True
+            elif word not in ("all", "public", "meta"):
+                awaiting = False
+                if word not in out:
+                    out.append(word)
     return (tuple(out), len(head)) if complete else None
 
 

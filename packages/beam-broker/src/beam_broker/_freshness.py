@@ -268,6 +268,10 @@ class Freshness:
         """What a worker opened now (or restarted by a header change) will load for `imports`."""
         return Loaded(imports, self._olean_keys(await self.closure(imports)))
 
+    def on_disk(self, loaded: Loaded | None) -> dict[str, FileKey | None] | None:
+        """The `.olean` files of `loaded`'s modules as they are now (None when `loaded` is unknown)."""
+        return None if loaded is None else {name: _stat(self._olean(name)) for name in loaded.oleans}
+
     def outdated(self, loaded: Loaded | None, imports: tuple[str, ...]) -> bool:
         """Whether a worker that loaded `loaded` no longer has the artifacts on disk (or other imports now)."""
         if loaded is None or loaded.imports != imports:
@@ -282,7 +286,7 @@ class Freshness:
         held: Mapping[str, str],
         *,
         settle: bool = False,
-        rebuilt_at_setup: bool = False,
+        rebuilt_at_setup: Mapping[str, FileKey | None] | None = None,
     ) -> list[Stale]:
         """The stale imports of a Lean document, imports first (the order to save them in).
 
@@ -293,13 +297,15 @@ class Freshness:
                 artifacts were made from makes it stale as its file would.
             settle: A barrier of this worker just completed: the first one confirms `loaded`.
             rebuilt_at_setup: Lake's setup for this worker built imports (its setup lines said so): the worker
-                loaded what Lake built, so an unconfirmed `loaded` is taken from the disk as it is now.
+                loaded what Lake built, the `.olean` files as they were when the setup said so (`on_disk` then),
+                and an unconfirmed `loaded` is taken from them. Not from the disk as it is now: a build since
+                (another `lake build` while the worker elaborated) is not what the worker loaded.
         """
         nodes = await self.closure(imports)
         oleans = self._oleans(nodes)
         if loaded is not None and settle and not loaded.confirmed:
-            if rebuilt_at_setup and loaded.imports == imports:
-                loaded.oleans = dict(oleans)
+            if rebuilt_at_setup is not None and loaded.imports == imports:
+                loaded.oleans = dict(rebuilt_at_setup)
             loaded.confirmed = True
         out = self._verdicts(nodes, oleans, held, loaded, imports, first_sight=False)
         if out is None:

@@ -40,14 +40,21 @@ import dataclasses
 import logging
 import re
 import traceback
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from beam_lsp.project import is_module_name
 from beam_lsp.redaction import Redactor
 
 if TYPE_CHECKING:
+    from ._lake import Layout
     from .events import BrokerEvent, CallContext
+
+Root: TypeAlias = "str | Callable[[], Layout] | None"
+"""Where a text's `«external:…»` names are placed: the canonical workspace root (its lakefile read once per text),
+or the workspace's layout (`WorkspaceRuntime.layout`: read again only when a lakefile changes), or None."""
 
 MARK: Final = "_beamProbe"
 """What every mirror's name holds (`<Stem>_beamProbe<k>.lean`, see `MirrorPool.mirror_uri`)."""
@@ -67,29 +74,35 @@ def names_mirror(value: str) -> bool:
     return bool(_MIRROR.search(value))
 
 
-def text(value: str, root: str | None = None) -> str:
+def text(value: str, root: Root = None) -> str:
     """`value` with every mirror name replaced by its source's name (see the module docstring).
 
     Args:
         value: Any text (a Lean message, a log line, an error message).
-        root: The canonical workspace root, to name a source module as Lean does; without it an
-            `«external:…»` name keeps its form with the source's URI.
+        root: The workspace (`Root`), to name a source module as Lean does; without it an `«external:…»` name
+            keeps its form with the source's URI.
     """
     if MARK not in value:
         return value
-    value = _EXTERNAL.sub(lambda match: _module(match.group(1) + ".lean", root), value)
+    # One layout for the whole text, however many names it maps (a read parses the lakefile), and only if one does.
+    layout = None if root is None else cache(partial(_read_layout, root) if isinstance(root, str) else root)
+    value = _EXTERNAL.sub(lambda match: _module(match.group(1) + ".lean", layout), value)
     return _SUFFIX.sub("", value)
 
 
-def _module(source: str, root: str | None) -> str:
+def _read_layout(root: str) -> Layout:
+    from ._lake import read_layout  # Lake's layout rules have one home; read only when a mirror is named
+
+    return read_layout(root)
+
+
+def _module(source: str, layout: Callable[[], Layout] | None) -> str:
     """Lean's name for the module of a source file (its URI or path), else `«external:…»`.
 
-    The name is relative to the source directory of the workspace at `root` holding the file (the lakefile's
+    The name is relative to the source directory of the workspace holding the file (`layout`: the lakefile's
     `srcDir`, read on this rare path only).
     """
-    if root is not None:
-        from ._lake import read_layout  # Lake's layout rules have one home; read only when a mirror is named
-
+    if layout is not None:
         path: Path | None = None
         if source.startswith("file:"):
             from beam_lsp.documents import uri_to_path  # the pydantic-backed module, on this rare path only
@@ -97,7 +110,7 @@ def _module(source: str, root: str | None) -> str:
             path = uri_to_path(source)
         elif source.startswith("/"):
             path = Path(source)
-        name = read_layout(root).module_of(path) if path is not None else None
+        name = layout().module_of(path) if path is not None else None
         if name is not None and is_module_name(name):
             return name
     return f"«external:{source}»"
@@ -131,19 +144,19 @@ def located_in_mirror(value: Any) -> bool:
     return False
 
 
-def scrub(value: Any, root: str | None = None) -> Any:
+def scrub(value: Any, root: Root = None) -> Any:
     """A JSON value with mirrors dropped and mapped (the module docstring's rule); `value` itself when none shows.
 
     Args:
         value: A JSON value (dicts, lists, strings, numbers, booleans, None); it is never modified.
-        root: The canonical workspace root (see `text`).
+        root: The workspace (`Root`, see `text`).
     """
     if MARK not in repr(value):  # a JSON value's repr shows every key and string as it is (MARK needs no escape)
         return value
     return _walk(value, root)
 
 
-def _walk(value: Any, root: str | None) -> Any:
+def _walk(value: Any, root: Root) -> Any:
     if isinstance(value, str):
         return text(value, root)
     if isinstance(value, list | tuple):
@@ -157,7 +170,7 @@ def _walk(value: Any, root: str | None) -> Any:
     return value
 
 
-def event(ev: BrokerEvent, root: str | None = None) -> BrokerEvent | None:
+def event(ev: BrokerEvent, root: Root = None) -> BrokerEvent | None:
     """An event with mirrors mapped, or None when its payload is a location-like object in a mirror."""
     if MARK not in repr(ev):  # a dataclass's repr shows its fields' values
         return ev
@@ -167,7 +180,7 @@ def event(ev: BrokerEvent, root: str | None = None) -> BrokerEvent | None:
     return dataclasses.replace(ev, **{k: _walk(v, root) for k, v in values.items()})
 
 
-def context(ctx: CallContext, root: str | None = None) -> CallContext:
+def context(ctx: CallContext, root: Root = None) -> CallContext:
     """A call context whose events pass through `event` before they reach `ctx.emit`."""
     sink = ctx.emit
 

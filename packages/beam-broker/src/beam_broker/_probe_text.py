@@ -37,6 +37,13 @@ _SHARED_STATE = re.compile(
 )
 """What may change the state a later command sees: `in` applies a command to the next one (the next alternative's,
 in a shared version), and the rest change the environment, scopes or options."""
+_SEARCH: Final = re.compile(
+    r"(?<![\w'.])(?:exact\?%?|apply\?|rw\?|refine\?|have\?|rw_search|library_search|hint|observe\??|propose|"
+    r"try\?|hammer|duper|canonical|suggest_premises)(?![\w'])"
+)
+"""Tactics that search every declaration in scope: in a shared version they would find the declarations (or the
+copies of the goal's own declaration) that earlier alternatives left, which `run_at` would not see (an `exact?`
+closing the goal with an earlier copy of itself)."""
 _HASH_COMMAND = re.compile(r"(?<![\w'#.])#[A-Za-z_]")
 """A `#` command (`#exit` stops Lean from reading the rest, the next alternatives too)."""
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "partial", "unsafe", "nonrec"})
@@ -325,7 +332,10 @@ def _head(text: str) -> tuple[str, int, int] | None:
 
 
 def _fresh(name: str, index: int, text: str, texts: list[str]) -> Rename:
-    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions."""
+    """A name for a copy that nothing in the mirror's copy of the source (`text`) or the texts mentions.
+
+    An imported module may still declare it: `run.run_batch` then hears Lean say so (`declared_again`).
+    """
     k = index
     while True:
         fresh = f"{name}_beam{k}"
@@ -356,12 +366,15 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     applies a command to the next one); in proof mode the line above the declaration must not belong to its
     command (`open Foo in`, an attribute: `_attached`), since the copies start at the declaration's own line.
 
-    Nothing is shared inside a `mutual` block (every command after it joins the block). Parse errors are the one
-    leak (Lean resumes at the next command, so a message may land in the next alternative's span):
+    Nothing is shared inside a `mutual` block (every command after it joins the block), nor when an alternative uses
+    a tactic that searches every declaration in scope (`exact?`, `apply?`, `hint`, ...: `_SEARCH`). Parse errors
+    are the one leak (Lean resumes at the next command, so a message may land in the next alternative's span):
     `batch_parse_error` catches them. A name whose first declaration Lean mentions in a message (already
     declared, say) sends the batch back to one version each (`run.run_batch`).
     """
     if len(texts) < 2 or _in_mutual(source[: basis.prefix_end]) or not all(map(_closed, texts)):
+        return False
+    if any(_SEARCH.search(text) for text in texts):
         return False
     if basis.mode == "proof":
         return not _attached(source[:declaration_start]) and _tactics_shareable(
@@ -392,10 +405,15 @@ def shareable(texts: list[str], basis: Basis, source: str, declaration_start: in
     return True
 
 
+_MUTUAL: Final = re.compile(r"^[ \t]*(?:/-.*?-/[ \t]*)*mutual(?![\w'])", re.MULTILINE)
+"""A `mutual` command: indented, or after a comment on its line, too (Lean reads it wherever a command may start)."""
+_END: Final = re.compile(r"^[ \t]*end(?![\w'])", re.MULTILINE)
+
+
 def _in_mutual(prefix: str) -> bool:
     """Whether the text ends inside a `mutual` block (every command after it would join the block)."""
-    start = max(prefix.rfind("\nmutual"), 0 if prefix.startswith("mutual") else -1)
-    return start >= 0 and re.search(r"\nend\b", prefix[start + 1 :]) is None
+    ends = [found.end() for found in _MUTUAL.finditer(prefix)]
+    return bool(ends) and _END.search(prefix, ends[-1]) is None
 
 
 def _closed(text: str) -> bool:
@@ -485,6 +503,11 @@ def _tactics_shareable(texts: list[str], declaration: str) -> bool:
 def in_message(message: str, name: str) -> bool:
     """Whether a message of Lean's mentions `name` (quoted `'name'` or `` `name` ``, or in a dotted name too)."""
     return _in_message(name).search(message) is not None
+
+
+def declared_again(message: str, name: str) -> bool:
+    """Whether a message of Lean's says `name` was already declared (by an imported module, for a fresh name)."""
+    return "has already been declared" in message and in_message(message, name)
 
 
 def _in_message(name: str) -> re.Pattern[str]:

@@ -42,6 +42,7 @@ from beam_lsp.strict_json import find_invalid_text
 from . import _outbound as outbound
 from ._call import Call
 from ._documents import ClosedStates
+from ._lake import Layout, read_layout
 from ._metrics import SUCCESS
 from ._serve.admission import LANES, Admission
 from ._serve.governor import Governor
@@ -242,7 +243,7 @@ class Broker:
                 return await self._call(spec, inp, ctx or CallContext())
         except BrokerError as exc:
             outcome = exc.code
-            clean = _unseen(exc, root).redacted(self.redactor)
+            clean = _unseen(exc, None if root is None else _placed(self, root)).redacted(self.redactor)
             self.errors.append(
                 {"at": round(time.time(), 3), "tool": spec.tool if spec else name, "code": exc.code, "root": root}
             )
@@ -270,7 +271,7 @@ class Broker:
     async def _call(self, spec: Operation, inp: BaseModel, ctx: CallContext) -> dict[str, Any]:
         """Run one validated call: everything it answers and emits passes `_outbound` (mirrors are invisible)."""
         workspace = cast(HasWorkspace, inp).workspace
-        ctx = outbound.context(ctx, workspace.root)
+        ctx = outbound.context(ctx, _placed(self, workspace.root))
         path = inp.path if isinstance(inp, PathInput) else None
         if path is not None:  # before anything runs: no event, no runtime, no Lean for a file that is no source
             check_lean_source(workspace.root, path)
@@ -280,7 +281,7 @@ class Broker:
                 result: BaseModel = await spec.run(self, inp)
         else:
             result = await self._on_runtime(spec, Call(await self._claim(workspace), ctx, workspace, path), inp)
-        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), workspace.root)
+        out: dict[str, Any] = outbound.scrub(result.model_dump(mode="json"), _placed(self, workspace.root))
         return out
 
     async def _on_runtime(
@@ -350,7 +351,7 @@ class Broker:
             return {"uptimeMs": 0, "workspaces": {}}
         stats = {
             "uptimeMs": int((time.monotonic() - self._started) * 1000),
-            "workspaces": {rt.key: outbound.scrub(rt.stats(), rt.root) for rt in runtimes},
+            "workspaces": {rt.key: outbound.scrub(rt.stats(), rt.layout) for rt in runtimes},
         }
         redacted: dict[str, Any] = self.redactor.redact_json(stats)
         return redacted
@@ -364,7 +365,7 @@ class Broker:
         if rt is None:
             return None
         snapshot = {"stats": rt.stats(), "open_files": await rt.open_files()}
-        clean: dict[str, Any] = outbound.scrub(snapshot, rt.root)
+        clean: dict[str, Any] = outbound.scrub(snapshot, rt.layout)
         return clean
 
     def drain(self) -> None:
@@ -454,7 +455,7 @@ class Broker:
             if snap is not None and self.governor.evicted(canonical) and canonical not in owner.documents.docs:
                 return evicted(canonical)  # closed to free memory: unknown, not clean
             if snap is not None:
-                clean: dict[str, Any] = outbound.scrub(snap, owner.root)
+                clean: dict[str, Any] = outbound.scrub(snap, owner.layout)
                 return clean
         if self.governor.evicted(canonical):  # its workspace was shut down to free memory: unknown, not clean
             return evicted(canonical)
@@ -484,12 +485,25 @@ def evicted(canonical: str) -> dict[str, Any]:
     return {"path": canonical, "tracked": True, "availability": "evicted", "diagnostics": [], "open": False}
 
 
+def _placed(broker: Broker, root: str) -> Callable[[], Layout]:
+    """The layout `_outbound` places a root's `«external:…»` names with, looked up when a name needs it.
+
+    Its runtime's (the lakefile read again only when it changes); read from the lakefile while none is open.
+    """
+
+    def layout() -> Layout:
+        rt = broker.cached(root)
+        return rt.layout() if rt is not None else read_layout(root)
+
+    return layout
+
+
 def _untracked(canonical: str) -> dict[str, Any]:
     """The diagnostics resource of a file no workspace tracks."""
     return {"path": canonical, "tracked": False, "availability": "pending", "diagnostics": []}
 
 
-def _unseen(exc: BrokerError, root: str | None) -> BrokerError:
+def _unseen(exc: BrokerError, root: outbound.Root) -> BrokerError:
     """The error with mirrors mapped in its message and data (`_outbound`); itself when neither names one."""
     message, data = outbound.text(exc.message, root), outbound.scrub(exc.data, root)
     if message == exc.message and data is exc.data:

@@ -386,19 +386,24 @@ async def _stdin_closed(process: Process) -> None:
         await wait_closed()
 
 
-def kill_tree(pid: int, pids: Sequence[int] | None = None, *, sig: int = signal.SIGKILL) -> None:
+def kill_tree(pid: int, pids: Sequence[int] | None = None, *, sig: int = signal.SIGKILL, group: bool = True) -> None:
     """Signal (SIGKILL unless `sig`) the process group of a child started in a session of its own, and its tree.
 
     What the child started in sessions of their own is not in its group (Lean's file workers; the Lean servers of
     an MCP server or a daemon), so every descendant is signalled too: `pids`, collected before the child was
     signalled (once it dies they are re-parented and cannot be found), or None to collect them now (Linux /proc).
     Call it only for a child not yet reaped: once reaped, its pid and process-group id may name another process.
-    Errors are ignored (a process may be gone already).
+    With `group=False` the process itself is signalled instead of its group (one that may share its group with
+    programs that are not its own, e.g. a command in a shell's pipeline). Errors are ignored (a process may be gone
+    already).
     """
     if pids is None:
         pids = descendants(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
     for p in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, sig)

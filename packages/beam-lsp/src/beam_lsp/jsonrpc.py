@@ -72,6 +72,7 @@ LostHandler = Callable[[BaseException], Awaitable[BeamLspError]]
 
 
 CANCEL_METHOD: Final = "$/cancelRequest"
+_NOT_AN_OBJECT: Final = "message body is not a strict JSON object"
 _CANCEL_GRACE: Final = 2.0
 
 IdKey = tuple[type, int | str]
@@ -92,7 +93,7 @@ def decode_message(body: bytes) -> dict[str, Any]:
     try:
         return _json.loads_object(body)
     except ValueError as exc:
-        raise TransportError(f"message body is not a strict JSON object: {exc}") from None
+        raise TransportError(f"{_NOT_AN_OBJECT}: {exc}") from None
 
 
 def _valid_id(rid: object) -> TypeGuard[int | str]:
@@ -310,10 +311,10 @@ class JsonRpcPeer:
                 self.protocol_errors += 1
                 log.error("error in the body handler: %s", self._failure(exc))
         try:
-            msg = decode_message(body)
-        except TransportError as exc:
+            msg = _json.loads_object(body)  # `decode_message`, one call less per message
+        except ValueError as exc:
             self.protocol_errors += 1
-            log.warning("dropping undecodable message: %s", self._redactor.redact(str(exc)))
+            log.warning("dropping undecodable message: %s", self._redactor.redact(f"{_NOT_AN_OBJECT}: {exc}"))
             return
         method = msg.get("method")
         if isinstance(method, str):

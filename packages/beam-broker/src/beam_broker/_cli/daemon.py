@@ -341,6 +341,11 @@ def run_foreground(
             os.close(ready_fd)
 
     try:
+        # Under the lock no daemon serves this root: whatever is at the socket path was left by one that died (a
+        # socket is replaced when bound; a file or a link there would make binding fail with EADDRINUSE).
+        if not paths.socket.is_socket() and (paths.socket.is_file() or paths.socket.is_symlink()):
+            log.warning("removing %s, left at the socket path (not a socket)", paths.socket)
+            paths.socket.unlink(missing_ok=True)
         paths.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")  # who holds the lock, should it stop answering
         reason = anyio.run(
             lambda: serve(paths, config, info=info, watch_interval=watch_interval, handle_signals=True, on_ready=ready)

@@ -10,7 +10,6 @@ a daemon that died or stopped answering. `serve`, `status`, `stop` and `recover`
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import shlex
@@ -322,10 +321,12 @@ def _recorded_pid(paths: client.DaemonPaths) -> int | None:
 
 def _end(paths: client.DaemonPaths, pid: int, timeout: float) -> bool:
     """SIGTERM a daemon that holds the lock (and its Lean servers), then SIGKILL; whether the lock came free."""
+    try:  # `daemon start` leads a session (and group) of its own; a foreground `serve` is in its shell's job,
+        own_group = os.getsid(pid) == pid  # whose group it may lead with other programs (`serve | tee log`)
+    except OSError:
+        own_group = False
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        kill_tree(pid, sig=sig)  # its process group and every descendant (the Lean servers)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)  # a foreground `serve` leads no process group of its own
+        kill_tree(pid, sig=sig, group=own_group)  # it (or its group) and every descendant (the Lean servers)
         if _lock_free(paths, timeout):
             return True
     return False

@@ -265,7 +265,8 @@ async def run_batch(
     copy's names mapped back), and in proof mode the goals after it (or at the basis when it failed). None when
     the answer cannot be split that way: a parse error (after which Lean resumes at the next command and a
     message may land in the next alternative's span), a message about a name that copies declare under fresh
-    names (already declared, say: the copies would not hear it), or Lean did not finish. The caller then runs
+    names (already declared, say: the copies would not hear it), a fresh name Lean already has (an imported
+    module declares it), or Lean did not finish. The caller then runs
     them one by one.
     """
     built = probe.shared(source, basis, texts, declaration_start)
@@ -278,6 +279,15 @@ async def run_batch(
         alternative = built.alternatives[index]
         if any(
             probe.in_message(d.message, name) for d in diags if probe.in_span(d, alternative.copy, alternative.stop)
+        ):
+            return None
+    for alternative in built.alternatives:
+        # A fresh name is checked against the texts only: an imported module may declare it too (Lean then skips
+        # the copy, and its answer would be about nothing).
+        if alternative.rename is not None and any(
+            probe.declared_again(d.message, alternative.rename.fresh)
+            for d in diags
+            if probe.in_span(d, alternative.copy, alternative.stop)
         ):
             return None
     before: list[m.ProofState | None] = []  # the goals at the basis, asked once for every failed alternative
