@@ -181,19 +181,44 @@ async def test_a_version_pinned_before_the_budget_shut_its_runtime_down_names_th
     tmp_path: Path,
 ) -> None:
     a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    b = project(tmp_path, "b", "B1.lean")
     async with fake_broker(memory_budget_mib=50) as broker:
         on = metered(broker)
         await call(broker, "sync", a, path="A1.lean")
         await call(broker, "sync", a, path="A2.lean")
-        on["on"] = True  # 160 MiB: closing both documents frees too little, so the runtime goes whole
+        await call(broker, "sync", b, path="B1.lean")  # the most recently used runtime: never shut down for memory
+        on["on"] = True  # 290 MiB: closing every document frees too little, so a (the older) goes whole
         await broker.governor.govern()
-        assert broker.status()["evictions"] == [{"kind": "workspace", "reason": "memory", "count": 1}]
+        assert broker.status()["evictions"] == [
+            {"kind": "document", "reason": "memory", "count": 1},
+            {"kind": "workspace", "reason": "memory", "count": 1},
+        ]
+        assert broker.cached(str(a)) is None and broker.cached(str(b)) is not None
         on["on"] = False
         (a / "A1.lean").write_text(EDITED)
         failure = await error_of(broker, "hover", a, path="A1.lean", version=1, line=1, character=8)
         assert failure.data is not None and failure.data["reason"] == "documentVersionMismatch"
         # A2 is the text version 1 named: the new runtime's version 1 still names it
         await call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
+
+
+async def test_the_most_recently_used_runtime_is_never_shut_down_for_memory_its_idle_documents_close(
+    tmp_path: Path,
+) -> None:
+    # Finding: one workspace that alone held more than the budget was shut down in every round, so every call of
+    # the agent working in it started Lean again. Its idle documents still close.
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    async with fake_broker(memory_budget_mib=50) as broker:
+        on = metered(broker)
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "sync", a, path="A2.lean")
+        on["on"] = True  # 160 MiB against 50: both documents close, the runtime stays
+        await broker.governor.govern()
+        await broker.governor.govern()
+        assert broker.status()["evictions"] == [{"kind": "document", "reason": "memory", "count": 2}]
+        assert broker.cached(str(a)) is not None
+        again = await call(broker, "sync", a, path="A1.lean")
+        assert again["version"] == 1 and broker.status()["workspaces"][0]["sessionStarts"] == 1
 
 
 async def test_a_version_pinned_before_a_drop_is_not_current_after_an_edit(tmp_path: Path) -> None:

@@ -229,9 +229,12 @@ class Governor:
         total = sum(rt.occupancy.usage.total for _, rt in settled)
         documents: list[Candidate] = []
         workspaces: list[Candidate] = []
+        # The most recently used runtime (in use or not) is never shut down for memory: it is the one agents work
+        # in, and a budget below what it alone holds would restart its Lean on every call. Its documents may close.
+        latest = max(settled, key=lambda item: item[1].occupancy.last_active)[0] if settled else None
         for key, rt in settled:
             use = rt.occupancy
-            if use.in_flight == 0:
+            if use.in_flight == 0 and key != latest:
                 workspaces.append(Candidate(key, rt.root, None, use.last_active, use.usage.total))
             for doc in rt.documents.docs.values():
                 if doc.users == 0 and not doc.lock.locked():
