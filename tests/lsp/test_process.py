@@ -382,3 +382,18 @@ def _reader(stdout: PipeReader, push: bool) -> PipeReader:
     """The output pipe; without `push` it takes the path of every backend (trio's), here on asyncio."""
     stdout._push = push
     return stdout
+
+
+async def test_a_failed_read_of_the_output_pipe_is_a_broken_resource_not_an_os_error() -> None:
+    # The JSON-RPC peer takes a broken stream for the server's exit; a raw OSError would escape it and take the
+    # client's task group down (anyio's process stream said BrokenResourceError; the client's own pipe says so too).
+    read_end, write_end = os.pipe()
+    reader = PipeReader(read_end, push=False)
+    os.close(read_end)  # behind the reader's back: its next read fails with EBADF
+    try:
+        with pytest.raises(anyio.BrokenResourceError) as info:
+            await reader.receive()
+        assert isinstance(info.value.__cause__, OSError)
+    finally:
+        reader._fd = -1  # already closed
+        os.close(write_end)

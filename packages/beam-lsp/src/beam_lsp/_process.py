@@ -193,7 +193,7 @@ class PipeReader(ByteReceiveStream):
         Raises:
             anyio.EndOfStream: The server closed its output.
             anyio.ClosedResourceError: The reader was closed.
-            OSError: The read failed.
+            anyio.BrokenResourceError: The read failed (the `OSError` is its cause).
         """
         while True:
             if self._fd < 0:
@@ -203,6 +203,8 @@ class PipeReader(ByteReceiveStream):
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
+            except OSError as exc:  # as anyio's streams say it (the peer's account of a broken output)
+                raise anyio.BrokenResourceError(f"reading the server's output failed: {exc}") from exc
             if not data:
                 raise anyio.EndOfStream
             return data
@@ -213,7 +215,7 @@ class PipeReader(ByteReceiveStream):
         Raises:
             anyio.EndOfStream: The server closed its output.
             anyio.ClosedResourceError: The reader was closed.
-            OSError: The read failed.
+            anyio.BrokenResourceError: The read failed (the `OSError` is its cause).
             Exception: What `on_chunk` raised.
         """
         if self._push and self._fd >= 0 and _running_asyncio_loop() is not None:
@@ -273,8 +275,9 @@ class _PumpProtocol(asyncio.Protocol):
         self.finished.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if exc is not None and self.error is None:
-            self.error = exc
+        if exc is not None and self.error is None:  # a failed read (the transport's own errors are OSErrors)
+            self.error = anyio.BrokenResourceError(f"reading the server's output failed: {exc}")
+            self.error.__cause__ = exc
         self.finished.set()
 
 
