@@ -235,7 +235,7 @@ class Broker:
         try:
             if spec is None:
                 raise invalid_input(f"unknown operation {name!r}")
-            inp = self._input(spec, arguments)
+            inp = _input(spec, arguments)
             root = cast(HasWorkspace, inp).workspace.root
             if spec.scope is not Scope.WORKSPACE:
                 return await self._call(spec, inp, ctx or CallContext())
@@ -325,20 +325,6 @@ class Broker:
             if hosted is not None and hosted.runtime is runtime:  # still closing: wait until it has gone
                 with anyio.CancelScope(shield=True):
                     await hosted.done.wait()
-
-    @staticmethod
-    def _input(spec: Operation, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
-        if not isinstance(arguments, BaseModel):
-            return spec.parse(arguments)
-        if not isinstance(arguments, spec.input_model):
-            raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
-        bad = find_invalid_text(arguments.model_dump(mode="python"))
-        if bad is not None:  # a model built by hand skipped `parse`
-            raise invalid_text(spec.tool, bad)
-        # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
-        raw = cast(HasWorkspace, arguments).workspace
-        descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)
-        return arguments if descriptor == raw else arguments.model_copy(update={"workspace": descriptor})
 
     # ---- stats and reports --------------------------------------------------------------------------
     def _open(self) -> list[WorkspaceRuntime]:
@@ -483,6 +469,21 @@ class Broker:
 def evicted(canonical: str) -> dict[str, Any]:
     """The diagnostics resource of a file evicted to free memory (closed, or its workspace shut down)."""
     return {"path": canonical, "tracked": True, "availability": "evicted", "diagnostics": [], "open": False}
+
+
+def _input(spec: Operation, arguments: Mapping[str, Any] | BaseModel) -> BaseModel:
+    """A call's arguments as the operation's input model: parsed, or a model built by hand checked as `parse` would."""
+    if not isinstance(arguments, BaseModel):
+        return spec.parse(arguments)
+    if not isinstance(arguments, spec.input_model):
+        raise invalid_input(f"{spec.tool} takes {spec.input_model.__name__}, not {type(arguments).__name__}")
+    bad = find_invalid_text(arguments.model_dump(mode="python"))
+    if bad is not None:  # a model built by hand skipped `parse`
+        raise invalid_text(spec.tool, bad)
+    # A model built by hand (not by `parse`) may carry a root that is not canonical: resolve it again.
+    raw = cast(HasWorkspace, arguments).workspace
+    descriptor = resolve(raw.model_dump(), allow_vanished=spec.scope is Scope.BROKER)
+    return arguments if descriptor == raw else arguments.model_copy(update={"workspace": descriptor})
 
 
 def _placed(broker: Broker, root: str) -> Callable[[], Layout]:
