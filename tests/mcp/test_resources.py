@@ -19,6 +19,7 @@ import pytest
 from beam_mcp import McpServer, ServerConfig, _resources
 from beam_mcp._jsonrpc import classify, loads
 from beam_mcp.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
+from tests.broker.test_broker import startup_gate
 from tests.support.fixtures import fake_cmd
 
 from .support import INIT, SERVER_INFO_KEY, Collected, Harness, LeanGate, Sink, harness, modern_meta, structured
@@ -692,6 +693,32 @@ async def test_a_lean_restart_makes_known_files_pending_again(family: str, proje
         assert updates and set(updates) == {a}
         document = await read(h, family, a)
         assert (document["availability"], document["diagnostics"]) == ("pending", [])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_a_subscription_made_while_lean_starts_hears_once_when_the_start_fails(family: str, project: Path) -> None:
+    # Review finding: a failed start reported only the files its workspace knew (and the one the call named), so
+    # a subscriber of another file of that workspace, subscribed while Lean was starting, was never told that its
+    # read now fails (mcpls: "the subscriber receives one resources/updated if startup then fails").
+    async with startup_gate() as gate, harness(lean_cmd=gate.cmd(fake_cmd()), update_interval=60.0) as h:
+        await start(h, family)
+        failed: list[dict[str, Any]] = []
+        b = uri(project / "B.lean")  # never opened: not known to the workspace, not named by the call
+        async with anyio.create_task_group() as tg:
+
+            async def first_call() -> None:
+                failed.append(await h.side("tools/call", {"name": "lean_sync", "arguments": ws(project, path="A.lean")}))
+
+            tg.start_soon(first_call)
+            conn = await gate.arrived()
+            w = Watcher(h, family)
+            w.check([m for m in await w.subscribe(b) if m.get("method") != "notifications/subscriptions/acknowledged"])
+            async with conn:
+                await conn.send(b"0")  # the start fails
+        assert "error" in failed[0] or failed[0]["result"].get("isError"), failed
+        assert await w.updates() == [b]
+        response = await rpc(h, family, "resources/read", uri=b)
+        assert "error" in response, response  # ... and a re-read fails with the start's error
 
 
 # ---- legacy subscribe / unsubscribe ----------------------------------------------------------------------------

@@ -121,6 +121,9 @@ class UpdateHub:
         self._by_path: dict[str, dict[Subscriber, None]] = {}
         self._pending: dict[tuple[Subscriber, str], None] = {}
         self._timers: dict[tuple[Subscriber, str], float] = {}
+        # Subscriptions whose last read failed (Lean starting, or its start failed): re-read on every change report,
+        # because a failed start reports only the files its workspace knew, not every file a client subscribed to.
+        self._unreadable: dict[tuple[Subscriber, str], None] = {}
         self._bell = anyio.Event()
         self._closed = False
 
@@ -133,10 +136,12 @@ class UpdateHub:
     def changed(self, path: str) -> None:
         """Broker listener: the cached diagnostics of `path` (canonical) changed. Never blocks."""
         subscribers = self._by_path.get(path)
-        if not subscribers or self._closed:
+        if not (subscribers or self._unreadable) or self._closed:
             return
-        for subscriber in subscribers:
+        for subscriber in subscribers or ():
             self._mark(subscriber, path)
+        for key in self._unreadable:
+            self._mark(*key)
         self._bell.set()
 
     def recheck(self) -> None:
@@ -176,10 +181,17 @@ class UpdateHub:
         read = self._read(path)
         if first:
             watch.fingerprint = read[0]
+            self._note_readable(subscriber, path, read)
         return read[2]
 
-    def _read(self, path: str) -> tuple[bytes, bool, bool]:
-        """(fingerprint, still elaborating, has a snapshot) of a file's resource.
+    def _note_readable(self, subscriber: Subscriber, path: str, read: tuple[bytes, bool, bool, bool]) -> None:
+        if read[3]:
+            self._unreadable[(subscriber, path)] = None
+        else:
+            self._unreadable.pop((subscriber, path), None)
+
+    def _read(self, path: str) -> tuple[bytes, bool, bool, bool]:
+        """(fingerprint, still elaborating, has a snapshot, failed) of a file's resource.
 
         A read that fails (the workspace's Lean is starting, or failed to start) has a fingerprint of its own: a
         change between failing and answering is an update, so a subscriber re-reads into the error (mcpls sends
@@ -192,8 +204,9 @@ class UpdateHub:
                 hashlib.blake2b(f"unreadable:{exc}".encode("utf-8", "replace"), digest_size=16).digest(),
                 False,
                 False,
+                True,
             )
-        return _fingerprint(document), document["elaboration"] == "processing", has_snapshot(document)
+        return _fingerprint(document), document["elaboration"] == "processing", has_snapshot(document), False
 
     def replay(self, subscriber: Subscriber, path: str, uri: str) -> None:
         """Send the one update a new subscription gets when the file already has a snapshot."""
@@ -232,6 +245,7 @@ class UpdateHub:
             self._by_path.pop(path, None)
         self._pending.pop((subscriber, path), None)
         self._timers.pop((subscriber, path), None)
+        self._unreadable.pop((subscriber, path), None)
 
     def close(self, subscriber: Subscriber) -> None:
         """End a subscriber: nothing more is sent for it, including updates already queued but not written."""
@@ -286,14 +300,15 @@ class UpdateHub:
                 del self._timers[key]
                 self._mark(*key)
         pending, self._pending = self._pending, {}
-        documents: dict[str, tuple[bytes, bool, bool]] = {}
+        documents: dict[str, tuple[bytes, bool, bool, bool]] = {}
         for subscriber, path in pending:
             watch = subscriber.watches.get(path)
             if watch is None or subscriber.closed or watch.in_flight:
                 continue  # an update still queued absorbs this change; `_flushed` looks again
             if path not in documents:
                 documents[path] = self._read(path)
-            fingerprint, processing, _ = documents[path]
+            fingerprint, processing, _, _ = documents[path]
+            self._note_readable(subscriber, path, documents[path])
             watch.dirty = False
             if fingerprint == watch.fingerprint:
                 self._timers.pop((subscriber, path), None)
