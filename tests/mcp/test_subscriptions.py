@@ -311,3 +311,21 @@ async def test_after_close_all_nothing_is_delivered_and_the_task_ends() -> None:
             cache.hub.recheck()
             cache.hub.replay(subscriber, A, UA)
     assert stream.uris() == []
+
+
+async def test_an_unwritten_update_of_an_unsubscribed_spelling_is_dropped_while_other_spellings_stay() -> None:
+    # Review finding: a queued update was skipped only when the file's last spelling was unsubscribed; with another
+    # spelling still subscribed, the unsubscribed one's update was still written after `resources/unsubscribe`
+    # answered (over HTTP the update's stream and the response's are not ordered).
+    link = "lsp-diagnostics:///link/A.lean"
+    async with running(0) as cache:
+        stream = Stream(hold=True)
+        subscriber = Subscriber(stream)
+        cache.hub.subscribe(subscriber, A, UA)
+        cache.hub.subscribe(subscriber, A, link)
+        cache.publish(A, document(1))
+        await settle()
+        assert len(stream.unflushed) == 2
+        cache.hub.unsubscribe(subscriber, UA, lambda: A)
+        stream.flush()
+        assert stream.uris() == [link]

@@ -268,12 +268,13 @@ class UpdateHub:
         self._timers.pop((subscriber, path), None)
         flushed = functools.partial(self._flushed, subscriber, path, watch)
 
-        def live() -> bool:
-            return not subscriber.closed and subscriber.watches.get(path) is watch
+        def live(uri: str) -> bool:
+            # Per spelling: unsubscribing one spelling of a file drops its unwritten update, not the others'.
+            return not subscriber.closed and subscriber.watches.get(path) is watch and uri in watch.uris
 
         for uri in uris:
             watch.in_flight += 1
-            subscriber.send(subscriber.notification(uri), flushed, live)
+            subscriber.send(subscriber.notification(uri), flushed, functools.partial(live, uri))
 
     def _flushed(self, subscriber: Subscriber, path: str, watch: _Watch) -> None:
         watch.in_flight -= 1
