@@ -721,6 +721,27 @@ async def test_a_subscription_made_while_lean_starts_hears_once_when_the_start_f
         assert "error" in response, response  # ... and a re-read fails with the start's error
 
 
+async def test_a_failed_resubscribe_keeps_the_subscription_it_repeats(project: Path) -> None:
+    # Review finding: a `resources/subscribe` answered with the failed start's error rolled back the URI it named,
+    # so repeating a subscription the session already held silently ended it.
+    async with startup_gate() as gate, harness(lean_cmd=gate.cmd(fake_cmd()), update_interval=60.0) as h:
+        await h.initialize()
+        a = uri(project / "A.lean")
+        w = Watcher(h, "legacy")
+        await w.subscribe(a)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.answer_next, b"0")  # the start fails
+            failed = await h.side("tools/call", {"name": "lean_sync", "arguments": ws(project, path="A.lean")})
+        assert "error" in failed, failed
+        await settled(h)
+        again = await h.request("resources/subscribe", {"uri": a})
+        assert "error" in again, again  # subscribing into a failed start is an error (mcpls) ...
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.answer_next, b"1")  # a later start succeeds
+            await sync(h, project, "A.lean")
+        assert a in await w.updates()  # ... but the subscription it repeated still stands
+
+
 # ---- legacy subscribe / unsubscribe ----------------------------------------------------------------------------
 async def test_unsubscribe_by_the_spelling_used_works_after_the_symlink_moves(project: Path, tmp_path: Path) -> None:
     link = tmp_path / "link"

@@ -214,6 +214,7 @@ class ResourceMethods:
                 f"resources/subscribe: a session holds at most {MAX_SUBSCRIPTIONS} subscriptions",
                 {"limit": MAX_SUBSCRIPTIONS},
             )
+        held = subscriber.aliases.get(uri) == path  # a repeat: a failure below must not end what the session holds
         # Record, then check: a change after this point is reported; one before it is in the replay.
         replay = self._hub.subscribe(subscriber, path, uri)
         broker = self._broker()
@@ -224,7 +225,8 @@ class ResourceMethods:
             # A Lean server that is still starting: the subscription stands (a failed start sends an update); one
             # that failed to start: roll back and answer its error (mcpls).
             if not (isinstance(exc, broker_errors.BrokerError) and exc.code == broker_errors.SERVER_STARTING):
-                self._hub.unsubscribe(subscriber, uri, lambda: path)
+                if not held:
+                    self._hub.unsubscribe(subscriber, uri, lambda: path)
                 raise
         Dispatcher.respond(channel, outlet, req.id, {})
         if replay:
