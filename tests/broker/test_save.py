@@ -224,3 +224,28 @@ async def test_close_save_then_close_is_idempotent_on_real_lean(broker: Broker, 
     assert (await call(broker, "close", demo_root, path="Demo/Proofs.lean"))["closed"] is True
     reopened = await call(broker, "update", demo_root, path="Demo/Proofs.lean")
     assert (reopened["version"], reopened["changed"]) == (1, True)
+
+
+async def test_lakes_stderr_is_redacted_by_line_even_when_a_secret_arrives_in_two_reads(tmp_path: Path) -> None:
+    # Review finding: stderr was redacted per read, so a secret that Lake wrote in two pieces (two reads of the
+    # pipe) came out as two tail lines that together spelled it, past the redactor and every later one.
+    import sys
+
+    from beam_broker import _lake as lake
+    from beam_lsp.redaction import Redactor
+
+    secret = "tok-0123456789abcdef"
+    child = (
+        "import fcntl, os, struct, termios, time\n"
+        "def unread():\n"
+        "    return struct.unpack('i', fcntl.ioctl(2, termios.FIONREAD, b'\\0\\0\\0\\0'))[0]\n"
+        f"os.write(2, b'fetch failed: {secret[:8]}')\n"
+        "while unread():  # until the first piece was read: the rest arrives in a read of its own\n"
+        "    time.sleep(0.001)\n"
+        f"os.write(2, b'{secret[8:]} denied\\n')\n"
+    )
+    redactor = Redactor({"LAKE_API_TOKEN": secret})
+    with anyio.fail_after(30):
+        code, lines = await lake.run([sys.executable, "-c", child], cwd=str(tmp_path), env=os.environ, redactor=redactor)
+    assert code == 0
+    assert lines == ["fetch failed: [redacted:LAKE_API_TOKEN] denied"]

@@ -250,8 +250,14 @@ async def run(
 
         async def drain_stderr() -> None:
             assert proc.stderr is not None
+            # By line, not by read: a secret written in two pieces arrives in two reads and must be matched whole.
+            pending = b""
             async for chunk in proc.stderr:
-                lines.extend(redactor.redact(chunk.decode("utf-8", "replace")).splitlines())
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                lines.extend(redactor.redact(raw.decode("utf-8", "replace")).rstrip("\r") for raw in complete)
+            if pending:
+                lines.append(redactor.redact(pending.decode("utf-8", "replace")))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain_stderr)
