@@ -246,6 +246,8 @@ async def test_lakes_stderr_is_redacted_by_line_even_when_a_secret_arrives_in_tw
     )
     redactor = Redactor({"LAKE_API_TOKEN": secret})
     with anyio.fail_after(30):
-        code, lines = await lake.run([sys.executable, "-c", child], cwd=str(tmp_path), env=os.environ, redactor=redactor)
+        code, lines = await lake.run(
+            [sys.executable, "-c", child], cwd=str(tmp_path), env=os.environ, redactor=redactor
+        )
     assert code == 0
     assert lines == ["fetch failed: [redacted:LAKE_API_TOKEN] denied"]

@@ -696,7 +696,9 @@ async def test_a_lean_restart_makes_known_files_pending_again(family: str, proje
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-async def test_a_subscription_made_while_lean_starts_hears_once_when_the_start_fails(family: str, project: Path) -> None:
+async def test_a_subscription_made_while_lean_starts_hears_once_when_the_start_fails(
+    family: str, project: Path
+) -> None:
     # Review finding: a failed start reported only the files its workspace knew (and the one the call named), so
     # a subscriber of another file of that workspace, subscribed while Lean was starting, was never told that its
     # read now fails (mcpls: "the subscriber receives one resources/updated if startup then fails").
@@ -707,7 +709,8 @@ async def test_a_subscription_made_while_lean_starts_hears_once_when_the_start_f
         async with anyio.create_task_group() as tg:
 
             async def first_call() -> None:
-                failed.append(await h.side("tools/call", {"name": "lean_sync", "arguments": ws(project, path="A.lean")}))
+                arguments = ws(project, path="A.lean")
+                failed.append(await h.side("tools/call", {"name": "lean_sync", "arguments": arguments}))
 
             tg.start_soon(first_call)
             conn = await gate.arrived()
