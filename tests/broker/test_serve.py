@@ -50,16 +50,22 @@ def _child(argv: list[str], cli: Cli) -> Iterator[subprocess.Popen[bytes]]:
         proc.communicate(timeout=READY_TIMEOUT)  # reaps it and closes its pipes
 
 
-def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fake_cli: Cli) -> None:
+def _serving(cli: Cli) -> subprocess.Popen[bytes]:
+    """`lean-beam serve` in the foreground, once it said it accepts connections (`--ready-fd`)."""
     read_end, write_end = os.pipe()
     argv = [*CLI, "--compact", "serve", "--ready-fd", str(write_end)]
-    proc = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, pass_fds=(write_end,), start_new_session=True)
-    fake_cli.pids.append(proc.pid)
+    proc = subprocess.Popen(argv, cwd=cli.cwd, env=cli.env, pass_fds=(write_end,), start_new_session=True)
+    cli.pids.append(proc.pid)
     os.close(write_end)
     try:
         assert _ready(read_end).startswith(b"ready")
     finally:
         os.close(read_end)
+    return proc
+
+
+def test_serve_runs_the_daemon_in_the_foreground_and_status_and_stop_drive_it(fake_cli: Cli) -> None:
+    proc = _serving(fake_cli)
     paths = _paths(fake_cli)
     assert paths.pid.read_text().strip() == str(proc.pid), "the lock holder's pid is on record"
     status = fake_cli("--compact", "status")
@@ -82,15 +88,7 @@ def test_serve_replaces_a_plain_file_left_at_the_socket_path(fake_cli: Cli) -> N
     paths = _paths(fake_cli)
     client.ensure_private_dir(paths.directory)
     paths.socket.write_text("left over\n", encoding="utf-8")
-    read_end, write_end = os.pipe()
-    argv = [*CLI, "--compact", "serve", "--ready-fd", str(write_end)]
-    proc = subprocess.Popen(argv, cwd=fake_cli.cwd, env=fake_cli.env, pass_fds=(write_end,), start_new_session=True)
-    fake_cli.pids.append(proc.pid)
-    os.close(write_end)
-    try:
-        assert _ready(read_end).startswith(b"ready")
-    finally:
-        os.close(read_end)
+    proc = _serving(fake_cli)
     assert paths.socket.is_socket()
     assert fake_cli("--compact", "stop").code == 0
     assert proc.wait(timeout=READY_TIMEOUT) == 0

@@ -114,6 +114,14 @@ async def spawn(
         raise _redacted_os_error(exc, redactor or Redactor()) from None
 
 
+def _close_fd(fd: int) -> int:
+    """Close a pipe end a task may wait on (it then raises `ClosedResourceError`); returns -1, the closed mark."""
+    if fd >= 0:
+        anyio.notify_closing(fd)
+        os.close(fd)
+    return -1
+
+
 class PipeWriter(ByteSendStream):
     """The write end of the server's stdin pipe, owned by the client: `send` writes at once, without a checkpoint.
 
@@ -153,10 +161,7 @@ class PipeWriter(ByteSendStream):
 
     def close(self) -> None:
         """Close the pipe (the server reads end of input); a waiting `send` raises `ClosedResourceError`."""
-        if self._fd >= 0:
-            anyio.notify_closing(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+        self._fd = _close_fd(self._fd)
 
     async def aclose(self) -> None:
         """Same as `close`."""
@@ -245,10 +250,7 @@ class PipeReader(ByteReceiveStream):
         if self._transport is not None:
             self._transport.close()  # unregistered from the event loop before the descriptor can be reused
             self._transport = None
-        if self._fd >= 0:
-            anyio.notify_closing(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+        self._fd = _close_fd(self._fd)
 
     async def aclose(self) -> None:
         """Same as `close`."""
