@@ -81,6 +81,22 @@ def test_accept_admits_exact_types_wildcards_and_positive_weights(
     assert accepts(values, media) is admitted
 
 
+@pytest.mark.parametrize(
+    ("values", "media", "admitted"),
+    [
+        (["application/json;q=0, */*"], "application/json", False),
+        (["*/*, application/json;q=0"], "application/json", False),
+        (["text/event-stream;q=0", "text/*"], "text/event-stream", False),
+        (["text/*;q=0, text/event-stream"], "text/event-stream", True),
+        (["*/*;q=0, application/*"], "application/json", True),
+        (["application/json;q=0, */*"], "text/event-stream", True),
+    ],
+)
+def test_the_most_specific_accept_range_decides(values: list[str], media: str, admitted: bool) -> None:
+    # RFC 9110 12.5.1: a type refused with q=0 stays refused whatever wider range the header also lists.
+    assert accepts(values, media) is admitted
+
+
 def test_errors_map_to_statuses_404_500_or_400() -> None:
     assert [status_of(code) for code in (METHOD_NOT_FOUND, INTERNAL_ERROR, INVALID_PARAMS, -32020)] == [
         404,

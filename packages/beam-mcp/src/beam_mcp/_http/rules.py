@@ -129,8 +129,14 @@ def decode_header_value(value: str) -> str | None:
 
 
 def accepts(values: Sequence[str], media: str) -> bool:
-    """Whether `Accept` header values admit `media` (`*/*` and `type/*` count; `q=0` excludes)."""
+    """Whether `Accept` header values admit `media` (`*/*` and `type/*` count; `q=0` excludes).
+
+    The most specific range that names `media` decides (RFC 9110 12.5.1): `application/json;q=0, */*` refuses
+    JSON. Among ranges equally specific, any positive weight admits.
+    """
     kind = media.split("/", 1)[0]
+    specificity = {media: 3, f"{kind}/*": 2, "*/*": 1}
+    best, admitted = 0, False
     for part in ",".join(values).split(","):
         fields = part.split(";")
         media_range = fields[0].strip().lower()
@@ -142,9 +148,12 @@ def accepts(values: Sequence[str], media: str) -> bool:
                     weight = float(number)
                 except ValueError:
                     weight = 0.0
-        if weight > 0 and media_range in (media, f"{kind}/*", "*/*"):
-            return True
-    return False
+        rank = specificity.get(media_range, 0)
+        if rank > best:
+            best, admitted = rank, weight > 0
+        elif rank == best and rank:
+            admitted = admitted or weight > 0
+    return admitted
 
 
 def head_size(path: bytes, query: bytes, headers: Iterable[tuple[bytes, bytes]]) -> int:
