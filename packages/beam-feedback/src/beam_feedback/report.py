@@ -445,8 +445,10 @@ def _build(
     metadata = ReportMetadata.model_validate(redactor.redact_json(metadata.to_json()))
     collected = {key: redactor.redact_json(value) for key, value in context.data.items()}
     warnings = [redactor.redact(warning) for warning in warnings]
+    # The name too: it becomes a file name in the bundle, its manifest and its zip.
     evidence = [
-        EvidenceText(entry.name, redactor.redact(entry.text), entry.language, entry.source) for entry in evidence
+        EvidenceText(redactor.redact(entry.name), redactor.redact(entry.text), entry.language, entry.source)
+        for entry in evidence
     ]
     workspace = None if report.confidential or root is None else WorkspaceRef(root=str(root))
     result = FeedbackResult(
