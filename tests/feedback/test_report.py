@@ -264,6 +264,17 @@ def test_missing_path_evidence_is_invalid_input(project: Path, env: dict[str, st
     assert caught.value.code == INVALID_INPUT
 
 
+def test_a_symlink_loop_as_path_evidence_or_workspace_root_is_invalid_input(project: Path, env: dict[str, str]) -> None:
+    # Path.resolve raises RuntimeError (not OSError) on a loop before Python 3.13: no traceback, no internal error.
+    (project / "loop1").symlink_to("loop2")
+    (project / "loop2").symlink_to("loop1")
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "loop1"}])
+    with pytest.raises(InvalidReportError, match=r"evidence 'e\.txt': cannot read loop1"):
+        build_report(data, env=env)
+    with pytest.raises(InvalidReportError, match="workspace root"):
+        build_report(minimal_input(workspace={"root": str(project / "loop1" / "sub")}), env=env)
+
+
 def test_path_evidence_needs_a_workspace(env: dict[str, str]) -> None:
     with pytest.raises(InvalidReportError, match="path evidence needs a workspace root"):
         build_report(minimal_input(evidence=[{"name": "e.txt", "path": "/etc/hostname"}]), env=env)

@@ -225,7 +225,10 @@ def _workspace_root(report: FeedbackReport) -> Path | None:
     root = Path(report.workspace.root).expanduser()
     if not root.is_absolute():
         raise InvalidReportError(f"workspace root must be an absolute path: {report.workspace.root}")
-    root = root.resolve()
+    try:
+        root = root.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop is a RuntimeError before Python 3.13
+        raise InvalidReportError(f"workspace root cannot be resolved: {report.workspace.root}: {exc}") from exc
     if not report.confidential and not root.is_dir():
         raise InvalidReportError(f"workspace root is not an existing directory: {root}")
     return root
@@ -245,7 +248,10 @@ def _read_evidence(name: str, raw_path: str, root: Path | None) -> tuple[str, st
     if root is None:
         raise InvalidReportError(f"evidence {name!r}: path evidence needs a workspace root")
     candidate = Path(raw_path).expanduser()
-    candidate = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        candidate = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop is a RuntimeError before Python 3.13
+        raise InvalidReportError(f"evidence {name!r}: cannot read {raw_path}: {exc}") from exc
     if not candidate.is_relative_to(root):
         raise InvalidReportError(f"evidence {name!r}: path must be inside the workspace root: {raw_path}")
     try:
