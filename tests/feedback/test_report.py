@@ -161,6 +161,21 @@ def test_home_is_replaced_by_tilde_in_markdown_metadata_and_collected(project: P
     assert "`~/proj`" in result.markdown
 
 
+def test_a_home_reached_through_a_symlink_is_replaced_in_its_resolved_spelling_too(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    # The root is resolved (and the MCP server passes a canonical one), so with HOME=/home/ada and /home a symlink
+    # (automounts, /home -> /var/home) every path in the report is spelled under the real directory instead.
+    (tmp_path / "link").symlink_to(tmp_path / "home")
+    env["HOME"] = str(tmp_path / "link" / "ada")
+    data = minimal_input(workspace={"root": str(tmp_path / "link" / "ada" / "proj")}, include_collected=True)
+    result = build_report(data, env=env).to_json()
+    text = json.dumps({k: v for k, v in result.items() if k != "workspace"})
+    assert str(project) not in text
+    assert result["metadata"]["active_root"] == "~/proj"
+    assert "`~/proj`" in result["markdown"]
+
+
 def test_redact_false_keeps_secrets_and_home(project: Path, env: dict[str, str]) -> None:
     env["GITHUB_TOKEN"] = SECRET
     result = build_report(minimal_input(workspace=_workspace(project), summary=SECRET, redact=False), env=env)

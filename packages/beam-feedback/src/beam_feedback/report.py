@@ -16,10 +16,11 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Final, Literal, TextIO
+from typing import Final, Literal, TextIO, TypeVar
 
 from pydantic import JsonValue, ValidationError
 
@@ -53,6 +54,7 @@ _FILE_KINDS: Final = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+J = TypeVar("J")
 _SLUG_UNSAFE: Final = re.compile(r"[^a-z0-9]+")
 _MAX_SLUG: Final = 60
 
@@ -308,6 +310,35 @@ def _json_bytes(value: JsonValue) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+@dataclass(frozen=True)
+class _Chain:
+    """Two redactors in turn (the default redactor of a home directory reached through a symbolic link)."""
+
+    first: Redactor
+    then: Redactor
+
+    def redact(self, text: str) -> str:
+        return self.then.redact(self.first.redact(text))
+
+    def redact_json(self, value: J) -> J:
+        return self.then.redact_json(self.first.redact_json(value))
+
+
+def _default_redactor(environ: Mapping[str, str], argv: Sequence[str]) -> Redactor | _Chain:
+    """The environment's and ``argv``'s secrets, and the home directory as given and as resolved.
+
+    Workspace roots are resolved (the MCP server passes canonical ones), so under a home reached through a
+    symbolic link (``/home -> /var/home``, automounts) every path is spelled under the real directory.
+    """
+    redactor = Redactor.from_sources(environ, argv, home=True)
+    home = environ.get("HOME") or environ.get("USERPROFILE") or ""
+    real = os.path.realpath(home) if home else home
+    if real.rstrip(os.sep) == home.rstrip(os.sep):
+        return redactor
+    # The resolved spelling first: the literal home would match inside it (/var/home/ada holds /home/ada).
+    return _Chain(Redactor.from_sources({**environ, "HOME": real}, argv, home=True), redactor)
+
+
 def build_report(
     report: FeedbackReport | Mapping[str, object],
     *,
@@ -317,6 +348,7 @@ def build_report(
     out_dir: str | os.PathLike[str] | None = None,
     redactor: Redactor | None = None,
     env: Mapping[str, str] | None = None,
+    argv: Sequence[str] | None = None,
     now: datetime | None = None,
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
@@ -343,8 +375,11 @@ def build_report(
             version and ``mcp_protocol``).
         out_dir: Parent directory for bundles; default ``<workspace root>/.beam/feedback``.
         redactor: The redactor to use when ``redact`` is on; default
-            ``Redactor.from_sources(env, sys.argv, home=True)``.
+            ``Redactor.from_sources(env, argv, home=True)``, which also replaces the home
+            directory's resolved path when the home is reached through a symbolic link.
         env: Environment for the default redactor and the commands; default ``os.environ``.
+        argv: The command line whose secret flags the default redactor hides; default
+            ``sys.argv`` (the MCP server adds its Lean server command, as its own redactor does).
         now: The report time (tests pin it); default the current time.
         command_timeout: Seconds each external command (``git``, ``elan``, ``lake``) may take.
         lock_timeout: Seconds to wait for the bundle lock.
@@ -362,12 +397,11 @@ def build_report(
     environ: Mapping[str, str] = os.environ if env is None else env
     if not report.redact:
         redactor = Redactor()
-    elif redactor is None:
-        redactor = Redactor.from_sources(environ, sys.argv, home=True)
+    chosen = redactor if redactor is not None else _default_redactor(environ, sys.argv if argv is None else argv)
     try:
         return _build(
             report,
-            redactor=redactor,
+            redactor=chosen,
             environ=environ,
             runtime_stats=runtime_stats,
             open_files=open_files,
@@ -379,7 +413,7 @@ def build_report(
         )
     except FeedbackError as exc:
         # Error messages quote paths and evidence names: they leave this function too.
-        message = redactor.redact(exc.message)
+        message = chosen.redact(exc.message)
         if message == exc.message:
             raise
         raise type(exc)(message) from exc
@@ -388,7 +422,7 @@ def build_report(
 def _build(
     report: FeedbackReport,
     *,
-    redactor: Redactor,
+    redactor: Redactor | _Chain,
     environ: Mapping[str, str],
     runtime_stats: object,
     open_files: object,
