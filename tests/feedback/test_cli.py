@@ -85,6 +85,37 @@ def test_an_explicit_workspace_is_used_relative_to_the_cwd(
     assert json.loads(out)["workspace"] == {"root": str(project)}
 
 
+def test_a_workspace_root_under_the_home_directory_may_start_with_a_tilde(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, project: Path, tmp_path: Path
+) -> None:
+    # build_report expands `~` in a root; the command must not make `~/proj` relative to the cwd first.
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "report.json"
+    source.write_text(json.dumps(minimal_input(workspace={"root": "~/proj"})), encoding="utf-8")
+    for argv in (["--input", str(source)], [*FLAGS, "--workspace", "~/proj"]):
+        code, out, err = _run(capsys, *argv, "--json")
+        assert (code, err) == (EXIT_OK, "")
+        assert json.loads(out)["workspace"] == {"root": str(project)}
+
+
+def test_an_empty_workspace_root_in_an_input_file_is_bad_input_not_the_cwd(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "report.json"
+    source.write_text(json.dumps(minimal_input(workspace={"root": ""})), encoding="utf-8")
+    code, out, err = _run(capsys, "--input", str(source))
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "workspace.root" in err
+
+
+def test_a_workspace_that_is_a_symlink_loop_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    code, out, err = _run(capsys, *FLAGS, "--workspace", str(tmp_path / "loop1"))
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.startswith("beam-feedback: error: workspace root cannot be resolved: ")
+
+
 def test_json_output_is_the_full_result(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *FLAGS, "--json")
     assert code == EXIT_OK

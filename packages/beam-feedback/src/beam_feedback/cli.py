@@ -221,12 +221,14 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr:
         data.setdefault("bundle", "dir")
     given = data.get("workspace")
     if args.workspace is not None:
-        data["workspace"] = {"root": str((cwd / args.workspace).resolve())}
+        data["workspace"] = {"root": str(cwd / Path(args.workspace).expanduser())}
     elif isinstance(given, dict):
-        # A relative root in an input file means relative to where the command runs.
+        # A relative root in an input file means relative to where the command runs; `~` is the home, as in
+        # build_report (joined to the cwd first, `~/proj` would be a directory named `~` there). build_report
+        # resolves it, and says so when it cannot (a symlink loop).
         workspace = dict(given)
-        if isinstance(workspace.get("root"), str):
-            workspace["root"] = str((cwd / workspace["root"]).resolve())
+        if isinstance(workspace.get("root"), str) and workspace["root"]:
+            workspace["root"] = str(cwd / Path(workspace["root"]).expanduser())
         data["workspace"] = workspace
     elif given is None:
         data["workspace"] = {"root": str(find_project_root(cwd) or cwd)}
