@@ -427,6 +427,20 @@ def test_a_bare_run_in_a_terminal_opens_the_editor_on_a_template(
     assert "- Kind: `bug`" in out and "Nothing." in out
 
 
+def test_an_editor_that_saves_latin_1_loses_nothing_it_can_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # An editor set to Latin-1 writes `café` as one byte 0xE9: the person's text must not end in a traceback.
+    editor = tmp_path / "latin1.py"
+    editor.write_text(_FILL.replace('encoding="utf-8").write', 'encoding="latin-1").write'), encoding="utf-8")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    _terminal(monkeypatch)
+    assert main(["--summary", "caf\u00e9 hangs"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("# Hover hangs\n")
+    assert "caf\ufffd hangs" in out
+
+
 def test_an_empty_required_section_or_a_failing_editor_cancels(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

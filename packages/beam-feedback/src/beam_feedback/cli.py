@@ -293,7 +293,8 @@ def _edit(data: dict[str, object], editor: str, stderr: TextIO) -> dict[str, obj
         status = subprocess.run(["/bin/sh", "-c", f'{editor} "$@"', editor, str(path)], check=False).returncode
         if status != 0:
             raise _UsageError(f"the editor ({editor}) exited with status {status}: no report was made")
-        return {**data, **parse_template(path.read_text(encoding="utf-8"))}
+        # An editor saving in another encoding must not cost the person what they typed (nor end in a traceback).
+        return {**data, **parse_template(path.read_text(encoding="utf-8", errors="replace"))}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
