@@ -197,6 +197,18 @@ def test_evidence_files_are_attached(
     assert SECRET not in out
 
 
+def test_an_evidence_file_with_nul_bytes_is_attached_not_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A log cut short by a crash is often padded with NULs: that is when people send feedback. Path evidence
+    # through build_report takes such a file; the command's own reading must too.
+    log = tmp_path / "crash.log"
+    log.write_bytes(b"started\n\x00\x00\x00\x00\n")
+    code, out, err = _run(capsys, *FLAGS, "--evidence", str(log))
+    assert (code, err) == (EXIT_OK, "")
+    assert "### crash.log" in out and "started\n\ufffd\ufffd\ufffd\ufffd" in out
+
+
 def test_a_missing_evidence_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = _run(capsys, *FLAGS, "--evidence", str(tmp_path / "nope.log"))
     assert code == EXIT_USAGE

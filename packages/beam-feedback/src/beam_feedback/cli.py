@@ -176,7 +176,9 @@ def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
         raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
     if len(data) > _MAX_EVIDENCE_BYTES:
         stderr.write(f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
-    return {"name": path.name, "content": data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")}
+    text = data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")
+    # NUL can cross no wire, so the model refuses it; a log cut short by a crash is often padded with it.
+    return {"name": path.name, "content": text.replace("\x00", "\ufffd")}
 
 
 def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr: TextIO) -> dict[str, object]:
