@@ -147,6 +147,24 @@ def test_secrets_from_the_environment_and_flags_are_redacted_everywhere(project:
     }
 
 
+def test_secrets_and_home_in_the_keys_of_caller_data_are_redacted_as_in_the_markdown(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    # A caller's stats may be keyed by path (as the broker's are by workspace): the Markdown's debug context
+    # hides such keys, so `collected` and the bundle's JSON must too.
+    env["GITHUB_TOKEN"] = SECRET
+    stats = {str(project): {SECRET: 1}}
+    data = minimal_input(workspace=_workspace(project), include_collected=True, bundle="dir")
+    result = build_report(data, env=env, runtime_stats=stats, identity={SECRET: "x"})
+    assert result.collected is not None
+    assert result.collected["runtime"] == {"stats": {"~/proj": {"[redacted:GITHUB_TOKEN]": 1}}}
+    assert result.bundle_dir is not None
+    bundle = Path(result.bundle_dir.replace("~", str(home), 1))
+    for payload in [json.dumps(result.to_json()), *(p.read_text(encoding="utf-8") for p in bundle.glob("*.json"))]:
+        assert SECRET not in payload
+        assert str(project) not in payload.replace(json.dumps({"root": str(project)}), "")
+
+
 def test_the_default_redactor_reads_secrets_from_env(project: Path, env: dict[str, str]) -> None:
     env["MY_PASSWORD"] = SECRET
     result = build_report(minimal_input(workspace=_workspace(project), summary=SECRET), env=env)

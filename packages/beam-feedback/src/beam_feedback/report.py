@@ -324,6 +324,15 @@ class _Chain:
         return self.then.redact_json(self.first.redact_json(value))
 
 
+def _redact_tree(redactor: Redactor | _Chain, value: JsonValue) -> JsonValue:
+    """``redact_json`` that redacts object keys too: caller data may be keyed by path or secret (stats by root)."""
+    if isinstance(value, dict):
+        return {redactor.redact(key): _redact_tree(redactor, item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_tree(redactor, item) for item in value]
+    return redactor.redact_json(value)
+
+
 def _default_redactor(environ: Mapping[str, str], argv: Sequence[str]) -> Redactor | _Chain:
     """The environment's and ``argv``'s secrets, and the home directory as given and as resolved.
 
@@ -483,7 +492,7 @@ def _build(
     # Redact once, at the edge: everything below is what leaves this function or hits the disk.
     markdown = redactor.redact(markdown)
     metadata = ReportMetadata.model_validate(redactor.redact_json(metadata.to_json()))
-    collected = {key: redactor.redact_json(value) for key, value in context.data.items()}
+    collected = {key: _redact_tree(redactor, value) for key, value in context.data.items()}
     warnings = [redactor.redact(warning) for warning in warnings]
     # The name too: it becomes a file name in the bundle, its manifest and its zip.
     evidence = [
