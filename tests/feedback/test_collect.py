@@ -115,6 +115,29 @@ def test_old_manifest_entries_are_unwrapped_and_url_credentials_dropped(project:
     }
 
 
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("https://user:hunter2secret@example.com:notaport/std4", "https://example.com:notaport/std4"),
+        ("https://user:hunter2secret@[::1]:8080/std4", "https://[::1]:8080/std4"),
+        ("https://hunter2secret@example.com/std4", "https://example.com/std4"),
+    ],
+)
+def test_url_credentials_are_dropped_whatever_the_port_says(
+    project: Path, env: dict[str, str], url: str, kept: str
+) -> None:
+    # `SplitResult.port` raises ValueError for a port that is no number: a typo in a manifest must neither crash
+    # the report nor keep the password.
+    manifest = {"version": 7, "packages": [{"type": "git", "name": "std", "url": url}]}
+    (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    context = collect_context(project, env=env)
+    assert isinstance(context.data["workspace"], dict)
+    assert context.data["workspace"]["manifest"] == {
+        "version": 7,
+        "packages": [{"name": "std", "type": "git", "url": kept}],
+    }
+
+
 def test_git_branch_commit_and_dirtiness_are_collected(
     project: Path, env: dict[str, str], git_path: str, bin_dir: Path
 ) -> None:

@@ -151,12 +151,11 @@ def _without_userinfo(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return url
-    if parts.username is None and parts.password is None:
+    if "@" not in parts.netloc:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=host))
+    # What follows the last `@` as written: `parts.port` raises for a port that is no number, and
+    # `parts.hostname` drops an IPv6 address's brackets (and lower-cases the host).
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _manifest_package(entry: object) -> dict[str, JsonValue] | None:
