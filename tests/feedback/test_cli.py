@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_feedback.cli import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from beam_feedback.cli import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 from tests.feedback.helpers import minimal_input
 
 FLAGS = [
@@ -479,6 +479,20 @@ def test_without_an_editor_each_missing_field_is_prompted_for(
     err = _terminal(monkeypatch, "Only a title\n")  # then Ctrl-D
     assert main([]) == EXIT_USAGE
     assert err.getvalue().endswith("beam-feedback: error: cancelled: no report was made\n")
+
+
+def test_ctrl_c_at_a_prompt_exits_130_in_one_line_as_lean_beam_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class _CtrlC(_Tty):
+        def readline(self, size: int | None = -1) -> str:
+            raise KeyboardInterrupt
+
+    err = _terminal(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", _CtrlC())
+    assert main([]) == EXIT_INTERRUPTED == 130
+    assert err.getvalue().endswith("title (one line): \nbeam-feedback: interrupted: no report was made\n")
+    assert capsys.readouterr().out == ""
 
 
 def test_no_input_never_asks_even_in_a_terminal(

@@ -9,8 +9,9 @@ default workspace is beam-lsp's project-root rule (``beam_lsp.project``).
 
 Exit codes: 0 success; 2 usage error or invalid input (bad flags, unreadable or invalid input
 file, invalid report fields, a workspace root that is not a directory); 1 any other failure
-(the bundle could not be written, output could not be printed); 141 the reader of stdout went away
-(``beam-feedback --help | head -1``), as for a process killed by SIGPIPE.
+(the bundle could not be written, output could not be printed); 130 interrupted (Ctrl-C), as
+``lean-beam``; 141 the reader of stdout went away (``beam-feedback --help | head -1``), as for a
+process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from beam_lsp.project import find_project_root
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
 
 EXIT_OK: Final = 0
 """The report was built (and the bundle written, if asked for)."""
@@ -43,6 +44,8 @@ EXIT_FAILURE: Final = 1
 """Something other than the input failed, e.g. the bundle output directory is not writable."""
 EXIT_USAGE: Final = 2
 """Bad flags or bad input: nothing was collected or written."""
+EXIT_INTERRUPTED: Final = 130
+"""Ctrl-C (at a prompt, in the editor, while collecting): nothing was written, as ``lean-beam``'s 130."""
 EXIT_BROKEN_PIPE: Final = 141
 """stdout was closed early (`beam-feedback --help | head -1`): the status of a process killed by SIGPIPE."""
 
@@ -85,7 +88,7 @@ output:
 
 exit codes:
   0 ok, 2 usage error or invalid input, 1 other failure (e.g. unwritable output directory),
-  141 the reader of stdout went away (| head)
+  130 interrupted (Ctrl-C), 141 the reader of stdout went away (| head)
 
 example:
   beam-feedback --title "hover hangs" --summary "..." --reproduction "..." \\
@@ -354,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments without the program name; default ``sys.argv[1:]``.
 
     Returns:
-        The exit code: ``EXIT_OK`` (0), ``EXIT_USAGE`` (2) or ``EXIT_FAILURE`` (1).
+        The exit code: ``EXIT_OK`` (0), ``EXIT_USAGE`` (2), ``EXIT_FAILURE`` (1),
+        ``EXIT_INTERRUPTED`` (130) or ``EXIT_BROKEN_PIPE`` (141).
     """
     parser = _parser()
     try:
@@ -378,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FeedbackError as exc:
         _error(stderr, exc.message)
         return EXIT_FAILURE
+    except KeyboardInterrupt:  # a person at a prompt or in the editor: one line, not a traceback
+        stderr.write(f"\n{_PROG}: interrupted: no report was made\n")
+        return EXIT_INTERRUPTED
     for warning in result.collection_warnings:
         stderr.write(f"{_PROG}: collection warning: {warning}\n")
     try:
