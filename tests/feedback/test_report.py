@@ -428,6 +428,17 @@ def test_json_input_is_decoded_strictly(text: str, message: str) -> None:
     assert info.value.message == message and info.value.code == INVALID_INPUT
 
 
+@pytest.mark.parametrize("number", ["nan", "+inf", "-inf"])
+def test_toml_input_has_no_nan_or_infinity_either(number: str) -> None:
+    # TOML has them, JSON does not: `request = {x = nan}` rendered `NaN` in the report's ```json block.
+    from beam_feedback import parse_report
+
+    text = 'title = "t"\nsummary = "s"\nreproduction = "r"\nexpected = "e"\nactual = "a"\n'
+    with pytest.raises(InvalidReportError) as info:
+        parse_report(f"{text}[request]\nx = {number}\n", format="toml")
+    assert info.value.message == f"feedback input holds {number}: JSON has no NaN or Infinity"
+
+
 def test_the_bundle_redacts_with_beam_lsps_rules(project: Path, env: dict[str, str]) -> None:
     # One redactor for every package: digits are segment boundaries and -D options are labelled by name.
     env.update(API_KEY2="api-key-two-value", KEYBOARD2_LAYOUT="keyboard-layout-2", XAUTHORITY2="/run/xauthority-2")

@@ -11,6 +11,7 @@ output directory (by default ``<root>/.beam/feedback``, never through a symlink)
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -113,6 +114,14 @@ def _sniff(text: str) -> Literal["json", "toml"]:
     return "toml"
 
 
+def _finite(text: str) -> float:
+    """A TOML float, but not ``nan`` or ``inf``: the report is JSON (it rendered ``NaN`` in a JSON block)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"feedback input holds {text}: JSON has no NaN or Infinity")
+    return value
+
+
 def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, object]:
     """Decode report input text into a plain dict without validating its fields.
 
@@ -123,9 +132,11 @@ def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, objec
     decoded: object
     if format == "toml":
         try:
-            decoded = tomllib.loads(text)
+            decoded = tomllib.loads(text, parse_float=_finite)
         except tomllib.TOMLDecodeError as exc:
             raise InvalidReportError(f"feedback input is not valid TOML: {exc}") from exc
+        except ValueError as exc:  # from _finite
+            raise InvalidReportError(str(exc)) from exc
     else:
         try:
             decoded = strict_json.loads(text)
