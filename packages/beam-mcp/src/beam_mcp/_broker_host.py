@@ -173,11 +173,12 @@ class BrokerHost:
     def command_words(self) -> list[str]:
         """The words of the Lean server command, whose secret flags the broker's redactor hides (never fails).
 
-        Known without the broker: a report made because it could not open hides them too.
+        Known without the broker, from the two settings they depend on (not the others, which may be what kept
+        it from opening): a report made because it could not open hides them too.
         """
         from beam_broker.config import command_words
 
-        config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env, **self._extra)
+        config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env)
         return command_words(config, config.environment())
 
     def current(self) -> Broker | None:
