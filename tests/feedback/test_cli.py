@@ -484,8 +484,11 @@ def test_without_an_editor_each_missing_field_is_prompted_for(
 def test_ctrl_c_at_a_prompt_exits_130_in_one_line_as_lean_beam_does(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    class _CtrlC(_Tty):
-        def readline(self, size: int | None = -1) -> str:
+    class _CtrlC:
+        def isatty(self) -> bool:
+            return True
+
+        def readline(self) -> str:
             raise KeyboardInterrupt
 
     err = _terminal(monkeypatch)

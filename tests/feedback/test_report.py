@@ -187,11 +187,11 @@ def test_a_home_reached_through_a_symlink_is_replaced_in_its_resolved_spelling_t
     (tmp_path / "link").symlink_to(tmp_path / "home")
     env["HOME"] = str(tmp_path / "link" / "ada")
     data = minimal_input(workspace={"root": str(tmp_path / "link" / "ada" / "proj")}, include_collected=True)
-    result = build_report(data, env=env).to_json()
-    text = json.dumps({k: v for k, v in result.items() if k != "workspace"})
+    result = build_report(data, env=env)
+    text = json.dumps({k: v for k, v in result.to_json().items() if k != "workspace"})
     assert str(project) not in text
-    assert result["metadata"]["active_root"] == "~/proj"
-    assert "`~/proj`" in result["markdown"]
+    assert result.metadata.active_root == "~/proj"
+    assert "`~/proj`" in result.markdown
 
 
 def test_redact_false_keeps_secrets_and_home(project: Path, env: dict[str, str]) -> None:

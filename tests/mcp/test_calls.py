@@ -22,8 +22,9 @@ from beam_mcp import ServerConfig
 from beam_mcp._calls import StatusClock
 from beam_mcp.errors import INVALID_REQUEST, RUNTIME_SETUP_PREFIX
 from beam_mcp.server import STATUS_DELAY_ENV
+from tests.support.fixtures import fake_cmd
 
-from .support import Harness, LeanGate, call_message, fake_cmd, harness, logs, progress, structured
+from .support import Harness, LeanGate, call_message, harness, logs, progress, structured
 
 pytestmark = pytest.mark.anyio
 
