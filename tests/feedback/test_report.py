@@ -384,6 +384,16 @@ def test_error_messages_are_redacted_too(project: Path, env: dict[str, str]) -> 
     assert caught.value.message == "workspace root is not an existing directory: ~/proj/nope"
 
 
+def test_validation_errors_that_quote_the_input_are_redacted_too(env: dict[str, str]) -> None:
+    # The model quotes a bad evidence name: the MCP tool returns that message as its result.
+    env["GITHUB_TOKEN"] = SECRET
+    with pytest.raises(InvalidReportError) as caught:
+        build_report(minimal_input(evidence=[{"name": f"{SECRET}/x.log", "content": 1}]), env=env)
+    assert SECRET not in caught.value.message
+    assert "'[redacted:GITHUB_TOKEN]/x.log'" in caught.value.message
+    assert caught.value.code == INVALID_INPUT
+
+
 def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Path) -> None:
     import io
 

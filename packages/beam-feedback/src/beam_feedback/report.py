@@ -412,12 +412,16 @@ def build_report(
             existing absolute directory, or a bundle was asked for with nowhere to put it.
         BundleError: The bundle could not be written.
     """
-    if not isinstance(report, FeedbackReport):
-        report = parse_report(report)
     environ: Mapping[str, str] = os.environ if env is None else env
+    default_argv = sys.argv if argv is None else argv
+    if not isinstance(report, FeedbackReport):
+        try:
+            report = parse_report(report)
+        except InvalidReportError as exc:  # the model quotes bad input (an evidence name): redact as by default
+            raise _redacted(exc, redactor if redactor is not None else _default_redactor(environ, default_argv))
     if not report.redact:
         redactor = Redactor()
-    chosen = redactor if redactor is not None else _default_redactor(environ, sys.argv if argv is None else argv)
+    chosen = redactor if redactor is not None else _default_redactor(environ, default_argv)
     try:
         return _build(
             report,
@@ -433,10 +437,17 @@ def build_report(
         )
     except FeedbackError as exc:
         # Error messages quote paths and evidence names: they leave this function too.
-        message = chosen.redact(exc.message)
-        if message == exc.message:
-            raise
-        raise type(exc)(message) from exc
+        raise _redacted(exc, chosen)
+
+
+def _redacted(exc: FeedbackError, redactor: Redactor | _Chain) -> FeedbackError:
+    """``exc`` with its message redacted (itself when nothing changes), chained to the original."""
+    message = redactor.redact(exc.message)
+    if message == exc.message:
+        return exc
+    clean = type(exc)(message)
+    clean.__cause__ = exc
+    return clean
 
 
 def _build(
