@@ -418,7 +418,11 @@ def build_report(
         try:
             report = parse_report(report)
         except InvalidReportError as exc:  # the model quotes bad input (an evidence name): redact as by default
-            raise _redacted(exc, redactor if redactor is not None else _default_redactor(environ, default_argv))
+            fallback = redactor if redactor is not None else _default_redactor(environ, default_argv)
+            message = fallback.redact(exc.message)
+            if message == exc.message:
+                raise
+            raise InvalidReportError(message) from exc
     if not report.redact:
         redactor = Redactor()
     chosen = redactor if redactor is not None else _default_redactor(environ, default_argv)
@@ -437,17 +441,10 @@ def build_report(
         )
     except FeedbackError as exc:
         # Error messages quote paths and evidence names: they leave this function too.
-        raise _redacted(exc, chosen)
-
-
-def _redacted(exc: FeedbackError, redactor: Redactor | _Chain) -> FeedbackError:
-    """``exc`` with its message redacted (itself when nothing changes), chained to the original."""
-    message = redactor.redact(exc.message)
-    if message == exc.message:
-        return exc
-    clean = type(exc)(message)
-    clean.__cause__ = exc
-    return clean
+        message = chosen.redact(exc.message)
+        if message == exc.message:
+            raise
+        raise type(exc)(message) from exc
 
 
 def _build(
