@@ -353,6 +353,27 @@ def test_a_reader_that_goes_away_ends_the_command_with_141_quietly(
         assert proc.wait(timeout=60) == EXIT_BROKEN_PIPE == 141 and err == b""
 
 
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [(FLAGS, EXIT_BROKEN_PIPE), (["--title", "x", "--no-input"], EXIT_USAGE), (["--bogus"], EXIT_USAGE)],
+)
+def test_a_reader_of_both_streams_that_goes_away_changes_nothing_but_the_output(
+    argv: list[str], status: int, env: dict[str, str], tmp_path: Path
+) -> None:
+    # `beam-feedback ... 2>&1 | head -1`: collection warnings and errors go to the same closed pipe. A report
+    # still ends as 141 (not 1 from a BrokenPipeError traceback), an error keeps its own status.
+    with subprocess.Popen(
+        [sys.executable, "-m", "beam_feedback", *argv, "--workspace", str(tmp_path)],  # no project: warnings
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == status
+
+
 def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, str]) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "beam_feedback", "--title", "x"],

@@ -102,21 +102,43 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        """Write ``--help``, ``--version`` and usage text, letting a reader that went away raise ``BrokenPipeError``.
+        """Write ``--help``, ``--version`` and usage text; a reader of stdout that went away raises ``BrokenPipeError``.
 
-        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does.
+        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does. A usage error
+        keeps its status 2 when nobody reads stderr (``_say``).
         """
         if message:
             out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
+            if out is sys.stderr:
+                _say(out, message)
+                return
             out.write(message)
             out.flush()
 
 
-def _stdout_gone() -> int:
-    """The reader of stdout went away: point stdout at /dev/null (what is still buffered is flushed there)."""
+def _to_devnull(stream: TextIO) -> None:
+    """Point a stream whose reader went away at /dev/null (what is still buffered is flushed there at exit)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away: stdout goes to /dev/null; the status of a process killed by SIGPIPE."""
+    _to_devnull(sys.stdout)
     return EXIT_BROKEN_PIPE
+
+
+def _say(stderr: TextIO, text: str) -> None:
+    """Write to stderr; once its reader went away (`2>&1 | head`) nothing more goes there and the command goes on.
+
+    The report (stdout) and the exit status are what matter: a warning or an error line nobody reads is no failure.
+    """
+    try:
+        stderr.write(text)
+        stderr.flush()
+    except BrokenPipeError:
+        _to_devnull(stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -178,7 +200,7 @@ def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
     except OSError as exc:
         raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
     if len(data) > _MAX_EVIDENCE_BYTES:
-        stderr.write(f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
+        _say(stderr, f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
     text = data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")
     # NUL can cross no wire, so the model refuses it; a log cut short by a crash is often padded with it.
     return {"name": path.name, "content": text.replace("\x00", "\ufffd")}
@@ -347,7 +369,7 @@ def _ask(data: dict[str, object], args: argparse.Namespace, stdin: TextIO, stder
 
 
 def _error(stderr: TextIO, message: str) -> None:
-    stderr.write(f"{_PROG}: error: {message}\n")
+    _say(stderr, f"{_PROG}: error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -373,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = _ask(data, args, sys.stdin, stderr)
         result = build_report(data, out_dir=args.out)
     except _UsageError as exc:
-        parser.print_usage(stderr)
+        _say(stderr, parser.format_usage())
         _error(stderr, str(exc))
         return EXIT_USAGE
     except InvalidReportError as exc:
@@ -383,10 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(stderr, exc.message)
         return EXIT_FAILURE
     except KeyboardInterrupt:  # a person at a prompt or in the editor: one line, not a traceback
-        stderr.write(f"\n{_PROG}: interrupted: no report was made\n")
+        _say(stderr, f"\n{_PROG}: interrupted: no report was made\n")
         return EXIT_INTERRUPTED
     for warning in result.collection_warnings:
-        stderr.write(f"{_PROG}: collection warning: {warning}\n")
+        _say(stderr, f"{_PROG}: collection warning: {warning}\n")
     try:
         if args.json:
             stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
