@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -154,6 +155,31 @@ def test_git_branch_commit_and_dirtiness_are_collected(
     git_state = collect_context(project, env=env).data["git"]
     assert isinstance(git_state, dict)
     assert git_state["dirty"] is True
+
+
+def test_git_status_runs_no_program_the_repository_configures(
+    project: Path, env: dict[str, str], git_path: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    # A cloned project's .git/config is not the user's: `git status` runs `core.fsmonitor` as a command, so a
+    # report about an untrusted project would run its code (collection runs nothing but version queries).
+    # Nor a clean filter, which it runs on every file whose stat data changed since the index was written.
+    env["PATH"] = f"{bin_dir}:{git_path}"
+    _git(project, "init", "-q", "-b", "topic")
+    (project / ".gitattributes").write_text("* filter=evil\n", encoding="utf-8")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "init")
+    ran = tmp_path / "ran"
+    _git(project, "config", "core.fsmonitor", str(make_executable(tmp_path / "hook.sh", f'echo hook >> "{ran}"')))
+    _git(
+        project,
+        "config",
+        "filter.evil.clean",
+        str(make_executable(tmp_path / "clean.sh", f'echo clean >> "{ran}"; cat')),
+    )
+    os.utime(project / "lean-toolchain", (0, 0))
+    state = collect_context(project, env=env).data["git"]
+    assert not ran.exists()
+    assert isinstance(state, dict) and state["branch"] == "topic" and state["commit"] is not None
 
 
 def test_a_workspace_outside_git_has_no_git_state_and_no_warning(
