@@ -409,6 +409,18 @@ def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Pat
     assert read_input(io.StringIO('title = "x"'), format="toml") == {"title": "x"}
 
 
+def test_read_input_skips_a_byte_order_mark(tmp_path: Path) -> None:
+    # Windows editors (Notepad, PowerShell's UTF-8) start a file with one; `json.loads` refuses it.
+    from beam_feedback import read_input
+
+    (tmp_path / "a.json").write_bytes(b'\xef\xbb\xbf{"title": "t"}')
+    (tmp_path / "sniffed").write_bytes(b'\xef\xbb\xbf{"title": "t"}')
+    (tmp_path / "a.toml").write_bytes(b'\xef\xbb\xbftitle = "t"')
+    for name in ("a.json", "sniffed", "a.toml"):
+        assert read_input(tmp_path / name) == {"title": "t"}
+    assert read_input(io.StringIO('\ufeff{"title": "t"}')) == {"title": "t"}
+
+
 def test_read_input_reports_unreadable_and_non_object_input(tmp_path: Path) -> None:
     from beam_feedback import read_input
 

@@ -176,6 +176,7 @@ def read_input(
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         where = f" {path}" if path is not None else ""
         raise InvalidReportError(f"cannot read feedback input{where}: {reason}") from exc
+    text = text.removeprefix("\ufeff")  # a byte order mark (Windows editors write one) is no JSON or TOML
     if format == "auto":
         suffix = path.suffix.lower() if path is not None else ""
         format = "toml" if suffix == ".toml" else "json" if suffix == ".json" else _sniff(text)
