@@ -411,6 +411,8 @@ def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Pat
 
 def test_read_input_skips_a_byte_order_mark(tmp_path: Path) -> None:
     # Windows editors (Notepad, PowerShell's UTF-8) start a file with one; `json.loads` refuses it.
+    import io
+
     from beam_feedback import read_input
 
     (tmp_path / "a.json").write_bytes(b'\xef\xbb\xbf{"title": "t"}')
