@@ -21,6 +21,7 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_broker._mirrors import Mirror
+from beam_broker._ops import goals as goals_module
 from beam_broker._probe_text import Basis, Rename, build, declaration_start, proof_basis, shareable, shared
 from beam_broker._probes import attempts as attempts_module
 from beam_broker._probes import run as probe_run
@@ -73,7 +74,7 @@ async def test_the_goals_at_the_basis_of_a_failed_attempt_are_asked_once_per_ver
     first = "theorem t : True /- GOALS_HERE -/ := by"
     root = fake_project(tmp_path / "proj", {"A.lean": f"{first}\n  skip\n"})
     asked: list[str] = []
-    goals_at = probe_run.goals_at
+    goals_at = goals_module.goals_at
 
     async def counting(client: Any, uri: str, pos: Position) -> Any:
         asked.append(uri)

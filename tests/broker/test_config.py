@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -211,7 +212,8 @@ def test_a_setting_that_would_silently_mean_something_else_is_refused_by_name(
 ) -> None:
     # A budget of 0 MiB used to be accepted (every measurement over it: everything idle evicted, again and again).
     with pytest.raises(ValueError, match=f"BrokerConfig.{setting} must be {re.escape(says)}"):
-        BrokerConfig(**{setting: value})
+        settings: dict[str, Any] = {setting: value}
+        BrokerConfig(**settings)
 
 
 def test_the_boundary_values_that_mean_something_are_accepted() -> None:
