@@ -200,6 +200,25 @@ async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_o
         assert len(outcome) == 1 and not client.is_open(uri)
 
 
+async def test_a_reopen_while_the_close_waits_for_the_documents_lock_is_not_closed_by_it(tmp_path: Path) -> None:
+    # A `didClose` queued behind an in-flight notification of the document (a change waiting for the write lock)
+    # must reach Lean before the `didOpen` of a reopen; after it, Lean would close the document the client holds
+    # open, and every request about it would fail with "Cannot process request to closed file".
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                async with client._barrier.lock(uri):  # hold the document's lock, as an in-flight notification would
+                    tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
+                    await anyio.wait_all_tasks_blocked()
+                    tg.start_soon(client.open, uri, "def z := x\n")
+                    await anyio.wait_all_tasks_blocked()
+            assert client.is_open(uri)
+            assert (await client.sync(uri)).complete
+            hover = await client.hover(uri, P(0, 4))
+        assert hover is not None
+
+
 async def test_a_deferred_change_reaches_lean_before_anything_that_asks_about_its_document(tmp_path: Path) -> None:
     async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
         uri = await opened(client, tmp_path)
