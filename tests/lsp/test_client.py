@@ -22,6 +22,7 @@ from beam_lsp import (
     Availability,
     DiagnosticsCache,
     DiagnosticsEvent,
+    DocumentError,
     DocumentNotOpen,
     Elaboration,
     InteractiveGoals,
@@ -198,6 +199,39 @@ async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_o
                     tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
                     await anyio.wait_all_tasks_blocked()
         assert len(outcome) == 1 and not client.is_open(uri)
+
+
+def _versioned_edit(uri: str, version: int | None, edit: Range, new_text: str) -> types.WorkspaceEdit:
+    """A workspace edit as Lean's code actions carry it (`documentChanges` naming the document's version)."""
+    rng = types.Range(
+        start=types.Position(line=edit.start.line, character=edit.start.character),
+        end=types.Position(line=edit.end.line, character=edit.end.character),
+    )
+    identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+    edits: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = [
+        types.TextEdit(range=rng, new_text=new_text)
+    ]
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)])
+
+
+async def test_an_edit_for_an_older_version_of_a_document_is_refused_not_spliced_into_the_new_text(
+    tmp_path: Path,
+) -> None:
+    # A code action Lean computed for version 1 (the range of `1`), applied after the document changed: its range
+    # now points into other text. LSP's version in `documentChanges` is there to refuse exactly this.
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path, "def x := 1\n")
+        stale = _versioned_edit(uri, 1, Range(start=P(0, 9), end=P(0, 10)), "2")
+        assert await client.change(uri, "def longer := 1\n") == 2
+        with pytest.raises(DocumentError, match="version 1"):
+            await client.apply_edit(stale)
+        assert client.document(uri).text == "def longer := 1\n" and client.document(uri).version == 2
+        current = _versioned_edit(uri, 2, Range(start=P(0, 14), end=P(0, 15)), "2")
+        assert await client.apply_edit(current) == {uri: 3}
+        assert client.document(uri).text == "def longer := 2\n"
+        unversioned = _versioned_edit(uri, None, Range(start=P(0, 14), end=P(0, 15)), "3")
+        assert await client.apply_edit(unversioned) == {uri: 4}
+        assert client.document(uri).text == "def longer := 3\n"
 
 
 async def test_a_reopen_while_the_close_waits_for_the_documents_lock_is_not_closed_by_it(tmp_path: Path) -> None:

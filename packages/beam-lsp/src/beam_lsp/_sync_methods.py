@@ -67,6 +67,8 @@ class SyncClientMethods(SyncRunner):
 
         Raises:
             DocumentNotOpen: The edit names a document that is not open (nothing is changed then).
+            DocumentError: The edit was computed for another version of a document than the client's (Lean's
+                code actions state theirs; nothing is changed then).
             InvalidPosition: An edit's range is outside its document's text (nothing is changed then).
             ValueError: The edit creates, renames or deletes files (not supported).
         """
