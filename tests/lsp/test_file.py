@@ -69,3 +69,24 @@ async def test_real_lean_answers_the_same_for_a_point_as_for_its_utf16_position(
             goal = await doc.plain_goal(Point0(0, 0))
     assert by_point is not None and by_point == by_position and by_point.range is not None
     assert doc.point1(by_point.range.start) == Point1(4, 36) and goal is None
+
+
+@pytest.mark.lean
+async def test_real_lean_counts_a_carriage_return_that_ends_no_line_as_a_column(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    # Lean normalises CRLF only: a lone CR stays a character of its line (Lean's lexer refuses it, at its column),
+    # and the client's lines, positions and end agree with Lean's.
+    text = "prelude\r\nimport Demo.Basic\r\n\r\ntheorem cr\r: MyTrue := nope\r"
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=lean_toolchain.env()) as client:
+        doc = client.file("Demo/Cr.lean")
+        await doc.open(text)
+        with anyio.fail_after(60):
+            errors = (await doc.sync()).errors
+        [nope] = [e for e in errors if "nope" in e.message]
+        isolated = [e.range.start for e in errors if "isolated carriage return" in e.message]
+        assert doc.point0(nope.range.start) == Point0(3, 23) and doc.point0(nope.range.end) == Point0(3, 27)
+        assert Position(line=3, character=27) in isolated  # the CR ending the text, a column of line 3
+        assert doc.document.line_text(3) == "theorem cr\r: MyTrue := nope\r"
+        assert doc.document.end == Position(line=3, character=28)
+        assert doc.point0(Position(line=3, character=28)) == Point0(3, 28)
