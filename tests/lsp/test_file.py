@@ -55,6 +55,17 @@ async def test_open_reads_the_file_and_an_absolute_path_is_kept(tmp_path: Path) 
         assert [s.name for s in symbols] == ["b"]
 
 
+async def test_open_sends_the_files_bytes_as_they_are_not_python_s_universal_newlines(tmp_path: Path) -> None:
+    # Lean (and `lake build`) read a file's bytes: a lone CR is a character Lean refuses, a CRLF its own business.
+    # Text-mode reading turned both into LF, so the document Lean checked was not the file on disk.
+    raw = "theorem b : True := trivial\r\n-- one\rtwo\n"
+    (tmp_path / "B.lean").write_bytes(raw.encode("utf-8"))
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        doc = client.file("B.lean")
+        await doc.open()
+        assert doc.document.text == raw and doc.document.line_count == 3
+
+
 @pytest.mark.lean
 async def test_real_lean_answers_the_same_for_a_point_as_for_its_utf16_position(
     lean_toolchain: Toolchain, demo_root: Path

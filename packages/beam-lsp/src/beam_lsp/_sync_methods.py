@@ -763,7 +763,9 @@ class SyncFileMethods(SyncRunner):
         return self._await(self._file.module)
 
     def open(self, text: str | None = None) -> int:
-        """Open the document with `text`, or with the file's contents (UTF-8) when None; returns the version (1).
+        """Open the document with `text`, or with the file's contents (UTF-8, line endings kept) when None.
+
+        Returns the version (1).
 
         Raises:
             OSError: `text` is None and the file cannot be read.
