@@ -255,7 +255,7 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
     def _server_exited(self, error: ServerExited) -> None:
         self._rpc.close(error)
         self._barrier.stop()
-        self._events.send(ServerExitedEvent(error))
+        self._events.close(ServerExitedEvent(error))  # nothing comes after it: subscribers' loops end
 
     @property
     def exited(self) -> ServerExited | None:
