@@ -201,6 +201,28 @@ async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_o
         assert len(outcome) == 1 and not client.is_open(uri)
 
 
+async def test_a_sync_whose_document_is_closed_meanwhile_is_document_not_open(tmp_path: Path) -> None:
+    # Lean fails the pending `waitForDiagnostics` of a closed document with -32801 ("The file worker ... has been
+    # terminated.", lean-wire.md); `sync` promises `DocumentNotOpen` then, not Lean's ContentModified.
+    async with LeanClient.start(fake_cmd({"elab_ms": 60_000}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        outcome: list[BaseException] = []
+
+        async def sync() -> None:
+            try:
+                await client.sync(uri)
+            except Exception as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sync)
+                await anyio.wait_all_tasks_blocked()
+                assert client.stats().pending == 1  # the waitForDiagnostics is out
+                await client.close(uri)
+        assert len(outcome) == 1 and isinstance(outcome[0], DocumentNotOpen)
+
+
 def _versioned_edit(uri: str, version: int | None, edit: Range, new_text: str) -> types.WorkspaceEdit:
     """A workspace edit as Lean's code actions carry it (`documentChanges` naming the document's version)."""
     rng = types.Range(

@@ -28,7 +28,7 @@ import anyio
 
 from ._progress import FileProgress
 from .diagnostics import Availability, DiagnosticsCache, Elaboration
-from .errors import DocumentNotOpen, WorkerCrashed
+from .errors import ContentModified, DocumentNotOpen, WorkerCrashed
 from .lean import LeanDiagnostic, LeanFileProgressParams, Range
 
 
@@ -233,6 +233,10 @@ class Barrier:
                         await request(uri, version)
                 except WorkerCrashed:
                     self.worker_crashed(uri, version)
+                except ContentModified:  # Lean's answer to the wait of a document closed meanwhile
+                    if self._docs.get(uri) is not doc:
+                        raise DocumentNotOpen(uri) from None
+                    raise
                 await self._wait(uri, doc, version, published=request is None)
                 report = self._cache.document_progress(uri)
                 if not doc.crashed and report.done and report.progress_version == version:
