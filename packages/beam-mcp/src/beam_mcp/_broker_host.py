@@ -193,6 +193,17 @@ class BrokerHost:
         """Whether loading finished (successfully or not)."""
         return self._ready.is_set()
 
+    def command_words(self) -> list[str]:
+        """The words of the Lean server command, whose secret flags the broker's redactor hides (never fails).
+
+        Known without the broker, from the two settings they depend on (not the others, which may be what kept
+        it from opening): a report made because it could not open hides them too.
+        """
+        from beam_broker.config import command_words
+
+        config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env)
+        return command_words(config, config.environment())
+
     def current(self) -> Broker | None:
         """The broker if it is open now; None while it loads or when it could not be opened (never waits)."""
         return self._broker
