@@ -7,8 +7,9 @@ answer mapping, the rate limits and the error when the service is unreachable ar
 from __future__ import annotations
 
 import json
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,104 @@ def test_arguments_sent_as_text_are_read_as_the_peers_sdk_and_pydantic_read_them
     ]:
         with pytest.raises(_args.ArgumentError):
             _args.parse(_schema(tool), arguments)
+
+
+# ---- review of the web tools and local search (each test pins a divergence from the peer that was fixed) -------
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[bytes], str]]:
+    """A loopback TCP server answering every connection with one canned byte string (not necessarily HTTP)."""
+    sockets: list[socket.socket] = []
+    threads: list[threading.Thread] = []
+
+    def start(payload: bytes) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        sockets.append(listener)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:  # closed by the fixture
+                    return
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(payload)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        threads.append(thread)
+        return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    yield start
+    for listener in sockets:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (closing alone does not, on Linux)
+        listener.close()
+    for thread in threads:
+        thread.join(timeout=5)
+
+
+def _http(body: bytes, *, length: int | None = None) -> bytes:
+    size = len(body) if length is None else length
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (size, body)
+
+
+async def _web_call(tool: str, url: str) -> dict[str, Any]:
+    env = {"LEANSEARCH_URL": url, "LOOGLE_URL": url, "LEAN_FINDER_URL": url, "LEAN_HAMMER_URL": url}
+    with anyio.fail_after(30):
+        if tool == "leansearch":
+            return await _web.leansearch(env, "q", 3)
+        if tool == "loogle":
+            return await _web.loogle(env, "q", 3)
+        if tool == "leanfinder":
+            return await _web.leanfinder(env, "q", 3, "v4.28.0")
+        return await _web.hammer_premise(env, "⊢ p", 3)
+
+
+WEB_TOOLS = ("leansearch", "loogle", "leanfinder", "hammer_premise")
+
+
+@pytest.mark.parametrize("tool", WEB_TOOLS)
+@pytest.mark.parametrize(
+    "answer",
+    [b"hello, this is not HTTP\r\n\r\n", _http(b"[[1, 2", length=100)],
+    ids=["not-http", "truncated-body"],
+)
+async def test_a_service_answering_garbage_is_a_clear_tool_error(
+    raw_server: Callable[[bytes], str], tool: str, answer: bytes
+) -> None:
+    # http.client raises BadStatusLine / IncompleteRead (HTTPException, neither OSError nor ValueError): before the
+    # fix they escaped as a JSON-RPC internal error instead of the tool error the peer's SDK answers.
+    url = raw_server(answer)
+    with pytest.raises(CompatError, match=r"127\.0\.0\.1"):
+        await _web_call(tool, url)
+
+
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [
+        ("leansearch", [[{"no_result": 1}]]),
+        ("leansearch", [[{"result": {"name": "Nat.add", "module_name": ["Init"]}}]]),
+        ("loogle", {"hits": [1]}),
+        ("leanfinder", {"results": [1]}),
+        ("leanfinder", {"results": 3}),
+        ("hammer_premise", [1]),
+        ("hammer_premise", [{"no_name": "x"}]),
+    ],
+)
+async def test_an_answer_of_another_shape_is_a_clear_tool_error(
+    raw_server: Callable[[bytes], str], tool: str, answer: Any
+) -> None:
+    # The peer's SDK turns any exception of a tool into `isError: true`; Beam's surface answers only CompatError
+    # that way, so a KeyError/TypeError/AttributeError from an unexpected answer became a JSON-RPC error.
+    url = raw_server(_http(json.dumps(answer).encode()))
+    with pytest.raises(CompatError, match="unexpected answer"):
+        await _web_call(tool, url)
+
+
+async def test_credentials_in_a_service_url_never_reach_the_error_message() -> None:
+    for url in ("http://alice:s3cr3t@127.0.0.1:9", "http://tok3n@127.0.0.1:9", "http://bob:pw0rd@127.0.0.1"):
+        for tool in WEB_TOOLS:
+            with pytest.raises(CompatError) as exc:
+                await _web_call(tool, url)
+            assert not any(secret in exc.value.message for secret in ("s3cr3t", "tok3n", "pw0rd", "alice", "bob"))
+            assert "127.0.0.1" in exc.value.message
