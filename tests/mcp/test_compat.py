@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from beam_mcp._compat import _args, _text, _web, compat_tools, descriptors
+from beam_mcp._compat import _args, _search, _text, _web, compat_tools, descriptors
 from beam_mcp._compat._errors import CompatError
 from beam_mcp._compat.projection import Ctx, Projection
 from beam_mcp._tools import ToolSet
@@ -386,3 +386,62 @@ async def test_credentials_in_a_service_url_never_reach_the_error_message() -> N
                 await _web_call(tool, url)
             assert not any(secret in exc.value.message for secret in ("s3cr3t", "tok3n", "pw0rd", "alice", "bob"))
             assert "127.0.0.1" in exc.value.message
+
+
+def _lean_project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def _no_stdlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))  # no `lean`: the search reads the project only
+
+
+def test_local_search_matches_case_as_the_peers_ripgrep_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The peer's pattern holds `[A-Za-z0-9_'.]`, whose uppercase bounds make ripgrep's --smart-case search case
+    # sensitively for every query (checked against ripgrep and lean-lsp-mcp 0.32.0 itself).
+    _no_stdlib(monkeypatch, tmp_path)
+    text = "namespace Foo\ntheorem Add_foo : True := trivial\ntheorem add_foo : True := trivial\nend Foo\n"
+    root = _lean_project(tmp_path / "proj", {"A.lean": text})
+    assert _search.search(root, "add_foo", 10) == [{"name": "Foo.add_foo", "kind": "theorem", "file": "A.lean"}]
+    assert [m["name"] for m in _search.search(root, "Foo.add_foo", 10)] == ["Foo.add_foo"]
+    assert [m["name"] for m in _search.search(root, "Add", 10)] == ["Foo.Add_foo"]
+
+
+def test_local_search_follows_no_symlink_as_the_peers_ripgrep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # ripgrep without --follow skips symlinked directories and files; following them made a link back up the tree
+    # list every declaration once per level until the kernel's ELOOP (40 levels; two such links: 2^40 walks, so
+    # the test has one).
+    _no_stdlib(monkeypatch, tmp_path)
+    root = _lean_project(tmp_path / "proj", {"A.lean": "theorem add_foo : True := trivial\n"})
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "O.lean").write_text("theorem add_outside : True := trivial\n", encoding="utf-8")
+    (root / "Sub").mkdir()
+    (root / "Sub" / "up").symlink_to("..")
+    (root / "Sub" / "outside").symlink_to(tmp_path / "outside")
+    (root / "Sub" / "alias.lean").symlink_to(root / "A.lean")
+    found = _search.search(root, "add", 50)
+    assert found == [{"name": "add_foo", "kind": "theorem", "file": "A.lean"}]
+
+
+def test_local_search_shows_stdlib_files_as_the_peer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The peer's stdlib root is `<lean --print-prefix>/src`, shown as `.lean-stdlib/<path under src>`.
+    prefix = tmp_path / "toolchain"
+    (prefix / "bin").mkdir(parents=True)
+    lean = prefix / "bin" / "lean"
+    lean.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    lean.chmod(0o755)
+    (prefix / "src" / "lean" / "Init").mkdir(parents=True)
+    (prefix / "src" / "lean" / "Init" / "S.lean").write_text("theorem add_std : True := trivial\n", encoding="utf-8")
+    monkeypatch.setenv("PATH", str(prefix / "bin"))
+    root = _lean_project(tmp_path / "proj", {"A.lean": "theorem add_foo : True := trivial\n"})
+    assert _search.search(root, "add_std", 5) == [
+        {"name": "add_std", "kind": "theorem", "file": ".lean-stdlib/lean/Init/S.lean"}
+    ]

@@ -40,15 +40,15 @@ INDEX_KIND: Final = "declaration"
 
 def _pattern(query: str) -> re.Pattern[str]:
     term = query.rsplit(".", 1)[-1]
-    flags = 0 if any(ch.isupper() for ch in term) else re.IGNORECASE  # ripgrep's --smart-case
+    # Case sensitive, whatever the query: lean-lsp-mcp passes ripgrep --smart-case, but its pattern's
+    # `[A-Za-z0-9_'.]` has uppercase literals, and with one of those smart case searches case sensitively.
     return re.compile(
-        _LEAD + rf"(?:{'|'.join(_KEYWORDS)})\s+(?:[A-Za-z0-9_'.]+\.)*{re.escape(term)}[A-Za-z0-9_'.]*(?:\s|:|$)",
-        flags,
+        _LEAD + rf"(?:{'|'.join(_KEYWORDS)})\s+(?:[A-Za-z0-9_'.]+\.)*{re.escape(term)}[A-Za-z0-9_'.]*(?:\s|:|$)"
     )
 
 
 def stdlib_sources(root: Path) -> Path | None:
-    """The toolchain's Lean sources (`<prefix>/src/lean`), found from `lean` on PATH without running it."""
+    """The toolchain's sources (`<prefix>/src`, lean-lsp-mcp's stdlib root), found from `lean` on PATH unrun."""
     lean = shutil.which("lean")
     if lean is None:
         return None
@@ -61,18 +61,20 @@ def stdlib_sources(root: Path) -> Path | None:
         if name is None:
             return None
         prefix = prefix / "toolchains" / elan_toolchain_dir(name)
-    src = prefix / "src" / "lean"
+    src = prefix / "src"
     return src if src.is_dir() else None
 
 
 def _files(base: Path, *, project: bool) -> Iterator[Path]:
-    for directory, dirs, files in os.walk(base, followlinks=True):
+    # No symlink is followed, to a directory or a file, as ripgrep without --follow (a link up the tree would
+    # otherwise list every file once per level, until the kernel's ELOOP).
+    for directory, dirs, files in os.walk(base):
         here = Path(directory)
         dirs[:] = sorted(
             d for d in dirs if d not in _SKIP_DIRS and not (d == "build" and here.name == ".lake" and project)
         )
         for name in sorted(files):
-            if name.endswith(".lean"):
+            if name.endswith(".lean") and not os.path.islink(here / name):
                 yield here / name
 
 
@@ -123,7 +125,7 @@ def search(root: Path, query: str, limit: int) -> list[dict[str, str]]:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            if query.rsplit(".", 1)[-1].casefold() not in text.casefold():
+            if query.rsplit(".", 1)[-1] not in text:
                 continue
             for number, line in enumerate(text.splitlines(), 1):
                 if not pattern.search(line):
