@@ -445,3 +445,68 @@ def test_local_search_shows_stdlib_files_as_the_peer(monkeypatch: pytest.MonkeyP
     assert _search.search(root, "add_std", 5) == [
         {"name": "add_std", "kind": "theorem", "file": ".lean-stdlib/lean/Init/S.lean"}
     ]
+
+
+class _SymbolIndex:
+    """`Calls` over a broker whose project Lean runs and whose `workspace_symbols` answers `symbols`."""
+
+    def __init__(self, symbols: list[dict[str, Any]]) -> None:
+        self.symbols = symbols
+
+    async def broker_call(self, run: object, name: str, arguments: object) -> dict[str, Any]:
+        assert name == "workspace_symbols"
+        return {"result": self.symbols}
+
+    async def broker(self) -> _SymbolIndex:
+        return self
+
+    def cached(self, root: str) -> object:
+        return object()
+
+
+async def test_local_search_keeps_the_index_matches_the_peer_keeps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # lean-lsp-mcp drops compiler helpers (unless asked for by name) and symbols outside the project, its packages
+    # and the stdlib, shows package and stdlib files under `.lake/packages/<name>/` and `.lean-stdlib/`, and keeps
+    # one entry per name; Beam kept them all, with absolute paths.
+    prefix = tmp_path / "toolchain"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "lean").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (prefix / "bin" / "lean").chmod(0o755)
+    (prefix / "src" / "lean" / "Init").mkdir(parents=True)
+    monkeypatch.setenv("PATH", str(prefix / "bin"))
+    root = _lean_project(tmp_path / "proj", {"A.lean": "def other := 1\n"})
+    dep = tmp_path / "dep"  # a package checked out elsewhere, linked into .lake/packages
+    (dep / "Dep").mkdir(parents=True)
+    (root / ".lake" / "packages").mkdir(parents=True)
+    (root / ".lake" / "packages" / "dep").symlink_to(dep)
+
+    def symbol(name: str, path: Path) -> dict[str, Any]:
+        return {"name": name, "kind": 12, "location": {"uri": path.as_uri(), "range": {}}}
+
+    symbols = [
+        symbol("Foo.addA", root / "A.lean"),
+        symbol("Foo.addA", root / "B.lean"),
+        symbol("Dep.addD", dep / "Dep" / "D.lean"),
+        symbol("Nat.addS", prefix / "src" / "lean" / "Init" / "S.lean"),
+        symbol("addElsewhere", tmp_path / "elsewhere" / "E.lean"),
+        symbol("_private.A.0._aux_A___macroRules_addM_1", root / "A.lean"),
+        symbol("addH._@.A._hygCtx._hyg.3", root / "A.lean"),
+    ]
+    projection = Projection({"LEAN_PROJECT_PATH": str(root)})
+    cx = Ctx(_SymbolIndex(symbols), object())  # type: ignore[arg-type]
+    arguments = _args.parse(_schema("lean_local_search"), {"query": "add", "limit": 20})
+    with anyio.fail_after(30):
+        out = await projection.local_search(cx, arguments)
+    assert out["index"] == "consulted"
+    assert sorted((m["name"], m["file"]) for m in out["items"]) == [
+        ("Dep.addD", ".lake/packages/dep/Dep/D.lean"),
+        ("Foo.addA", "A.lean"),
+        ("Nat.addS", ".lean-stdlib/lean/Init/S.lean"),
+    ]
+    helper = "addH._@.A._hygCtx._hyg.3"
+    arguments = _args.parse(_schema("lean_local_search"), {"query": helper})
+    with anyio.fail_after(30):
+        named = await projection.local_search(cx, arguments)
+    assert named["items"][0]["name"] == helper, "a helper asked for by name is kept (and ranks first)"

@@ -72,8 +72,9 @@ class ProjectTools(Base):
                 for sym in out["result"]:
                     path = uri_path((sym.get("location") or {}).get("uri", ""))
                     if isinstance(sym.get("name"), str) and path is not None:
-                        symbols.append({"name": sym["name"], "kind": _search.INDEX_KIND, "file": display(root, path)})
-                found = _search.merge(found, symbols, query, a["limit"])
+                        symbols.append((sym["name"], path))
+                matches = await anyio.to_thread.run_sync(_search.index_matches, root, symbols, query)
+                found = _search.merge(found, matches, query, a["limit"])
                 index = "consulted"
         return {"items": found, "index": index}
 
