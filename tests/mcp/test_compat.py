@@ -510,3 +510,37 @@ async def test_local_search_keeps_the_index_matches_the_peer_keeps(
     with anyio.fail_after(30):
         named = await projection.local_search(cx, arguments)
     assert named["items"][0]["name"] == helper, "a helper asked for by name is kept (and ranks first)"
+
+
+class _Goals:
+    """`Calls` whose `goals` answers one goal at the position itself (`exact`) and another before its tactic."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    async def broker_call(self, run: object, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if name == "update":
+            return {"version": 1}
+        assert name == "goals"
+        self.asked.append(arguments)
+        target = "at the position" if arguments.get("exact") else "before the tactic"
+        return {"goals": [{"userName": None, "hyps": [], "target": target}]}
+
+
+async def test_hammer_premise_sends_the_goal_at_the_position_as_the_peer(
+    stub: tuple[str, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    # lean-lsp-mcp asks `$/lean/plainGoal` at (line, column) - what `lean_goal` with a column answers, Beam's
+    # `goals` with `exact` - and sends its first goal; Beam sent the goal before the tactic at the position.
+    url, requests, answers = stub
+    answers["/retrieve"] = [{"name": "p"}]
+    root = _lean_project(tmp_path / "proj", {"A.lean": "theorem t : True := by\n  simp\n"})
+    projection = Projection({"LEAN_PROJECT_PATH": str(root), "LEAN_HAMMER_URL": url})
+    calls = _Goals()
+    cx = Ctx(calls, object())  # type: ignore[arg-type]
+    arguments = _args.parse(_schema("lean_hammer_premise"), {"file_path": "A.lean", "line": 2, "column": 7})
+    with anyio.fail_after(30):
+        out = await projection.hammer_premise(cx, arguments)
+    assert out == {"items": [{"name": "p"}]}
+    assert requests[-1]["body"]["state"] == "⊢ at the position"
+    assert (calls.asked[0]["line"], calls.asked[0]["character"]) == (1, 6)

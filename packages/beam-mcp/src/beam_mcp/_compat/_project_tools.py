@@ -99,7 +99,8 @@ class ProjectTools(Base):
         if not _web.custom(self.env, _web.HAMMER_URL_ENV):
             self.limits.take("hammer_premise", _web.TOOL_LIMIT)
         doc = await self._open(cx, a["file_path"])
-        goals = await self._goals(cx, doc, a["line"] - 1, a["column"] - 1, "before")
+        # lean-lsp-mcp's plainGoal at the position itself: what `lean_goal` with a column answers.
+        goals = await self._goals(cx, doc, a["line"] - 1, a["column"] - 1, "exact")
         if not goals:
             status = "no_goal" if goals is None else "complete"
             raise CompatError(
