@@ -544,3 +544,56 @@ async def test_hammer_premise_sends_the_goal_at_the_position_as_the_peer(
     assert out == {"items": [{"name": "p"}]}
     assert requests[-1]["body"]["state"] == "⊢ at the position"
     assert (calls.asked[0]["line"], calls.asked[0]["character"]) == (1, 6)
+
+
+class _Navigation:
+    """`Calls` whose `definition` and `references` answer the given LSP locations."""
+
+    def __init__(self, definition: list[dict[str, Any]], references: list[dict[str, Any]]) -> None:
+        self.answers = {"definition": definition, "references": references}
+
+    async def broker_call(self, run: object, name: str, arguments: object) -> dict[str, Any]:
+        if name == "update":
+            return {"version": 1}
+        return {"result": self.answers[name]}
+
+
+async def test_navigation_shows_stdlib_files_and_leaves_out_others_as_the_peer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # lean-lsp-mcp shows every path through its path policy: the toolchain's sources as `.lean-stdlib/...`; a
+    # reference elsewhere is left out (still counted in `total`), a declaration elsewhere is a tool error. Beam
+    # answered absolute paths.
+    prefix = tmp_path / "toolchain"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "lean").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (prefix / "bin" / "lean").chmod(0o755)
+    std = prefix / "src" / "lean" / "Init" / "S.lean"
+    std.parent.mkdir(parents=True)
+    std.write_text("theorem add_std : True := trivial\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere" / "E.lean"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("theorem add_std' : True := trivial\n", encoding="utf-8")
+    monkeypatch.setenv("PATH", str(prefix / "bin"))
+    root = _lean_project(tmp_path / "proj", {"A.lean": "example : True := add_std\n"})
+    rng = {"start": {"line": 0, "character": 8}, "end": {"line": 0, "character": 15}}
+
+    def at(path: Path) -> dict[str, Any]:
+        return {"uri": path.as_uri(), "range": rng}
+
+    projection = Projection({"LEAN_PROJECT_PATH": str(root)})
+    found = _Navigation(
+        [{"targetUri": std.as_uri(), "targetRange": rng}], [at(root / "A.lean"), at(std), at(elsewhere)]
+    )
+    cx = Ctx(found, object())  # type: ignore[arg-type]
+    declaration = _args.parse(_schema("lean_declaration_file"), {"file_path": "A.lean", "symbol": "add_std"})
+    references = _args.parse(_schema("lean_references"), {"file_path": "A.lean", "line": 1, "column": 19})
+    with anyio.fail_after(30):
+        shown = await projection.declaration_file(cx, declaration)
+        refs = await projection.references(cx, references)
+    assert shown["file_path"] == ".lean-stdlib/lean/Init/S.lean"
+    assert [r["file_path"] for r in refs["items"]] == ["A.lean", ".lean-stdlib/lean/Init/S.lean"]
+    assert refs["total"] == 3
+    away = Ctx(_Navigation([{"targetUri": elsewhere.as_uri(), "targetRange": rng}], []), object())  # type: ignore[arg-type]
+    with anyio.fail_after(30), pytest.raises(CompatError, match="outside the active Lean project"):
+        await projection.declaration_file(away, declaration)

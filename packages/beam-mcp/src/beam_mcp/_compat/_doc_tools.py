@@ -12,10 +12,9 @@ from typing import Any, Final
 
 import anyio
 
-from . import _text
+from . import _search, _text
 from ._core import Base, Ctx, Doc, both, error_code, uri_path
 from ._errors import CompatError
-from ._project import display
 
 _COMPLETION_KINDS: Final = {"enumMember": "enum_member", "event": "theorem", "typeParameter": "type_parameter"}
 _OUTLINE_TAGS: Final = {
@@ -271,9 +270,11 @@ class DocTools(Base):
         target = uri_path(location.get("targetUri") or location.get("uri") or "")
         if target is None or not target.is_file():
             raise CompatError(f"Could not open declaration file `{target}` for `{symbol}`.")
+        shown = _search.shown(doc.root, _search.stdlib_sources(doc.root), target)
+        if shown is None:  # lean-lsp-mcp's path policy refuses it
+            raise CompatError(f"Path '{target}' is outside the active Lean project, dependencies, and stdlib roots.")
         content = _text.read_source(str(target))
         lines = content.splitlines()
-        shown = display(doc.root, target)
         if a["full_file"]:
             return {
                 "file_path": shown,
@@ -304,10 +305,14 @@ class DocTools(Base):
         if a["max_results"] is not None:
             found = found[: a["max_results"]]
         texts: dict[Path, list[str]] = {doc.file: doc.lsp}
+        stdlib = _search.stdlib_sources(doc.root)
         items = []
         for location in found:
             path = uri_path(location.get("uri", ""))
             if path is None:
+                continue
+            shown = _search.shown(doc.root, stdlib, path)
+            if shown is None:  # outside the project, its packages and the stdlib: lean-lsp-mcp leaves it out
                 continue
             if path not in texts:
                 try:
@@ -319,7 +324,7 @@ class DocTools(Base):
             end_line, end_column = _text.position(texts[path], rng.get("end", {}))
             items.append(
                 {
-                    "file_path": display(doc.root, path),
+                    "file_path": shown,
                     "line": line,
                     "column": column,
                     "end_line": end_line,
