@@ -597,3 +597,38 @@ async def test_navigation_shows_stdlib_files_and_leaves_out_others_as_the_peer(
     away = Ctx(_Navigation([{"targetUri": elsewhere.as_uri(), "targetRange": rng}], []), object())  # type: ignore[arg-type]
     with anyio.fail_after(30), pytest.raises(CompatError, match="outside the active Lean project"):
         await projection.declaration_file(away, declaration)
+
+
+async def test_a_cancelled_web_call_does_not_wait_for_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The request runs in a worker thread; the peer's asyncio.to_thread leaves it behind on cancellation. Beam's
+    # anyio.to_thread.run_sync waited for the thread, so a cancelled call (or the server's shutdown) waited as long
+    # as the service held the request: up to the socket timeout per read, for ever for one that drips bytes.
+    # Longer than the bound below, so that without the fix the call ends (late) and the bound fails the test.
+    monkeypatch.setattr(_web, "TIMEOUT", 40.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    accepted = threading.Event()
+
+    def hold() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        held.append(conn)  # never answered; closed by the test
+        accepted.set()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_web.leansearch, {"LEANSEARCH_URL": url}, "q", 1)
+                await anyio.to_thread.run_sync(accepted.wait)
+                tg.cancel_scope.cancel()
+    finally:
+        for conn in held:
+            conn.close()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(timeout=5)

@@ -103,7 +103,9 @@ async def fetch_json(request: urllib.request.Request) -> Any:
             host, credentials in the URL left out).
     """
     try:
-        return await anyio.to_thread.run_sync(_fetch, request)
+        # A cancelled call leaves the thread behind (as lean-lsp-mcp's asyncio.to_thread does) instead of waiting
+        # as long as the service holds the request; the socket timeout still ends the thread.
+        return await anyio.to_thread.run_sync(_fetch, request, abandon_on_cancel=True)
     # http.client's HTTPException (a reply that is no HTTP, a body cut short) is neither an OSError nor a
     # ValueError, and any other exception would leave the surface as a JSON-RPC error, not a tool error.
     except (OSError, ValueError, http.client.HTTPException) as exc:
