@@ -632,3 +632,38 @@ async def test_a_cancelled_web_call_does_not_wait_for_the_service(monkeypatch: p
         listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join(timeout=5)
+
+
+class _NoLean:
+    """`Calls` over a broker with no Lean running for any project (local search reads sources only)."""
+
+    async def broker_call(self, run: object, name: str, arguments: object) -> dict[str, Any]:
+        raise AssertionError(f"unexpected operation {name}")
+
+    async def broker(self) -> _NoLean:
+        return self
+
+    def cached(self, root: str) -> None:
+        return None
+
+
+async def test_a_directory_that_is_no_lean_project_is_refused_and_the_project_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # lean-lsp-mcp checks `project_root` / `lean_project_path` (a `lean-toolchain` and a lakefile) before it binds
+    # it; Beam bound any directory first, so one bad argument left the server without a project.
+    _no_stdlib(monkeypatch, tmp_path)
+    root = _lean_project(tmp_path / "proj", {"A.lean": "theorem add_foo : True := trivial\n"})
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    projection = Projection({"LEAN_PROJECT_PATH": str(root)})
+    cx = Ctx(_NoLean(), object())  # type: ignore[arg-type]
+    search = _args.parse(_schema("lean_local_search"), {"query": "add_foo"})
+    with anyio.fail_after(30):
+        with pytest.raises(CompatError, match=r"Invalid project root .*must contain `lean-toolchain`"):
+            await projection.local_search(cx, {**search, "project_root": str(plain)})
+        assert [m["name"] for m in (await projection.local_search(cx, search))["items"]] == ["add_foo"]
+        build = _args.parse(_schema("lean_build"), {"lean_project_path": str(plain)})
+        with pytest.raises(CompatError, match=r"must contain `lean-toolchain`"):
+            await projection.build(cx, build)
+        assert [m["name"] for m in (await projection.local_search(cx, search))["items"]] == ["add_foo"]

@@ -10,7 +10,7 @@ import anyio
 from . import _search, _web
 from ._core import Base, Ctx, error_code, uri_path
 from ._errors import CompatError
-from ._project import directory, display, files_under
+from ._project import display, files_under, lean_project
 
 
 class ProjectTools(Base):
@@ -24,10 +24,7 @@ class ProjectTools(Base):
                 "(lean_sync's rebuild_imports); run `lake clean` or `lake exe cache get` yourself"
             )
         if a["lean_project_path"]:
-            candidate = directory(a["lean_project_path"], None)
-            if candidate is None:
-                raise CompatError(f"Lean project path '{a['lean_project_path']}' does not exist.")
-            self.project.root = candidate
+            self.project.root = lean_project(a["lean_project_path"], None)
         root = self.project.current()
         log: list[str] = []
         errors: list[str] = []
@@ -49,10 +46,10 @@ class ProjectTools(Base):
     async def local_search(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_local_search`: declarations in the project's sources, with Beam's symbol index when it runs."""
         if a["project_root"]:
-            candidate = directory(a["project_root"], self.project.root)
-            if candidate is None:
-                raise CompatError(f"Invalid project root '{a['project_root']}': no such directory")
-            self.project.root = candidate
+            try:
+                self.project.root = lean_project(a["project_root"], self.project.root)
+            except CompatError as exc:
+                raise CompatError(f"Invalid project root '{a['project_root']}': {exc.message}") from exc
         elif self.project.root is None:
             raise CompatError("Lean project path not set. Call a file-based tool first.")
         root = self.project.current()
