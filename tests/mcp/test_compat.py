@@ -667,3 +667,45 @@ async def test_a_directory_that_is_no_lean_project_is_refused_and_the_project_ke
         with pytest.raises(CompatError, match=r"must contain `lean-toolchain`"):
             await projection.build(cx, build)
         assert [m["name"] for m in (await projection.local_search(cx, search))["items"]] == ["add_foo"]
+
+
+async def test_the_web_tools_send_the_peers_request_bodies_byte_for_byte() -> None:
+    # lean-lsp-mcp encodes bodies with orjson: compact, UTF-8 (no `\\u` escapes). Beam sent `json.dumps` defaults.
+    seen: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for _ in range(3):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:"))[15:])
+                while len(body) < length:
+                    body += conn.recv(65536)
+                seen.append(body)
+                conn.sendall(_http(b"[]") if len(seen) != 2 else _http(b"{}"))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    env = {"LEANSEARCH_URL": url, "LEAN_FINDER_URL": url, "LEAN_HAMMER_URL": url}
+    try:
+        with anyio.fail_after(30):
+            await _web.leansearch(env, "∀ x, x = x", 5)
+            await _web.leanfinder(env, "∀ x", 3, "v4.28.0")
+            await _web.hammer_premise(env, "⊢ p ∧ q", 4)
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(timeout=5)
+    assert seen == [
+        '{"num_results":"5","query":["∀ x, x = x"]}'.encode(),
+        '{"inputs":"∀ x","top_k":3,"version":"v4.28.0"}'.encode(),
+        '{"state":"⊢ p ∧ q","new_premises":[],"k":4}'.encode(),
+    ]

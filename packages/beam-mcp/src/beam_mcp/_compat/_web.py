@@ -123,7 +123,9 @@ def unexpected(service: str, exc: Exception) -> CompatError:
 
 def _post(url: str, body: Any, headers: Mapping[str, str] | None = None) -> urllib.request.Request:
     head = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **(headers or {})}
-    return urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=head, method="POST")
+    # Byte for byte lean-lsp-mcp's body: orjson writes compact UTF-8 JSON (no spaces, no `\u` escapes).
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return urllib.request.Request(url, data=data, headers=head, method="POST")
 
 
 async def leansearch(env: Mapping[str, str], query: str, num_results: int) -> dict[str, Any]:
