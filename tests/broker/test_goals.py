@@ -39,7 +39,7 @@ async def test_goals_at_a_position_are_asked_of_lean_once_per_version(
     # Lean's goals at a position of a version do not change; an agent asks again and again at one place.
     root = fake_project(tmp_path / "p", {"A.lean": PROOF})
     asked = spy(monkeypatch, "interactive_goals", "plain_goal")
-    at = {"path": "A.lean", "line": 1, "character": 4}
+    at: dict[str, Any] = {"path": "A.lean", "line": 1, "character": 4}
     async with open_broker({"goal_trigger": "exact", "rpc": True, "goal": "h : True\n⊢ True"}) as broker:
         await call(broker, "sync", root, path="A.lean")
         first = await call(broker, "goals", root, version=1, mode="before", **at)
