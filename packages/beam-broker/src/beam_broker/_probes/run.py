@@ -19,7 +19,7 @@ from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call, Watch, reelaborating, stale_imports
 from beam_broker._documents import header_imports, header_text
-from beam_broker._ops.goals import goals_at
+from beam_broker._ops.goals import goals_at, kept
 from beam_broker.errors import CONTENT_MODIFIED, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position
 from beam_lsp.errors import unwrap_group
@@ -94,9 +94,11 @@ async def proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Positio
     if proof is None and probe.without_tactics(client.document(doc.uri), pos):
         proof = False
     if proof is None:
+        version = doc.version
         async with call.position(client, doc, pos, mirror) as uri:
             proof = await client.plain_goal(uri, pos) is not None
-        doc.goal_modes[key] = proof
+        if doc.version == version:  # not an answer about a version that came meanwhile
+            doc.goal_modes[key] = proof
     return proof
 
 
@@ -241,12 +243,15 @@ async def _before(
 ) -> m.ProofState | None:
     """The goals at the basis, for a failed proof-mode probe.
 
-    The mirror holds the source's text up to there (the document is busy when Lean elaborates it again).
+    The mirror holds the source's text up to there (the document is busy when Lean elaborates it again); the
+    document itself answers once per version (`kept`).
     """
-    if basis.goal_position is None:
+    position = basis.goal_position
+    if position is None:
         return None
-    uri = mirror.uri if reelaborating(client, doc) else doc.uri
-    return await goals_at(client, uri, basis.goal_position)
+    if reelaborating(client, doc):
+        return await goals_at(client, mirror.uri, position)
+    return await kept(client, doc, position)
 
 
 async def run_batch(
