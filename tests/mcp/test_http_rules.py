@@ -124,6 +124,16 @@ def test_the_bound_address_and_its_origin_are_allowed() -> None:
     assert refused.value.status == 403 and b'"code":%d' % INVALID_REQUEST in refused.value.body
 
 
+def test_an_origin_on_its_schemes_default_port_is_the_same_origin_with_or_without_the_port() -> None:
+    # A browser serializes an origin without its scheme's default port (RFC 6454 6.2): `http://localhost`.
+    Admission("127.0.0.1", 80, (), ()).check_origin(Headers({"host": "localhost", "origin": "http://localhost"}))
+    allowed = Admission("127.0.0.1", 8765, (), ("https://app.example.org:443", "http://docs.example.org"))
+    allowed.check_origin(Headers({"host": "localhost:8765", "origin": "https://app.example.org"}))
+    allowed.check_origin(Headers({"host": "localhost:8765", "origin": "http://docs.example.org:80"}))
+    with pytest.raises(Rejected):  # another scheme's default port is another origin
+        allowed.check_origin(Headers({"host": "localhost:8765", "origin": "http://app.example.org:443"}))
+
+
 def test_a_request_without_host_is_refused() -> None:
     with pytest.raises(Rejected) as refused:
         Admission("127.0.0.1", 9000, (), ()).check_origin(Headers({}))

@@ -174,7 +174,7 @@ class Admission:
     ) -> None:
         bound = url_host(host).lower()
         self.hosts = {split_host(entry) for entry in (*LOOPBACK_NAMES, bound, *allowed_hosts)}
-        origins = {f"http://{name}:{port}" for name in (*LOOPBACK_NAMES, bound)}
+        origins = {_origin(f"http://{name}:{port}") for name in (*LOOPBACK_NAMES, bound)}
         self.origins = origins | {_origin(origin) for origin in allowed_origins}
         self.token = token
 
@@ -241,8 +241,14 @@ def not_found(path: str) -> Rejected:
     return Rejected(404, f"no MCP endpoint at {path!r}: use {ENDPOINT}")
 
 
+_DEFAULT_PORTS: Final = {"http": ":80", "https": ":443"}
+
+
 def _origin(value: str) -> str:
-    return value.strip().lower().rstrip("/")
+    """An origin as compared: lowercase, no trailing `/`, no default port (browsers send `http://localhost`)."""
+    origin = value.strip().lower().rstrip("/")
+    default = _DEFAULT_PORTS.get(origin.partition("://")[0])
+    return origin.removesuffix(default) if default is not None else origin
 
 
 def modern_header_error(headers: Headers, message: Request) -> JsonRpcError | None:
