@@ -251,3 +251,28 @@ async def test_lakes_stderr_is_redacted_by_line_even_when_a_secret_arrives_in_tw
         )
     assert code == 0
     assert lines == ["fetch failed: [redacted:LAKE_API_TOKEN] denied"]
+
+
+async def test_lake_never_reads_the_servers_stdin(tmp_path: Path) -> None:
+    # Review finding: Lake inherited the process's stdin, which for `lean-beam-mcp` over stdio is the client's MCP
+    # stream: a Lake (or a build step) that read stdin took the client's messages.
+    import sys
+
+    from beam_broker import _lake as lake
+    from beam_lsp.redaction import Redactor
+
+    child = "import os\nprint('read', len(os.read(0, 100)))\n"
+    read, write = os.pipe()
+    os.write(write, b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}\n')
+    saved = os.dup(0)
+    os.dup2(read, 0)  # this process's stdin now holds a client's message, as an MCP server's does
+    try:
+        with anyio.fail_after(30):
+            code, lines = await lake.run(
+                [sys.executable, "-c", child], cwd=str(tmp_path), env=os.environ, redactor=Redactor()
+            )
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert (code, lines) == (0, ["read 0"])

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -243,7 +244,10 @@ async def run(
         OSError: Lake could not be started.
     """
     lines: list[str] = []
-    proc = await anyio.open_process(list(args), cwd=cwd, env=dict(env), stdin=None, start_new_session=True)
+    # Never the server's stdin: over stdio that is the MCP client's stream.
+    proc = await anyio.open_process(
+        list(args), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         buf = b""
