@@ -357,11 +357,22 @@ def _incomplete(
 ) -> BrokerError:
     fp = progress.snapshot().model_dump_json(exclude_none=True)
     save_deps, plan = recovery(path, stale)
+    # The message is all a person reads (`lean-beam` prints it alone): name what to do when Beam knows it.
+    names = ", ".join(s.module for s in stale)
+    if save_deps:
+        order = ", ".join(save_deps)
+        advice = f"Its imports are out of date ({names}): save them in this order: {order}; then refresh {path}."
+    elif stale:
+        advice = f"Its imports ({names}) were rebuilt after Lean loaded them: refresh {path}."
+    else:
+        advice = (
+            "An imported target may be stale or broken, or the Lean worker may have exited. Run `lake build` or fix "
+            "the upstream module first."
+        )
     return BrokerError(
         SYNC_BARRIER_INCOMPLETE,
-        f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; "
-        f"fileProgress={fp}. An imported target may be stale or broken, or the Lean worker may have "
-        "exited. Run `lake build` or fix the upstream module first.",
+        f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; fileProgress={fp}. "
+        + advice,
         {
             "targetPath": path,
             "elaboration": result.elaboration.value,
