@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -124,11 +125,40 @@ def _checkout(tmp_path: Path) -> Path:
     return checkout
 
 
+MARK = "@@beam-doc-command"
+"""What the console script echoes before each command, to cut its stdout into each command's output."""
+
+
+def _console_script(block: Block) -> str:
+    """The block's commands, each after a marker line; `lean-beam` prints text as it does on the reader's terminal."""
+    lines = []
+    for n, command in enumerate(block.commands()):
+        if command.startswith("lean-beam "):
+            command = "lean-beam --human " + command.removeprefix("lean-beam ")
+        lines += [f"echo {MARK} {n}", command]
+    return "\n".join(lines) + "\n"
+
+
+def _matches(shown: str, printed: str) -> bool:
+    """A sample line against a printed one: `...` stands for any text."""
+    return re.fullmatch(".*".join(re.escape(part) for part in shown.split("...")), printed) is not None
+
+
+def _check_samples(block: Block, stdout: str, checkout: Path) -> None:
+    """Each command with sample lines printed exactly those lines (trailing blank lines aside)."""
+    printed = [part.split("\n", 1)[1] if "\n" in part else "" for part in stdout.split(f"{MARK} ")[1:]]
+    for (command, shown), out in zip(block.samples(), printed, strict=True):
+        if not shown:
+            continue
+        lines = out.rstrip("\n").replace(str(checkout), CHECKOUT).splitlines()
+        assert len(lines) == len(shown) and all(map(_matches, shown, lines)), (block.id, command, shown, lines)
+
+
 @pytest.mark.lean
 @pytest.mark.parametrize("block", _of("console", "sh"), ids=lambda b: b.id)
 def test_each_shell_block_runs(block: Block, tmp_path: Path, lean_toolchain: Toolchain) -> None:
     checkout = _checkout(tmp_path)
-    script = block.text if block.kind == "sh" else "\n".join(block.commands()) + "\n"
+    script = block.text if block.kind == "sh" else _console_script(block)
     script = script.replace(CHECKOUT, str(checkout)).replace(PROJECT, str(checkout / "tests" / "fixtures" / "demo"))
     env = {**lean_toolchain.env(), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env.pop("VIRTUAL_ENV", None)
@@ -143,3 +173,17 @@ def test_each_shell_block_runs(block: Block, tmp_path: Path, lean_toolchain: Too
     )
     assert done.returncode == 0, (block.id, done.stdout[-4000:], done.stderr[-4000:])
     assert os.listdir(checkout / "tests" / "fixtures" / "demo"), block.id
+    if block.kind == "console":
+        _check_samples(block, done.stdout, checkout)
+
+
+def test_a_console_sample_is_compared_line_by_line_with_dots_for_any_text() -> None:
+    block = Block("x.md", 1, "console", "$ cd d\n$ lean-beam save A.lean\nA.lean: saved to .../A.olean\n$ echo\n")
+    assert block.samples() == [("cd d", []), ("lean-beam save A.lean", ["A.lean: saved to .../A.olean"]), ("echo", [])]
+    assert _console_script(block).splitlines()[3] == "lean-beam --human save A.lean"
+    out = f"{MARK} 0\n{MARK} 1\nA.lean: saved to /tmp/beam/A.olean\n\n{MARK} 2\n\n"
+    _check_samples(block, out, Path("/tmp/beam"))
+    with pytest.raises(AssertionError):
+        _check_samples(block, out.replace("saved to", "saved as"), Path("/tmp/beam"))
+    with pytest.raises(AssertionError):
+        _check_samples(block, out.replace("A.olean\n", "A.olean\nmore\n"), Path("/tmp/beam"))
