@@ -3,8 +3,9 @@
 MCP client configurations (`json`, `toml`) start the server they name with only the environment they give it (as
 a client that passes a minimal environment would) and must answer `server/discover`; `console` and `sh` blocks run
 on the real Lean lane in a checkout-shaped directory (`.venv` is this interpreter's environment,
-`tests/fixtures/demo` a copy of the demo project) and must exit 0. The install block runs in the `standalone`
-lane (`tests/standalone.sh`): it creates a venv and downloads the packages' dependencies.
+`tests/fixtures/demo` a copy of the demo project) and must exit 0 (a console command may fail when the page shows
+its status with `echo $?`), each console command printing the lines the page shows below it. The install block
+runs in the `standalone` lane (`tests/standalone.sh`): it creates a venv and downloads the packages' dependencies.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ VENV = Path(sys.prefix)
 """The environment running the tests: it has the four packages installed, as the Quickstart's `.venv` does."""
 EXPECTED = {
     "README.md": {"install": 1, "json": 1, "console": 1},
+    "docs/cli.md": {"console": 1},
     "docs/mcp-clients.md": {"json": 3, "toml": 1},
     "docs/mcp-http.md": {"sh": 1},
 }
@@ -126,17 +128,27 @@ def _checkout(tmp_path: Path) -> Path:
 
 
 MARK = "@@beam-doc-command"
-"""What the console script echoes before each command, to cut its stdout into each command's output."""
+"""What the console script writes to stdout and stderr before each command, to cut them into each command's part."""
+RC = "@@beam-doc-status"
+"""What it writes to stderr after each command, with the command's exit status."""
 
 
 def _console_script(block: Block) -> str:
-    """The block's commands, each after a marker line; `lean-beam` prints text as it does on the reader's terminal."""
-    lines = []
+    """The block's commands in one bash session, each between markers; `lean-beam` prints text as on a terminal.
+
+    `echo $?` prints the exit status of the command before it, as in the reader's shell.
+    """
+    lines = ["__rc=0"]
     for n, command in enumerate(block.commands()):
         if command.startswith("lean-beam "):
             command = "lean-beam --human " + command.removeprefix("lean-beam ")
-        lines += [f"echo {MARK} {n}", command]
+        command = "echo $__rc" if command == "echo $?" else command
+        lines += [f"echo {MARK} {n}; echo {MARK} {n} >&2", command, f"__rc=$?; echo {RC} $__rc >&2"]
     return "\n".join(lines) + "\n"
+
+
+def _parts(stream: str) -> list[str]:
+    return [part.split("\n", 1)[1] if "\n" in part else "" for part in stream.split(f"{MARK} ")[1:]]
 
 
 def _matches(shown: str, printed: str) -> bool:
@@ -144,14 +156,33 @@ def _matches(shown: str, printed: str) -> bool:
     return re.fullmatch(".*".join(re.escape(part) for part in shown.split("...")), printed) is not None
 
 
-def _check_samples(block: Block, stdout: str, checkout: Path) -> None:
-    """Each command with sample lines printed exactly those lines (trailing blank lines aside)."""
-    printed = [part.split("\n", 1)[1] if "\n" in part else "" for part in stdout.split(f"{MARK} ")[1:]]
-    for (command, shown), out in zip(block.samples(), printed, strict=True):
-        if not shown:
+def _check_console(block: Block, stdout: str, stderr: str, checkout: Path) -> None:
+    """Each command exits 0 (or the `echo $?` after it shows its status) and prints the lines the page shows.
+
+    Compared: stdout, then the `lean-beam: ` lines of stderr (errors); a shown line starting with `beam: ` is a note
+    on stderr (as the terminal shows it) and is not compared, nor is a command the page shows no lines for.
+    """
+    samples = block.samples()
+    outs, errs = _parts(stdout), _parts(stderr)
+    assert len(outs) == len(errs) == len(samples), (block.id, stdout[-4000:], stderr[-4000:])
+    for n, ((command, shown), out, err) in enumerate(zip(samples, outs, errs, strict=True)):
+        *err_lines, status = err.rstrip("\n").split("\n")
+        checked = n + 1 < len(samples) and samples[n + 1][0] == "echo $?"
+        assert status == f"{RC} 0" or checked, (block.id, command, status, out[-4000:], err[-4000:])
+        wanted = [line for line in shown if not line.startswith("beam: ")]
+        if not wanted:
             continue
-        lines = out.rstrip("\n").replace(str(checkout), CHECKOUT).splitlines()
-        assert len(lines) == len(shown) and all(map(_matches, shown, lines)), (block.id, command, shown, lines)
+        errors = [line for line in err_lines if line.startswith("lean-beam: ")]
+        lines = [*out.rstrip("\n").splitlines(), *errors]
+        lines = [line.replace(str(checkout), CHECKOUT) for line in lines]
+        assert len(lines) == len(wanted) and all(map(_matches, wanted, lines)), (block.id, command, wanted, lines)
+
+
+def _stop_daemons(block: Block, checkout: Path, env: dict[str, str]) -> None:
+    """A block that starts a daemon and failed before stopping it leaves none behind."""
+    if block.kind == "console" and any("daemon start" in command for command in block.commands()):
+        demo = checkout / "tests" / "fixtures" / "demo"
+        subprocess.run(["lean-beam", "daemon", "stop"], cwd=demo, env=env, capture_output=True, timeout=120)
 
 
 @pytest.mark.lean
@@ -162,28 +193,49 @@ def test_each_shell_block_runs(block: Block, tmp_path: Path, lean_toolchain: Too
     script = script.replace(CHECKOUT, str(checkout)).replace(PROJECT, str(checkout / "tests" / "fixtures" / "demo"))
     env = {**lean_toolchain.env(), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(
-        ["bash", "-e", "-c", script],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    env["PATH"] = os.pathsep.join([str(VENV / "bin"), env["PATH"]])  # for the clean-up's `lean-beam` only
+    try:
+        done = subprocess.run(
+            ["bash", "-e", "-c", script] if block.kind == "sh" else ["bash", "-c", script],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        _stop_daemons(block, checkout, env)
     assert done.returncode == 0, (block.id, done.stdout[-4000:], done.stderr[-4000:])
     assert os.listdir(checkout / "tests" / "fixtures" / "demo"), block.id
     if block.kind == "console":
-        _check_samples(block, done.stdout, checkout)
+        _check_console(block, done.stdout, done.stderr, checkout)
 
 
 def test_a_console_sample_is_compared_line_by_line_with_dots_for_any_text() -> None:
-    block = Block("x.md", 1, "console", "$ cd d\n$ lean-beam save A.lean\nA.lean: saved to .../A.olean\n$ echo\n")
-    assert block.samples() == [("cd d", []), ("lean-beam save A.lean", ["A.lean: saved to .../A.olean"]), ("echo", [])]
-    assert _console_script(block).splitlines()[3] == "lean-beam --human save A.lean"
-    out = f"{MARK} 0\n{MARK} 1\nA.lean: saved to /tmp/beam/A.olean\n\n{MARK} 2\n\n"
-    _check_samples(block, out, Path("/tmp/beam"))
+    text = "$ cd d\n$ lean-beam save A.lean\nA.lean: saved to .../A.olean\n$ lean-beam sync B.lean\n$ echo $?\n1\n"
+    block = Block("x.md", 1, "console", text)
+    assert block.samples() == [
+        ("cd d", []),
+        ("lean-beam save A.lean", ["A.lean: saved to .../A.olean"]),
+        ("lean-beam sync B.lean", []),
+        ("echo $?", ["1"]),
+    ]
+    script = _console_script(block).splitlines()
+    assert script[5] == "lean-beam --human save A.lean" and script[-2] == "echo $__rc"
+    out = f"{MARK} 0\n{MARK} 1\nA.lean: saved to /tmp/beam/A.olean\n\n{MARK} 2\n{MARK} 3\n1\n"
+
+    def err(*status: int, error: str = "") -> str:
+        return "".join(
+            f"{MARK} {n}\nbeam: progress\n{error if n == 1 else ''}{RC} {rc}\n" for n, rc in enumerate(status)
+        )
+
+    _check_console(block, out, err(0, 0, 1, 0), Path("/tmp/beam"))
     with pytest.raises(AssertionError):
-        _check_samples(block, out.replace("saved to", "saved as"), Path("/tmp/beam"))
+        _check_console(block, out.replace("saved to", "saved as"), err(0, 0, 1, 0), Path("/tmp/beam"))
     with pytest.raises(AssertionError):
-        _check_samples(block, out.replace("A.olean\n", "A.olean\nmore\n"), Path("/tmp/beam"))
+        _check_console(block, out.replace("A.olean\n", "A.olean\nmore\n"), err(0, 0, 1, 0), Path("/tmp/beam"))
+    with pytest.raises(AssertionError):  # an error line is compared too
+        _check_console(block, out, err(0, 0, 1, 0, error="lean-beam: error: no\n"), Path("/tmp/beam"))
+    with pytest.raises(AssertionError):  # a failure that no `echo $?` shows
+        _check_console(block, out, err(0, 1, 1, 0), Path("/tmp/beam"))
