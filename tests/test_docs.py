@@ -39,7 +39,7 @@ VENV = Path(sys.prefix)
 EXPECTED = {
     "README.md": {"install": 1, "json": 1, "console": 1},
     "docs/cli.md": {"console": 1},
-    "docs/mcp-clients.md": {"json": 3, "toml": 1},
+    "docs/mcp-clients.md": {"json": 4, "toml": 1},
     "docs/mcp-http.md": {"sh": 1},
 }
 """How many runnable blocks of each kind a page has at least: a marker that goes missing fails here."""
@@ -81,9 +81,14 @@ def test_a_marker_must_stand_above_a_block_of_a_known_kind(tmp_path: Path) -> No
 
 
 def _servers(block: Block) -> dict[str, dict[str, Any]]:
+    """The stdio servers of a configuration: Codex's `mcp_servers`, VS Code's `servers` (typed), else `mcpServers`."""
     if block.kind == "toml":
         return dict(tomllib.loads(block.text)["mcp_servers"])
-    return dict(json.loads(block.text)["mcpServers"])
+    config = json.loads(block.text)
+    if "servers" in config:  # VS Code: every server says its transport
+        assert all(server["type"] == "stdio" for server in config["servers"].values()), block.id
+        return dict(config["servers"])
+    return dict(config["mcpServers"])
 
 
 def _command(name: str) -> str:
