@@ -332,9 +332,16 @@ def stale_imports(path: str, stale: list[Stale]) -> BrokerError:
     return BrokerError(
         SYNC_BARRIER_INCOMPLETE,
         f"imports of {path} are out of date ({names}): Lean would answer from their old build, so the probe did not "
-        "run. Save them (in this order) and retry.",
+        f"run. {next_step(path, save_deps)}",
         {"targetPath": path, "staleDirectDeps": [s.wire() for s in stale], "saveDeps": save_deps, "recoveryPlan": plan},
     )
+
+
+def next_step(path: str, save_deps: list[str]) -> str:
+    """What to do about stale imports, in one sentence of an error message."""
+    if save_deps:
+        return f"Save them in this order: {', '.join(save_deps)}; then retry."
+    return f"Refresh {path}: its Lean worker loaded their old build."  # saved since the worker loaded them
 
 
 def recovery(path: str, stale: list[Stale]) -> tuple[list[str], list[str]]:
