@@ -95,8 +95,9 @@ workspace:
   The project is the nearest directory upward from the current one with lean-toolchain, lakefile.toml
   or lakefile.lean, or --root DIR. A relative FILE is looked up in the current directory, then in the
   project root (so a path lean-beam printed pastes back from anywhere in the project); FILE must be a
-  .lean file of the project. The Lean server command is --lean-cmd, then $BEAM_LEAN_SERVER_CMD, then
-  `lake serve` from PATH. `lean-beam doctor` checks the setup.
+  .lean file of the project. The Lean server command is --lean-cmd, then $BEAM_LEAN_SERVER_CMD, then the
+  `lake serve` of the toolchain lean-toolchain names (when elan has it), then `lake serve` from PATH.
+  `lean-beam doctor` checks the setup.
 
 output:
   On a terminal: text (diagnostics, warnings included, as `lean` prints them: FILE:LINE:COL:
@@ -118,6 +119,7 @@ exit codes:
   {EXIT_SETUP}    Lean or setup failure (runtimeSetup, workerExited, syncBarrierIncomplete, internalError)
   {EXIT_REFUSED}    the broker refused the call (contentModified: stale version; invalidParams: bad position)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C cancels the call cleanly)
+  {EXIT_BROKEN_PIPE}  stdout was closed early (lean-beam ... | head)
 
 examples:
   lean-beam sync Demo/Proofs.lean
