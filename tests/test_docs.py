@@ -39,7 +39,7 @@ VENV = Path(sys.prefix)
 EXPECTED = {
     "README.md": {"install": 1, "json": 1, "console": 1},
     "docs/cli.md": {"console": 1},
-    "docs/mcp-clients.md": {"json": 4, "toml": 1},
+    "docs/mcp-clients.md": {"json": 5, "toml": 1},
     "docs/mcp-http.md": {"sh": 1},
 }
 """How many runnable blocks of each kind a page has at least: a marker that goes missing fails here."""
