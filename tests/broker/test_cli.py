@@ -126,6 +126,14 @@ def test_help_lists_the_commands_by_group_and_a_typo_gets_a_suggestion(capsys: p
     assert capsys.readouterr().err.endswith("unrecognized arguments: --jsn; did you mean '--json'?\n")
     assert beam_cli.main(["daemon", "strat"]) == beam_cli.EXIT_USAGE
     assert capsys.readouterr().err.endswith("did you mean 'start' or 'status'?\n")
+    # A mistyped required option: argparse says the option is missing; the typo is what to fix.
+    assert beam_cli.main(["run-at", "A.lean:1:0", "--tex", "#check x"]) == beam_cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.endswith("unrecognized arguments: --tex; did you mean '--text'? (--text is required)\n"), err
+    assert beam_cli.main(["run-at", "A.lean:1:0", "--tex=#check x"]) == beam_cli.EXIT_USAGE
+    assert "unrecognized arguments: --tex=#check x; did you mean '--text'?" in capsys.readouterr().err
+    assert beam_cli.main(["run-at", "A.lean:1:0"]) == beam_cli.EXIT_USAGE  # no typo: argparse's own message
+    assert capsys.readouterr().err.endswith("error: the following arguments are required: --text\n")
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
