@@ -17,7 +17,14 @@ multi-attempt, run_code. Rows:
   `--tools lean-lsp-mcp` does, has it running by then; lean-lsp-mcp starts its Lean with that call);
 - warm pass: the same session again in the running servers, median per call over `rounds`;
 - multi-attempt with a long tail: one snippet on the line before 1500 declarations
-  (`tests.support.projects.long_file`), settled, median over `slow_rounds`.
+  (`tests.support.projects.long_file`), settled, median over `slow_rounds`;
+- the floor of the warm session: what any server that asks Lean for every answer pays at least. Lean's own time
+  for the four calls that need Lean on an unchanged file (goal: two `plainGoal`s at once; hover; multi-attempt:
+  a new version of a copy of the file with the snippet, elaborated, and its goal; run_code: a new version of a
+  scratch document, elaborated), asked by a bare beam-lsp client on a Lean of its own, plus six MCP round trips
+  (an SDK `ping` to each server: the client, stdio and the server's JSON-RPC, no tool). Diagnostics and the
+  outline of an unchanged version need no Lean request. The best ratio any such server can reach is the peer's
+  warm session over that floor.
 
 Subject and peer alternate in every measurement; every row prints both and the ratio peer/Beam.
 """
@@ -79,6 +86,59 @@ def compiled_env(env: dict[str, str], cache: Path, python: str = sys.executable)
     packages = found.stdout.split()  # the sources the server imports (an editable install's)
     subprocess.run([python, "-m", "compileall", "-q", *packages], env=out, check=True)
     return out
+
+
+async def lean_floor(root: Path, server_cmd: list[str], env: dict[str, str], rounds: int) -> dict[str, float]:
+    """Lean's own time (seconds, medians) for the warm session's calls that need Lean, asked by a bare client."""
+    from beam_lsp import LeanClient, Point0
+
+    goals_text = (root / "Demo/Goals.lean").read_text(encoding="utf-8")
+    snippet = goals_text.replace("  skip", "  exact hp")
+    assert snippet != goals_text
+    header = "prelude\nimport Demo.Basic\n"
+    times: dict[str, list[float]] = {"goal": [], "hover": [], "multi_attempt": [], "run_code": []}
+    async with LeanClient.start(server_cmd, cwd=root, env=env) as client:
+        goals, proofs = client.file("Demo/Goals.lean"), client.file("Demo/Proofs.lean")
+        probe, scratch = client.file("Demo/GoalsFloorProbe.lean"), client.file("Demo/FloorScratch.lean")
+        for f, text in ((goals, None), (proofs, None), (probe, goals_text), (scratch, header + "#check myTrue\n")):
+            await f.open(text)
+            await f.sync()
+
+        async def goal() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(goals.plain_goal, Point0(4, 2))
+                tg.start_soon(goals.plain_goal, Point0(4, 6))
+
+        for i in range(rounds + 2):  # two rounds of warm-up
+            t0 = time.perf_counter()
+            await goal()
+            t1 = time.perf_counter()
+            await proofs.hover(Point0(3, 27))
+            t2 = time.perf_counter()
+            await probe.change(snippet, save=False)  # the snippet's version: elaborated, then its goal
+            await client.sync(probe.uri, reported=True)  # the header is kept: Lean's final progress is the barrier
+            await probe.plain_goal(Point0(4, 10))
+            t3 = time.perf_counter()
+            await probe.change(goals_text, save=False)  # back (not timed): the next round changes it again
+            await client.sync(probe.uri, reported=True)
+            t4 = time.perf_counter()
+            await scratch.change(f"{header}-- run {i}\n#check myTrue\n", save=False)  # the command elaborated again
+            await client.sync(scratch.uri, reported=True)
+            t5 = time.perf_counter()
+            if i >= 2:
+                for name, seconds in zip(times, (t1 - t0, t2 - t1, t3 - t2, t5 - t4), strict=True):
+                    times[name].append(seconds)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+async def ping(client: Client, rounds: int) -> float:
+    """The median MCP round trip of `ping` (seconds)."""
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        await client.send_ping()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
 
 
 async def timed(client: Client, tool: str, args: dict[str, Any]) -> float:
@@ -166,11 +226,20 @@ async def main(rounds: int = 10, cold_runs: int = 5, slow_rounds: int = 3, pause
                     warm[name][1].append(t2 if first is cb else t1)
             for name, (b, p) in warm.items():
                 ratios[f"warm {name}"] = show(f"warm {name}", b, p)
-            ratios["warm session"] = show(
-                "warm session (sum of medians)",
-                [sum(statistics.median(b) for b, _ in warm.values())],
-                [sum(statistics.median(p) for _, p in warm.values())],
+            warm_beam = sum(statistics.median(b) for b, _ in warm.values())
+            warm_peer = sum(statistics.median(p) for _, p in warm.values())
+            ratios["warm session"] = show("warm session (sum of medians)", [warm_beam], [warm_peer])
+            rtt_beam, rtt_peer = await ping(cb, rounds * 3), await ping(cp, rounds * 3)
+            lean = await lean_floor(root, tc.server_cmd(), env, rounds)
+            floor = sum(lean.values()) + len(session) * min(rtt_beam, rtt_peer)
+            print(
+                "peers-compat warm floor: Lean "
+                + ", ".join(f"{name} {seconds * 1e3:.1f} ms" for name, seconds in lean.items())
+                + f"; MCP ping lean-beam-mcp {rtt_beam * 1e3:.2f} ms, lean-lsp-mcp {rtt_peer * 1e3:.2f} ms;"
+                f" floor of a {len(session)}-call session {floor * 1e3:.1f} ms: the best any server asking Lean every"
+                f" time reaches is peer/floor {warm_peer / floor:.1f}x (lean-beam-mcp: {warm_peer / warm_beam:.1f}x)"
             )
+            ratios["warm floor"] = warm_peer / floor
             long_args = {
                 "file_path": str(root / LONG),
                 "line": 4,

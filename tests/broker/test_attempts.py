@@ -21,6 +21,7 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 from beam_broker._mirrors import Mirror
+from beam_broker._ops import goals as goals_module
 from beam_broker._probe_text import Basis, Rename, build, declaration_start, proof_basis, shareable, shared
 from beam_broker._probes import attempts as attempts_module
 from beam_broker._probes import run as probe_run
@@ -64,6 +65,34 @@ async def test_proof_mode_attempts_report_the_goals_after_each_one(tmp_path: Pat
     fine, bad = result["attempts"]
     assert fine["success"] is True and fine["proof_state"]["goals"], "goals remain after it"
     assert bad["success"] is False and bad["messages"][0]["text"] == "unknown identifier 'ERROR_HERE'"
+
+
+async def test_the_goals_at_the_basis_of_a_failed_attempt_are_asked_once_per_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent tries snippet after snippet at one place: Lean's goals there do not change within a version.
+    first = "theorem t : True /- GOALS_HERE -/ := by"
+    root = fake_project(tmp_path / "proj", {"A.lean": f"{first}\n  skip\n"})
+    asked: list[str] = []
+    goals_at = goals_module.goals_at
+
+    async def counting(client: Any, uri: str, pos: Position) -> Any:
+        asked.append(uri)
+        return await goals_at(client, uri, pos)
+
+    monkeypatch.setattr(probe_run, "goals_at", counting)
+    async with open_broker() as broker:
+        await call(broker, "sync", root, path="A.lean")
+        one = await call(broker, "attempts", root, **at("A.lean", 0, len(first), ["ERROR_HERE"]))
+        two = await call(broker, "attempts", root, **at("A.lean", 0, len(first), ["ERROR_HERE", "ERROR_HERE x"]))
+        after_one = len(asked)
+        (root / "A.lean").write_text(f"{first}\n  skip\n\ntheorem u : True := trivial\n", encoding="utf-8")
+        await call(broker, "sync", root, path="A.lean")
+        three = await call(broker, "attempts", root, **at("A.lean", 0, len(first), ["ERROR_HERE"], version=2))
+    assert after_one == 1 and len(asked) == 2, asked  # once for version 1, once more for version 2
+    assert one["attempts"][0]["proof_state"]["goals"], "the goals at the basis"
+    assert [a["proof_state"] for a in two["attempts"]] == [one["attempts"][0]["proof_state"]] * 2
+    assert three["attempts"][0]["proof_state"] == one["attempts"][0]["proof_state"]
 
 
 async def test_proof_mode_attempts_sharing_a_version_answer_as_run_at_does(

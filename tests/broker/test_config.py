@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,3 +191,31 @@ async def test_two_projects_with_different_toolchains_run_different_lean_servers
             await broker.call("sync", {"workspace": {"root": str(root)}, "path": "A.lean"})
             assert not any(str(lake).encode() in server_cmdline(broker, root) for lake in lakes.values())
         assert {w["toolchain"] for w in broker.status()["workspaces"]} == {None}
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("memory_budget_mib", 0, "at least 1 (None: no budget)"),
+        ("memory_budget_mib", -5, "at least 1 (None: no budget)"),
+        ("idle_timeout", 0, "more than 0 seconds (None: never)"),
+        ("max_calls", 0, "at least 1"),
+        ("max_workspace_heavy_calls", 0, "at least 1"),
+        ("mirrors_per_document", 0, "at least 1"),
+        ("admission_wait", -1.0, "0 or more seconds"),
+        ("change_delay", float("nan"), "0 or more seconds"),
+        ("measure_interval", 0, "more than 0 seconds"),
+    ],
+)
+def test_a_setting_that_would_silently_mean_something_else_is_refused_by_name(
+    setting: str, value: float, says: str
+) -> None:
+    # A budget of 0 MiB used to be accepted (every measurement over it: everything idle evicted, again and again).
+    with pytest.raises(ValueError, match=f"BrokerConfig.{setting} must be {re.escape(says)}"):
+        settings: dict[str, Any] = {setting: value}
+        BrokerConfig(**settings)
+
+
+def test_the_boundary_values_that_mean_something_are_accepted() -> None:
+    config = BrokerConfig(memory_budget_mib=1, idle_timeout=0.5, change_delay=0, admission_wait=0, max_calls=1)
+    assert (config.memory_budget_mib, config.change_delay, config.admission_wait) == (1, 0, 0)

@@ -321,3 +321,23 @@ def test_concurrent_writers_to_one_directory_each_publish_a_complete_distinct_bu
             assert opened.testzip() is None and f"{name}/manifest.json" in opened.namelist()
             evidence.append(opened.read(f"{name}/evidence/i.txt").decode("utf-8"))
     assert sorted(evidence) == [str(i) for i in range(writers)]
+
+
+def test_a_secret_in_an_evidence_name_never_reaches_a_file_name_or_the_manifest(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    # The name becomes `evidence/<name>` on disk, in manifest.json and in the zip: it is text like any other.
+    env["GITHUB_TOKEN"] = SECRET
+    evidence = [{"name": f"{SECRET}.log", "content": "x"}]
+    data = minimal_input(workspace={"root": str(project)}, bundle="dir", evidence=evidence)
+    bundle = _real(build_report(data, env=env).bundle_dir, home)
+    zipped = _real(build_report({**data, "bundle": "zip"}, env=env).zip_path, home)
+    names = [p.relative_to(bundle).as_posix() for p in bundle.rglob("*")]
+    with zipfile.ZipFile(zipped) as archive:
+        names += archive.namelist()
+        manifests = [archive.read(name) for name in archive.namelist() if name.endswith("/manifest.json")]
+    assert "evidence/[redacted:GITHUB_TOKEN].log" in names
+    assert not [name for name in names if SECRET in name]
+    for manifest in [(bundle / "manifest.json").read_bytes(), *manifests]:
+        assert SECRET.encode() not in manifest
+    _check_manifest(bundle)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_feedback.cli import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from beam_feedback.cli import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 from tests.feedback.helpers import minimal_input
 
 FLAGS = [
@@ -83,6 +83,37 @@ def test_an_explicit_workspace_is_used_relative_to_the_cwd(
     code, out, _ = _run(capsys, *FLAGS, "--workspace", "proj", "--json")
     assert code == EXIT_OK
     assert json.loads(out)["workspace"] == {"root": str(project)}
+
+
+def test_a_workspace_root_under_the_home_directory_may_start_with_a_tilde(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, project: Path, tmp_path: Path
+) -> None:
+    # build_report expands `~` in a root; the command must not make `~/proj` relative to the cwd first.
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "report.json"
+    source.write_text(json.dumps(minimal_input(workspace={"root": "~/proj"})), encoding="utf-8")
+    for argv in (["--input", str(source)], [*FLAGS, "--workspace", "~/proj"]):
+        code, out, err = _run(capsys, *argv, "--json")
+        assert (code, err) == (EXIT_OK, "")
+        assert json.loads(out)["workspace"] == {"root": str(project)}
+
+
+def test_an_empty_workspace_root_in_an_input_file_is_bad_input_not_the_cwd(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "report.json"
+    source.write_text(json.dumps(minimal_input(workspace={"root": ""})), encoding="utf-8")
+    code, out, err = _run(capsys, "--input", str(source))
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "workspace.root" in err
+
+
+def test_a_workspace_that_is_a_symlink_loop_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    code, out, err = _run(capsys, *FLAGS, "--workspace", str(tmp_path / "loop1"))
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.startswith("beam-feedback: error: workspace root cannot be resolved: ")
 
 
 def test_json_output_is_the_full_result(capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,6 +195,18 @@ def test_evidence_files_are_attached(
     assert "### server.log" in out
     assert "secret [redacted:LEAN_API_KEY]" in out
     assert SECRET not in out
+
+
+def test_an_evidence_file_with_nul_bytes_is_attached_not_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A log cut short by a crash is often padded with NULs: that is when people send feedback. Path evidence
+    # through build_report takes such a file; the command's own reading must too.
+    log = tmp_path / "crash.log"
+    log.write_bytes(b"started\n\x00\x00\x00\x00\n")
+    code, out, err = _run(capsys, *FLAGS, "--evidence", str(log))
+    assert (code, err) == (EXIT_OK, "")
+    assert "### crash.log" in out and "started\n\ufffd\ufffd\ufffd\ufffd" in out
 
 
 def test_a_missing_evidence_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -310,6 +353,27 @@ def test_a_reader_that_goes_away_ends_the_command_with_141_quietly(
         assert proc.wait(timeout=60) == EXIT_BROKEN_PIPE == 141 and err == b""
 
 
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [(FLAGS, EXIT_BROKEN_PIPE), (["--title", "x", "--no-input"], EXIT_USAGE), (["--bogus"], EXIT_USAGE)],
+)
+def test_a_reader_of_both_streams_that_goes_away_changes_nothing_but_the_output(
+    argv: list[str], status: int, env: dict[str, str], tmp_path: Path
+) -> None:
+    # `beam-feedback ... 2>&1 | head -1`: collection warnings and errors go to the same closed pipe. A report
+    # still ends as 141 (not 1 from a BrokenPipeError traceback), an error keeps its own status.
+    with subprocess.Popen(
+        [sys.executable, "-m", "beam_feedback", *argv, "--workspace", str(tmp_path)],  # no project: warnings
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == status
+
+
 def test_the_console_script_exits_2_on_bad_input(project: Path, env: dict[str, str]) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "beam_feedback", "--title", "x"],
@@ -396,6 +460,20 @@ def test_a_bare_run_in_a_terminal_opens_the_editor_on_a_template(
     assert "- Kind: `bug`" in out and "Nothing." in out
 
 
+def test_an_editor_that_saves_latin_1_loses_nothing_it_can_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # An editor set to Latin-1 writes `café` as one byte 0xE9: the person's text must not end in a traceback.
+    editor = tmp_path / "latin1.py"
+    editor.write_text(_FILL.replace('encoding="utf-8").write', 'encoding="latin-1").write'), encoding="utf-8")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    _terminal(monkeypatch)
+    assert main(["--summary", "caf\u00e9 hangs"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("# Hover hangs\n")
+    assert "caf\ufffd hangs" in out
+
+
 def test_an_empty_required_section_or_a_failing_editor_cancels(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -422,6 +500,23 @@ def test_without_an_editor_each_missing_field_is_prompted_for(
     err = _terminal(monkeypatch, "Only a title\n")  # then Ctrl-D
     assert main([]) == EXIT_USAGE
     assert err.getvalue().endswith("beam-feedback: error: cancelled: no report was made\n")
+
+
+def test_ctrl_c_at_a_prompt_exits_130_in_one_line_as_lean_beam_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class _CtrlC:
+        def isatty(self) -> bool:
+            return True
+
+        def readline(self) -> str:
+            raise KeyboardInterrupt
+
+    err = _terminal(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", _CtrlC())
+    assert main([]) == EXIT_INTERRUPTED == 130
+    assert err.getvalue().endswith("title (one line): \nbeam-feedback: interrupted: no report was made\n")
+    assert capsys.readouterr().out == ""
 
 
 def test_no_input_never_asks_even_in_a_terminal(

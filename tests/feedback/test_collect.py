@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -115,6 +116,29 @@ def test_old_manifest_entries_are_unwrapped_and_url_credentials_dropped(project:
     }
 
 
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("https://user:hunter2secret@example.com:notaport/std4", "https://example.com:notaport/std4"),
+        ("https://user:hunter2secret@[::1]:8080/std4", "https://[::1]:8080/std4"),
+        ("https://hunter2secret@example.com/std4", "https://example.com/std4"),
+    ],
+)
+def test_url_credentials_are_dropped_whatever_the_port_says(
+    project: Path, env: dict[str, str], url: str, kept: str
+) -> None:
+    # `SplitResult.port` raises ValueError for a port that is no number: a typo in a manifest must neither crash
+    # the report nor keep the password.
+    manifest = {"version": 7, "packages": [{"type": "git", "name": "std", "url": url}]}
+    (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    context = collect_context(project, env=env)
+    assert isinstance(context.data["workspace"], dict)
+    assert context.data["workspace"]["manifest"] == {
+        "version": 7,
+        "packages": [{"name": "std", "type": "git", "url": kept}],
+    }
+
+
 def test_git_branch_commit_and_dirtiness_are_collected(
     project: Path, env: dict[str, str], git_path: str, bin_dir: Path
 ) -> None:
@@ -131,6 +155,31 @@ def test_git_branch_commit_and_dirtiness_are_collected(
     git_state = collect_context(project, env=env).data["git"]
     assert isinstance(git_state, dict)
     assert git_state["dirty"] is True
+
+
+def test_git_status_runs_no_program_the_repository_configures(
+    project: Path, env: dict[str, str], git_path: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    # A cloned project's .git/config is not the user's: `git status` runs `core.fsmonitor` as a command, so a
+    # report about an untrusted project would run its code (collection runs nothing but version queries).
+    # Nor a clean filter, which it runs on every file whose stat data changed since the index was written.
+    env["PATH"] = f"{bin_dir}:{git_path}"
+    _git(project, "init", "-q", "-b", "topic")
+    (project / ".gitattributes").write_text("* filter=evil\n", encoding="utf-8")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "init")
+    ran = tmp_path / "ran"
+    _git(project, "config", "core.fsmonitor", str(make_executable(tmp_path / "hook.sh", f'echo hook >> "{ran}"')))
+    _git(
+        project,
+        "config",
+        "filter.evil.clean",
+        str(make_executable(tmp_path / "clean.sh", f'echo clean >> "{ran}"; cat')),
+    )
+    os.utime(project / "lean-toolchain", (0, 0))
+    state = collect_context(project, env=env).data["git"]
+    assert not ran.exists()
+    assert isinstance(state, dict) and state["branch"] == "topic" and state["commit"] is not None
 
 
 def test_a_workspace_outside_git_has_no_git_state_and_no_warning(

@@ -147,6 +147,24 @@ def test_secrets_from_the_environment_and_flags_are_redacted_everywhere(project:
     }
 
 
+def test_secrets_and_home_in_the_keys_of_caller_data_are_redacted_as_in_the_markdown(
+    project: Path, env: dict[str, str], home: Path
+) -> None:
+    # A caller's stats may be keyed by path (as the broker's are by workspace): the Markdown's debug context
+    # hides such keys, so `collected` and the bundle's JSON must too.
+    env["GITHUB_TOKEN"] = SECRET
+    stats = {str(project): {SECRET: 1}}
+    data = minimal_input(workspace=_workspace(project), include_collected=True, bundle="dir")
+    result = build_report(data, env=env, runtime_stats=stats, identity={SECRET: "x"})
+    assert result.collected is not None
+    assert result.collected["runtime"] == {"stats": {"~/proj": {"[redacted:GITHUB_TOKEN]": 1}}}
+    assert result.bundle_dir is not None
+    bundle = Path(result.bundle_dir.replace("~", str(home), 1))
+    for payload in [json.dumps(result.to_json()), *(p.read_text(encoding="utf-8") for p in bundle.glob("*.json"))]:
+        assert SECRET not in payload
+        assert str(project) not in payload.replace(json.dumps({"root": str(project)}), "")
+
+
 def test_the_default_redactor_reads_secrets_from_env(project: Path, env: dict[str, str]) -> None:
     env["MY_PASSWORD"] = SECRET
     result = build_report(minimal_input(workspace=_workspace(project), summary=SECRET), env=env)
@@ -158,6 +176,21 @@ def test_home_is_replaced_by_tilde_in_markdown_metadata_and_collected(project: P
     result = build_report(minimal_input(workspace=_workspace(project), include_collected=True), env=env)
     text = json.dumps({k: v for k, v in result.to_json().items() if k != "workspace"})
     assert env["HOME"] not in text
+    assert "`~/proj`" in result.markdown
+
+
+def test_a_home_reached_through_a_symlink_is_replaced_in_its_resolved_spelling_too(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    # The root is resolved (and the MCP server passes a canonical one), so with HOME=/home/ada and /home a symlink
+    # (automounts, /home -> /var/home) every path in the report is spelled under the real directory instead.
+    (tmp_path / "link").symlink_to(tmp_path / "home")
+    env["HOME"] = str(tmp_path / "link" / "ada")
+    data = minimal_input(workspace={"root": str(tmp_path / "link" / "ada" / "proj")}, include_collected=True)
+    result = build_report(data, env=env)
+    text = json.dumps({k: v for k, v in result.to_json().items() if k != "workspace"})
+    assert str(project) not in text
+    assert result.metadata.active_root == "~/proj"
     assert "`~/proj`" in result.markdown
 
 
@@ -264,6 +297,17 @@ def test_missing_path_evidence_is_invalid_input(project: Path, env: dict[str, st
     assert caught.value.code == INVALID_INPUT
 
 
+def test_a_symlink_loop_as_path_evidence_or_workspace_root_is_invalid_input(project: Path, env: dict[str, str]) -> None:
+    # Path.resolve raises RuntimeError (not OSError) on a loop before Python 3.13: no traceback, no internal error.
+    (project / "loop1").symlink_to("loop2")
+    (project / "loop2").symlink_to("loop1")
+    data = minimal_input(workspace=_workspace(project), evidence=[{"name": "e.txt", "path": "loop1"}])
+    with pytest.raises(InvalidReportError, match=r"evidence 'e\.txt': cannot read loop1"):
+        build_report(data, env=env)
+    with pytest.raises(InvalidReportError, match="workspace root"):
+        build_report(minimal_input(workspace={"root": str(project / "loop1" / "sub")}), env=env)
+
+
 def test_path_evidence_needs_a_workspace(env: dict[str, str]) -> None:
     with pytest.raises(InvalidReportError, match="path evidence needs a workspace root"):
         build_report(minimal_input(evidence=[{"name": "e.txt", "path": "/etc/hostname"}]), env=env)
@@ -340,6 +384,16 @@ def test_error_messages_are_redacted_too(project: Path, env: dict[str, str]) -> 
     assert caught.value.message == "workspace root is not an existing directory: ~/proj/nope"
 
 
+def test_validation_errors_that_quote_the_input_are_redacted_too(env: dict[str, str]) -> None:
+    # The model quotes a bad evidence name: the MCP tool returns that message as its result.
+    env["GITHUB_TOKEN"] = SECRET
+    with pytest.raises(InvalidReportError) as caught:
+        build_report(minimal_input(evidence=[{"name": f"{SECRET}/x.log", "content": 1}]), env=env)
+    assert SECRET not in caught.value.message
+    assert "'[redacted:GITHUB_TOKEN]/x.log'" in caught.value.message
+    assert caught.value.code == INVALID_INPUT
+
+
 def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Path) -> None:
     import io
 
@@ -353,6 +407,20 @@ def test_read_input_reads_json_toml_or_a_stream_without_validating(tmp_path: Pat
     assert read_input(tmp_path / "sniffed") == {"title": "from toml"}
     assert read_input(io.StringIO('{"title": "from a stream"}')) == {"title": "from a stream"}
     assert read_input(io.StringIO('title = "x"'), format="toml") == {"title": "x"}
+
+
+def test_read_input_skips_a_byte_order_mark(tmp_path: Path) -> None:
+    # Windows editors (Notepad, PowerShell's UTF-8) start a file with one; `json.loads` refuses it.
+    import io
+
+    from beam_feedback import read_input
+
+    (tmp_path / "a.json").write_bytes(b'\xef\xbb\xbf{"title": "t"}')
+    (tmp_path / "sniffed").write_bytes(b'\xef\xbb\xbf{"title": "t"}')
+    (tmp_path / "a.toml").write_bytes(b'\xef\xbb\xbftitle = "t"')
+    for name in ("a.json", "sniffed", "a.toml"):
+        assert read_input(tmp_path / name) == {"title": "t"}
+    assert read_input(io.StringIO('\ufeff{"title": "t"}')) == {"title": "t"}
 
 
 def test_read_input_reports_unreadable_and_non_object_input(tmp_path: Path) -> None:
@@ -382,6 +450,17 @@ def test_json_input_is_decoded_strictly(text: str, message: str) -> None:
     with pytest.raises(InvalidReportError) as info:
         parse_report(text, format="json")
     assert info.value.message == message and info.value.code == INVALID_INPUT
+
+
+@pytest.mark.parametrize("number", ["nan", "+inf", "-inf"])
+def test_toml_input_has_no_nan_or_infinity_either(number: str) -> None:
+    # TOML has them, JSON does not: `request = {x = nan}` rendered `NaN` in the report's ```json block.
+    from beam_feedback import parse_report
+
+    text = 'title = "t"\nsummary = "s"\nreproduction = "r"\nexpected = "e"\nactual = "a"\n'
+    with pytest.raises(InvalidReportError) as info:
+        parse_report(f"{text}[request]\nx = {number}\n", format="toml")
+    assert info.value.message == f"feedback input holds {number}: JSON has no NaN or Infinity"
 
 
 def test_the_bundle_redacts_with_beam_lsps_rules(project: Path, env: dict[str, str]) -> None:

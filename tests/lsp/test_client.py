@@ -22,6 +22,7 @@ from beam_lsp import (
     Availability,
     DiagnosticsCache,
     DiagnosticsEvent,
+    DocumentError,
     DocumentNotOpen,
     Elaboration,
     InteractiveGoals,
@@ -198,6 +199,80 @@ async def test_a_change_waiting_behind_a_close_of_its_document_is_document_not_o
                     tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
                     await anyio.wait_all_tasks_blocked()
         assert len(outcome) == 1 and not client.is_open(uri)
+
+
+async def test_a_sync_whose_document_is_closed_meanwhile_is_document_not_open(tmp_path: Path) -> None:
+    # Lean fails the pending `waitForDiagnostics` of a closed document with -32801 ("The file worker ... has been
+    # terminated.", lean-wire.md); `sync` promises `DocumentNotOpen` then, not Lean's ContentModified.
+    async with LeanClient.start(fake_cmd({"elab_ms": 60_000}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        outcome: list[BaseException] = []
+
+        async def sync() -> None:
+            try:
+                await client.sync(uri)
+            except Exception as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sync)
+                await anyio.wait_all_tasks_blocked()
+                assert client.stats().pending == 1  # the waitForDiagnostics is out
+                await client.close(uri)
+        assert len(outcome) == 1 and isinstance(outcome[0], DocumentNotOpen)
+
+
+def _versioned_edit(uri: str, version: int | None, edit: Range, new_text: str) -> types.WorkspaceEdit:
+    """A workspace edit as Lean's code actions carry it (`documentChanges` naming the document's version)."""
+    rng = types.Range(
+        start=types.Position(line=edit.start.line, character=edit.start.character),
+        end=types.Position(line=edit.end.line, character=edit.end.character),
+    )
+    identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+    edits: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = [
+        types.TextEdit(range=rng, new_text=new_text)
+    ]
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)])
+
+
+async def test_an_edit_for_an_older_version_of_a_document_is_refused_not_spliced_into_the_new_text(
+    tmp_path: Path,
+) -> None:
+    # A code action Lean computed for version 1 (the range of `1`), applied after the document changed: its range
+    # now points into other text. LSP's version in `documentChanges` is there to refuse exactly this.
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path, "def x := 1\n")
+        stale = _versioned_edit(uri, 1, Range(start=P(0, 9), end=P(0, 10)), "2")
+        assert await client.change(uri, "def longer := 1\n") == 2
+        with pytest.raises(DocumentError, match="version 1"):
+            await client.apply_edit(stale)
+        assert client.document(uri).text == "def longer := 1\n" and client.document(uri).version == 2
+        current = _versioned_edit(uri, 2, Range(start=P(0, 14), end=P(0, 15)), "2")
+        assert await client.apply_edit(current) == {uri: 3}
+        assert client.document(uri).text == "def longer := 2\n"
+        unversioned = _versioned_edit(uri, None, Range(start=P(0, 14), end=P(0, 15)), "3")
+        assert await client.apply_edit(unversioned) == {uri: 4}
+        assert client.document(uri).text == "def longer := 3\n"
+
+
+async def test_a_reopen_while_the_close_waits_for_the_documents_lock_is_not_closed_by_it(tmp_path: Path) -> None:
+    # A `didClose` queued behind an in-flight notification of the document (a change waiting for the write lock)
+    # must reach Lean before the `didOpen` of a reopen; after it, Lean would close the document the client holds
+    # open, and every request about it would fail with "Cannot process request to closed file".
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                async with client._barrier.lock(uri):  # hold the document's lock, as an in-flight notification would
+                    tg.start_soon(client.close, uri)  # forgets the document at once, then queues for the lock
+                    await anyio.wait_all_tasks_blocked()
+                    tg.start_soon(client.open, uri, "def z := x\n")
+                    await anyio.wait_all_tasks_blocked()
+            assert client.is_open(uri)
+            assert (await client.sync(uri)).complete
+            hover = await client.hover(uri, P(0, 4))
+        assert hover is not None
 
 
 async def test_a_deferred_change_reaches_lean_before_anything_that_asks_about_its_document(tmp_path: Path) -> None:

@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from beam_lsp import InvalidPosition, InvalidResult, PlainGoal, SemanticToken, TextDocument, apply_text_edits
-from beam_lsp._convert import converter, decode_semantic_tokens, hover, locations, model, plain_locations, text_edits
+from beam_lsp._convert import (
+    converter,
+    decode_semantic_tokens,
+    edit_versions,
+    hover,
+    locations,
+    model,
+    plain_locations,
+    text_edits,
+)
 
 RNG = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
 naturals = st.integers(min_value=-2, max_value=2**31) | st.booleans()  # the direct path refuses what lsprotocol does
@@ -111,10 +120,17 @@ def test_a_workspace_edit_s_text_edits_come_by_document_in_order() -> None:
         },
         types.WorkspaceEdit,
     )
+    # Both forms of one edit (LSP allows it): `documentChanges` is taken, never both (that applies the edit twice).
     assert {uri: [e.new_text for e in edits] for uri, edits in text_edits(edit).items()} == {
-        "file:///a.lean": ["x", "y"],
+        "file:///a.lean": ["y"],
         "file:///b.lean": [],
     }
+    assert edit_versions(edit) == {"file:///a.lean": 1, "file:///b.lean": 1}
+    only_changes = types.WorkspaceEdit(changes=edit.changes)
+    assert {uri: [e.new_text for e in edits] for uri, edits in text_edits(only_changes).items()} == {
+        "file:///a.lean": ["x"]
+    }
+    assert edit_versions(only_changes) == {}
     with pytest.raises(ValueError, match="file operations"):
         text_edits(types.WorkspaceEdit(document_changes=[types.CreateFile(uri="file:///c.lean")]))
 

@@ -155,3 +155,18 @@ def test_lines_and_columns_are_counted_as_lean_and_lsp_count_them() -> None:
     assert doc.offset_at(Position(line=0, character=1)) == 1 and doc.position_at(2) == Position(line=0, character=1)
     with pytest.raises(InvalidPosition):
         doc.offset_at(Position(line=0, character=2))  # the CR is not a column Lean knows
+
+
+@pytest.mark.parametrize("text", ["a\rb\nc", "ab\r", "a\r\r\nb", "x\r\n\r"])
+def test_a_carriage_return_not_before_a_line_feed_is_a_column_and_positions_round_trip(text: str) -> None:
+    # Lean normalises only CRLF (lean-wire.md): a lone CR, mid-line or at the very end, stays a character of its
+    # line. Every offset that is a position Lean knows maps to it and back.
+    doc = TextDocument("file:///a.lean", text, 1)
+    lines = split_lines(text)
+    assert [doc.line_text(i) for i in range(doc.line_count)] == lines
+    assert lines == [line.removesuffix("\r") for line in text.split("\n")[:-1]] + [text.split("\n")[-1]]
+    for offset in range(len(text) + 1):
+        if offset < len(text) and text[offset] == "\n" and text[offset - 1 : offset] == "\r":
+            continue  # between the CR and the LF of a CRLF: no position of Lean's
+        assert doc.offset_at(doc.position_at(offset)) == offset
+    assert doc.end == Position(line=len(lines) - 1, character=len(lines[-1]))

@@ -8,7 +8,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from beam_lsp import DiagnosticsEvent, LeanClient, ProgressEvent, ServerExited, ServerExitedEvent, path_to_uri
+from beam_lsp import (
+    DiagnosticsEvent,
+    LeanClient,
+    Position,
+    ProgressEvent,
+    ServerExited,
+    ServerExitedEvent,
+    path_to_uri,
+)
 from beam_lsp._events import Broadcast, EventStream, LspEvent
 from beam_lsp._progress import FileProgress
 from tests.support.fixtures import fake_cmd
@@ -70,6 +78,25 @@ async def test_the_fake_server_streams_progress_diagnostics_and_the_exit(tmp_pat
     assert progress and progress[-1].params.processing == ()
     assert diags and diags[-1].version == 1 and diags[-1].diagnostics[0].message == "unknown identifier 'ERROR_HERE'"
     assert [e.error for e in ended] == [client.exited]
+
+
+async def test_a_server_that_dies_ends_every_subscription_after_its_exit_event(tmp_path: Path) -> None:
+    # `async for event in events` inside the client's block is the natural monitor loop: after Lean dies nothing
+    # more can come, so it must end after the exit event instead of waiting until the block is left (which the
+    # loop itself holds up). A subscription taken after the death gets the exit event and ends too.
+    uri = path_to_uri(tmp_path / "A.lean")
+    async with LeanClient.start(fake_cmd({"crash_on": {"method": "textDocument/hover"}}), cwd=tmp_path) as client:
+        async with client.subscribe() as events:
+            await client.open(uri, "def x := 1\n")
+            with contextlib.suppress(ServerExited), anyio.fail_after(10):
+                await client.hover(uri, Position(line=0, character=4))
+            with anyio.fail_after(10):
+                seen = [event async for event in events]
+        async with client.subscribe() as late:
+            with anyio.fail_after(10):
+                late_seen = [event async for event in late]
+        assert isinstance(seen[-1], ServerExitedEvent) and seen[-1].error is client.exited
+        assert client.exited is not None and late_seen == [ServerExitedEvent(client.exited)]
 
 
 @pytest.mark.lean

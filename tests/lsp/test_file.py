@@ -55,6 +55,17 @@ async def test_open_reads_the_file_and_an_absolute_path_is_kept(tmp_path: Path) 
         assert [s.name for s in symbols] == ["b"]
 
 
+async def test_open_sends_the_files_bytes_as_they_are_not_python_s_universal_newlines(tmp_path: Path) -> None:
+    # Lean (and `lake build`) read a file's bytes: a lone CR is a character Lean refuses, a CRLF its own business.
+    # Text-mode reading turned both into LF, so the document Lean checked was not the file on disk.
+    raw = "theorem b : True := trivial\r\n-- one\rtwo\n"
+    (tmp_path / "B.lean").write_bytes(raw.encode("utf-8"))
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        doc = client.file("B.lean")
+        await doc.open()
+        assert doc.document.text == raw and doc.document.line_count == 3
+
+
 @pytest.mark.lean
 async def test_real_lean_answers_the_same_for_a_point_as_for_its_utf16_position(
     lean_toolchain: Toolchain, demo_root: Path
@@ -69,3 +80,24 @@ async def test_real_lean_answers_the_same_for_a_point_as_for_its_utf16_position(
             goal = await doc.plain_goal(Point0(0, 0))
     assert by_point is not None and by_point == by_position and by_point.range is not None
     assert doc.point1(by_point.range.start) == Point1(4, 36) and goal is None
+
+
+@pytest.mark.lean
+async def test_real_lean_counts_a_carriage_return_that_ends_no_line_as_a_column(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    # Lean normalises CRLF only: a lone CR stays a character of its line (Lean's lexer refuses it, at its column),
+    # and the client's lines, positions and end agree with Lean's.
+    text = "prelude\r\nimport Demo.Basic\r\n\r\ntheorem cr\r: MyTrue := nope\r"
+    async with LeanClient.start(lean_toolchain.server_cmd(), cwd=demo_root, env=lean_toolchain.env()) as client:
+        doc = client.file("Demo/Cr.lean")
+        await doc.open(text)
+        with anyio.fail_after(60):
+            errors = (await doc.sync()).errors
+        [nope] = [e for e in errors if "nope" in e.message]
+        isolated = [e.range.start for e in errors if "isolated carriage return" in e.message]
+        assert doc.point0(nope.range.start) == Point0(3, 23) and doc.point0(nope.range.end) == Point0(3, 27)
+        assert Position(line=3, character=27) in isolated  # the CR ending the text, a column of line 3
+        assert doc.document.line_text(3) == "theorem cr\r: MyTrue := nope\r"
+        assert doc.document.end == Position(line=3, character=28)
+        assert doc.point0(Position(line=3, character=28)) == Point0(3, 28)

@@ -246,6 +246,33 @@ async def test_the_other_sides_requests_are_answered_by_handler_or_refused() -> 
     assert reply["id"] == 4 and reply["error"]["code"] == codes.METHOD_NOT_FOUND
 
 
+async def test_a_handler_answer_that_is_not_json_is_an_internal_error_and_the_peer_goes_on() -> None:
+    # A caller's handler returning what JSON cannot carry (an lsprotocol object, NaN) must fail that one answer,
+    # as a raising handler does, not the task that reads the other side's messages.
+    async def unencodable(_params: Any) -> Any:
+        return object()
+
+    async def nan(_params: Any) -> Any:
+        return {"x": float("nan")}
+
+    async def data(_params: Any) -> Any:
+        raise ResponseError(codes.REQUEST_FAILED, "no", {"why": "refused"})
+
+    async with wired() as wire:
+        for name, handler in (("unencodable", unencodable), ("nan", nan), ("data", data)):
+            wire.peer.set_handler(name, handler)
+        await wire.send({"jsonrpc": "2.0", "id": 1, "method": "unencodable"})
+        first = await wire.receive()
+        await wire.send({"jsonrpc": "2.0", "id": 2, "method": "nan"})
+        second = await wire.receive()
+        await wire.send({"jsonrpc": "2.0", "id": 3, "method": "data"})
+        third = await wire.receive()
+    error = {"code": codes.INTERNAL_ERROR, "message": "internal error answering unencodable"}
+    assert first == {"jsonrpc": "2.0", "id": 1, "error": error}
+    assert second["id"] == 2 and second["error"]["code"] == codes.INTERNAL_ERROR
+    assert third["error"] == {"code": codes.REQUEST_FAILED, "message": "no", "data": {"why": "refused"}}
+
+
 class SlowHandler:
     """A handler that never answers by itself; says when it started and when it was cancelled."""
 

@@ -131,3 +131,18 @@ def test_a_server_that_dies_is_server_exited_from_every_blocking_call(tmp_path: 
         with pytest.raises(ServerExited):
             client.sync(uri)
         assert client.exited is not None
+
+
+def test_a_client_used_after_its_block_is_server_exited_as_the_async_one_is(tmp_path: Path) -> None:
+    # The async client after `async with` raises `ServerExited` from every call; the facade must not surface the
+    # portal's own "This portal is not running" (a RuntimeError a caller cannot tell from a bug) instead.
+    uri = path_to_uri(tmp_path / "A.lean")
+    with SyncLeanClient.start(fake_cmd(), cwd=tmp_path, timeout=30) as client:
+        client.open(uri, TEXT)
+        doc = client.file("A.lean")
+    with pytest.raises(ServerExited, match="shut the server down"):
+        client.hover(uri, Position(line=0, character=8))
+    with pytest.raises(ServerExited):
+        client.open(path_to_uri(tmp_path / "B.lean"), TEXT)
+    with pytest.raises(ServerExited):
+        doc.hover(Point0(0, 8))

@@ -38,6 +38,20 @@ async def test_a_broker_that_cannot_be_opened_leaves_the_process_tools_working(
             assert response["error"]["code"] == INTERNAL_ERROR, method
 
 
+async def test_a_broker_that_cannot_be_opened_still_lets_feedback_be_reported(
+    fake_project: Callable[..., Path],
+) -> None:
+    # A broken setup is exactly when people send feedback: the report needs no broker, and still hides the
+    # Lean server command's secrets.
+    root = fake_project("proj", {"A.lean": "def a := 1\n"})
+    secret = "cmd-secret-0123456789"
+    async with harness(broker={"no_such_setting": True}, lean_cmd=["lean", f"--auth-token={secret}"]) as h:
+        report = {"title": "t", "summary": f"ran {secret}", "reproduction": "r", "expected": "e", "actual": "a"}
+        response, _ = await h.call("beam_feedback_report", {**report, "workspace": {"root": str(root)}})
+        assert response["result"]["isError"] is False
+        assert "ran [redacted:auth-token]" in structured(response)["markdown"]
+
+
 async def test_the_broker_opens_in_the_background_and_serves_every_workspace(
     fake_project: Callable[..., Path],
 ) -> None:

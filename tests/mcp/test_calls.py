@@ -7,6 +7,7 @@ Every call runs through the real broker over the scripted fake Lean server; a pr
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from beam_mcp import ServerConfig
 from beam_mcp._calls import StatusClock
 from beam_mcp.errors import INVALID_REQUEST, RUNTIME_SETUP_PREFIX
 from beam_mcp.server import STATUS_DELAY_ENV
+from tests.support.fixtures import fake_cmd
 
 from .support import Harness, LeanGate, call_message, harness, logs, progress, structured
 
@@ -256,6 +258,17 @@ async def test_feedback_never_starts_a_runtime(root: str) -> None:
         assert out["collected"]["identity"]["runtime_active"] is False
         assert out["collected"].get("runtime") is None
         assert (await h.stats())["workspaces"] == {}
+
+
+async def test_feedback_hides_the_secrets_of_the_lean_server_command_as_the_server_does(root: str) -> None:
+    # The server's redactor hides `--lean-cmd`'s secret flags in every error and log; a report must too.
+    secret = "cmd-secret-0123456789"
+    async with harness(lean_cmd=[*fake_cmd(None), f"--auth-token={secret}"]) as h:
+        arguments = {**REPORT, "summary": f"the server ran with {secret}", **ws(root), "include_collected": True}
+        response, _ = await h.call("beam_feedback_report", arguments)
+        out = structured(response)
+        assert secret not in json.dumps(response)
+        assert "the server ran with [redacted:auth-token]" in out["markdown"]
 
 
 def test_the_status_delay_is_two_seconds_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -172,6 +172,51 @@ async def test_the_project_known_at_start_gets_its_lean_started_before_the_first
         assert (await lean())["sessionStarts"] == 1  # the call used the Lean started ahead
 
 
+async def test_initialize_on_the_lean_lsp_mcp_surface_answers_once_the_projects_lean_answered_its_handshake(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call sent right after the handshake must not wait for the Lean stack's import and Lean's start (the MCP
+    # handshake is where lean-lsp-mcp pays for its own start-up work).
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness({}, tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(30):
+            await h.initialize()
+        broker = h.server._host.current()
+        assert broker is not None  # the broker opened before the answer
+        workspace = broker.stats()["workspaces"][f"local:{root}"]
+        assert workspace["sessions"]["lean"]["active"] and workspace["byBackend"]["lean"]["sessionStarts"] == 1
+
+
+async def test_initialize_waits_for_a_lean_that_does_not_answer_its_handshake_only_initialize_wait_seconds(
+    fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    silent = ["sleep", "3600"]  # a server that never answers its handshake
+    async with harness(tools="lean-lsp-mcp", lean_cmd=silent, initialize_wait=0.2) as h:
+        with anyio.fail_after(30):
+            await h.initialize()
+        assert not h.server._host.prewarmed.is_set()  # Lean still starts: the handshake did not wait for it
+
+
+@pytest.mark.parametrize("tools", ["all", "beam"])
+async def test_initialize_on_beams_own_surfaces_neither_starts_nor_waits_for_lean(
+    tools: str, fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beam's surfaces start a workspace with its first call (the seed's lazy first use): nothing to wait for.
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    async with harness(tools=tools, lean_cmd=["sleep", "3600"], initialize_wait=3600) as h:
+        with anyio.fail_after(30):
+            await h.initialize()
+        broker = h.server._host.current()
+        assert broker is None or not broker.stats()["workspaces"]
+
+
 async def test_lean_mcp_prewarm_files_are_elaborated_at_start_up_and_a_bad_one_is_only_logged(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -135,6 +135,40 @@ class BrokerConfig:
     project_toolchains: bool = True
     warm_scratch: bool = False
 
+    def __post_init__(self) -> None:
+        """Refuse a setting that would silently mean something else (a budget of 0 MiB, no call ever admitted).
+
+        Raises:
+            ValueError: Which setting, and what it must be.
+        """
+        at_least_one = (
+            "mirrors_per_document",
+            "max_source_bytes",
+            "max_open_documents",
+            "max_calls",
+            "max_workspace_calls",
+            "max_heavy_calls",
+            "max_workspace_heavy_calls",
+        )
+        for name in at_least_one:
+            if getattr(self, name) < 1:
+                raise ValueError(f"BrokerConfig.{name} must be at least 1, not {getattr(self, name)!r}")
+        for name in ("mirror_idle_seconds", "change_delay", "admission_wait"):
+            if not getattr(self, name) >= 0:  # NaN too
+                raise ValueError(f"BrokerConfig.{name} must be 0 or more seconds, not {getattr(self, name)!r}")
+        if not self.measure_interval > 0:
+            raise ValueError(
+                f"BrokerConfig.measure_interval must be more than 0 seconds, not {self.measure_interval!r}"
+            )
+        if self.memory_budget_mib is not None and self.memory_budget_mib < 1:
+            raise ValueError(
+                f"BrokerConfig.memory_budget_mib must be at least 1 (None: no budget), not {self.memory_budget_mib!r}"
+            )
+        if self.idle_timeout is not None and not self.idle_timeout > 0:
+            raise ValueError(
+                f"BrokerConfig.idle_timeout must be more than 0 seconds (None: never), not {self.idle_timeout!r}"
+            )
+
     def environment(self) -> dict[str, str]:
         """The environment for child processes: `env`, else a copy of this process's."""
         return dict(self.env if self.env is not None else os.environ)

@@ -9,8 +9,9 @@ default workspace is beam-lsp's project-root rule (``beam_lsp.project``).
 
 Exit codes: 0 success; 2 usage error or invalid input (bad flags, unreadable or invalid input
 file, invalid report fields, a workspace root that is not a directory); 1 any other failure
-(the bundle could not be written, output could not be printed); 141 the reader of stdout went away
-(``beam-feedback --help | head -1``), as for a process killed by SIGPIPE.
+(the bundle could not be written, output could not be printed); 130 interrupted (Ctrl-C), as
+``lean-beam``; 141 the reader of stdout went away (``beam-feedback --help | head -1``), as for a
+process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from beam_lsp.project import find_project_root
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
 
 EXIT_OK: Final = 0
 """The report was built (and the bundle written, if asked for)."""
@@ -43,6 +44,8 @@ EXIT_FAILURE: Final = 1
 """Something other than the input failed, e.g. the bundle output directory is not writable."""
 EXIT_USAGE: Final = 2
 """Bad flags or bad input: nothing was collected or written."""
+EXIT_INTERRUPTED: Final = 130
+"""Ctrl-C (at a prompt, in the editor, while collecting): nothing was written, as ``lean-beam``'s 130."""
 EXIT_BROKEN_PIPE: Final = 141
 """stdout was closed early (`beam-feedback --help | head -1`): the status of a process killed by SIGPIPE."""
 
@@ -85,7 +88,7 @@ output:
 
 exit codes:
   0 ok, 2 usage error or invalid input, 1 other failure (e.g. unwritable output directory),
-  141 the reader of stdout went away (| head)
+  130 interrupted (Ctrl-C), 141 the reader of stdout went away (| head)
 
 example:
   beam-feedback --title "hover hangs" --summary "..." --reproduction "..." \\
@@ -99,21 +102,43 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        """Write ``--help``, ``--version`` and usage text, letting a reader that went away raise ``BrokenPipeError``.
+        """Write ``--help``, ``--version`` and usage text; a reader of stdout that went away raises ``BrokenPipeError``.
 
-        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does.
+        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does. A usage error
+        keeps its status 2 when nobody reads stderr (``_say``).
         """
         if message:
             out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
+            if out is sys.stderr:
+                _say(out, message)
+                return
             out.write(message)
             out.flush()
 
 
-def _stdout_gone() -> int:
-    """The reader of stdout went away: point stdout at /dev/null (what is still buffered is flushed there)."""
+def _to_devnull(stream: TextIO) -> None:
+    """Point a stream whose reader went away at /dev/null (what is still buffered is flushed there at exit)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout went away: stdout goes to /dev/null; the status of a process killed by SIGPIPE."""
+    _to_devnull(sys.stdout)
     return EXIT_BROKEN_PIPE
+
+
+def _say(stderr: TextIO, text: str) -> None:
+    """Write to stderr; once its reader went away (`2>&1 | head`) nothing more goes there and the command goes on.
+
+    The report (stdout) and the exit status are what matter: a warning or an error line nobody reads is no failure.
+    """
+    try:
+        stderr.write(text)
+        stderr.flush()
+    except BrokenPipeError:
+        _to_devnull(stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -175,8 +200,10 @@ def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
     except OSError as exc:
         raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
     if len(data) > _MAX_EVIDENCE_BYTES:
-        stderr.write(f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
-    return {"name": path.name, "content": data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")}
+        _say(stderr, f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
+    text = data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")
+    # NUL can cross no wire, so the model refuses it; a log cut short by a crash is often padded with it.
+    return {"name": path.name, "content": text.replace("\x00", "\ufffd")}
 
 
 def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr: TextIO) -> dict[str, object]:
@@ -221,12 +248,14 @@ def _merge(args: argparse.Namespace, data: dict[str, object], cwd: Path, stderr:
         data.setdefault("bundle", "dir")
     given = data.get("workspace")
     if args.workspace is not None:
-        data["workspace"] = {"root": str((cwd / args.workspace).resolve())}
+        data["workspace"] = {"root": str(cwd / Path(args.workspace).expanduser())}
     elif isinstance(given, dict):
-        # A relative root in an input file means relative to where the command runs.
+        # A relative root in an input file means relative to where the command runs; `~` is the home, as in
+        # build_report (joined to the cwd first, `~/proj` would be a directory named `~` there). build_report
+        # resolves it, and says so when it cannot (a symlink loop).
         workspace = dict(given)
-        if isinstance(workspace.get("root"), str):
-            workspace["root"] = str((cwd / workspace["root"]).resolve())
+        if isinstance(workspace.get("root"), str) and workspace["root"]:
+            workspace["root"] = str(cwd / Path(workspace["root"]).expanduser())
         data["workspace"] = workspace
     elif given is None:
         data["workspace"] = {"root": str(find_project_root(cwd) or cwd)}
@@ -291,7 +320,8 @@ def _edit(data: dict[str, object], editor: str, stderr: TextIO) -> dict[str, obj
         status = subprocess.run(["/bin/sh", "-c", f'{editor} "$@"', editor, str(path)], check=False).returncode
         if status != 0:
             raise _UsageError(f"the editor ({editor}) exited with status {status}: no report was made")
-        return {**data, **parse_template(path.read_text(encoding="utf-8"))}
+        # An editor saving in another encoding must not cost the person what they typed (nor end in a traceback).
+        return {**data, **parse_template(path.read_text(encoding="utf-8", errors="replace"))}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -339,7 +369,7 @@ def _ask(data: dict[str, object], args: argparse.Namespace, stdin: TextIO, stder
 
 
 def _error(stderr: TextIO, message: str) -> None:
-    stderr.write(f"{_PROG}: error: {message}\n")
+    _say(stderr, f"{_PROG}: error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -349,7 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments without the program name; default ``sys.argv[1:]``.
 
     Returns:
-        The exit code: ``EXIT_OK`` (0), ``EXIT_USAGE`` (2) or ``EXIT_FAILURE`` (1).
+        The exit code: ``EXIT_OK`` (0), ``EXIT_USAGE`` (2), ``EXIT_FAILURE`` (1),
+        ``EXIT_INTERRUPTED`` (130) or ``EXIT_BROKEN_PIPE`` (141).
     """
     parser = _parser()
     try:
@@ -364,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = _ask(data, args, sys.stdin, stderr)
         result = build_report(data, out_dir=args.out)
     except _UsageError as exc:
-        parser.print_usage(stderr)
+        _say(stderr, parser.format_usage())
         _error(stderr, str(exc))
         return EXIT_USAGE
     except InvalidReportError as exc:
@@ -373,8 +404,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FeedbackError as exc:
         _error(stderr, exc.message)
         return EXIT_FAILURE
+    except KeyboardInterrupt:  # a person at a prompt or in the editor: one line, not a traceback
+        _say(stderr, f"\n{_PROG}: interrupted: no report was made\n")
+        return EXIT_INTERRUPTED
     for warning in result.collection_warnings:
-        stderr.write(f"{_PROG}: collection warning: {warning}\n")
+        _say(stderr, f"{_PROG}: collection warning: {warning}\n")
     try:
         if args.json:
             stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")

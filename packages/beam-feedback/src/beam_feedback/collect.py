@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ _BEAM_DISTRIBUTIONS: Final = ("beam-feedback", "beam-lsp", "beam-broker", "beam-
 # Variables that would point git at some other repository than the workspace's.
 _GIT_REDIRECTS: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
 _MAX_MANIFEST: Final = 8 * 1024 * 1024
+# The commands `git status` would run that a repository's own config names (`git config --show-scope` lines).
+_REPO_FILTER: Final = re.compile(r"^(?:local|worktree)\t(filter\..+\.(?:clean|smudge|process))$")
 
 
 @dataclass(frozen=True)
@@ -151,12 +154,11 @@ def _without_userinfo(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return url
-    if parts.username is None and parts.password is None:
+    if "@" not in parts.netloc:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=host))
+    # What follows the last `@` as written: `parts.port` raises for a port that is no number, and
+    # `parts.hostname` drops an IPv6 address's brackets (and lower-cases the host).
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _manifest_package(entry: object) -> dict[str, JsonValue] | None:
@@ -216,13 +218,35 @@ def _git_env(env: Mapping[str, str]) -> dict[str, str]:
     return child
 
 
+def _no_repo_programs(git: str, root: Path, collector: _Collector) -> list[str]:
+    """``-c`` options that keep ``git status`` from running what the repository's config names.
+
+    A project's ``.git/config`` is not the user's (a clone, an archive): ``git status`` runs its
+    ``core.fsmonitor`` hook, and its filters' ``clean`` commands on files whose stat data changed. An empty
+    command is no filter. The user's own (global, system) filters are left alone.
+
+    Raises:
+        CommandError: ``git config`` failed (an unreadable config: status would fail too).
+    """
+    listing = run_command(
+        [git, "-C", str(root), "config", "--list", "--show-scope", "--name-only"],
+        cwd=root,
+        env=_git_env(collector.env),
+        timeout=collector.timeout,
+    )
+    keys = sorted({found[1] for line in listing.splitlines() if (found := _REPO_FILTER.match(line))})
+    return ["-c", "core.fsmonitor=false", *(option for key in keys for option in ("-c", f"{key}="))]
+
+
 def _git(root: Path, collector: _Collector) -> dict[str, JsonValue] | None:
     git = collector.which("git")
     if git is None:
         return None
     try:
+        safe = _no_repo_programs(git, root, collector)
+        # Submodules are not entered: each has a config of its own, with programs of its own.
         output = run_command(
-            [git, "-C", str(root), "status", "--porcelain=v2", "--branch"],
+            [git, "-C", str(root), *safe, "status", "--porcelain=v2", "--branch", "--ignore-submodules=all"],
             cwd=root,
             env=_git_env(collector.env),
             timeout=collector.timeout,

@@ -11,15 +11,17 @@ output directory (by default ``<root>/.beam/feedback``, never through a symlink)
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Final, Literal, TextIO
+from typing import Final, Literal, TextIO, TypeVar
 
 from pydantic import JsonValue, ValidationError
 
@@ -53,6 +55,7 @@ _FILE_KINDS: Final = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+J = TypeVar("J")
 _SLUG_UNSAFE: Final = re.compile(r"[^a-z0-9]+")
 _MAX_SLUG: Final = 60
 
@@ -111,6 +114,14 @@ def _sniff(text: str) -> Literal["json", "toml"]:
     return "toml"
 
 
+def _finite(text: str) -> float:
+    """A TOML float, but not ``nan`` or ``inf``: the report is JSON (it rendered ``NaN`` in a JSON block)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"feedback input holds {text}: JSON has no NaN or Infinity")
+    return value
+
+
 def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, object]:
     """Decode report input text into a plain dict without validating its fields.
 
@@ -121,9 +132,11 @@ def _decode_input(text: str, format: Literal["json", "toml"]) -> dict[str, objec
     decoded: object
     if format == "toml":
         try:
-            decoded = tomllib.loads(text)
+            decoded = tomllib.loads(text, parse_float=_finite)
         except tomllib.TOMLDecodeError as exc:
             raise InvalidReportError(f"feedback input is not valid TOML: {exc}") from exc
+        except ValueError as exc:  # from _finite
+            raise InvalidReportError(str(exc)) from exc
     else:
         try:
             decoded = strict_json.loads(text)
@@ -163,6 +176,7 @@ def read_input(
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         where = f" {path}" if path is not None else ""
         raise InvalidReportError(f"cannot read feedback input{where}: {reason}") from exc
+    text = text.removeprefix("\ufeff")  # a byte order mark (Windows editors write one) is no JSON or TOML
     if format == "auto":
         suffix = path.suffix.lower() if path is not None else ""
         format = "toml" if suffix == ".toml" else "json" if suffix == ".json" else _sniff(text)
@@ -225,7 +239,10 @@ def _workspace_root(report: FeedbackReport) -> Path | None:
     root = Path(report.workspace.root).expanduser()
     if not root.is_absolute():
         raise InvalidReportError(f"workspace root must be an absolute path: {report.workspace.root}")
-    root = root.resolve()
+    try:
+        root = root.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop is a RuntimeError before Python 3.13
+        raise InvalidReportError(f"workspace root cannot be resolved: {report.workspace.root}: {exc}") from exc
     if not report.confidential and not root.is_dir():
         raise InvalidReportError(f"workspace root is not an existing directory: {root}")
     return root
@@ -245,7 +262,10 @@ def _read_evidence(name: str, raw_path: str, root: Path | None) -> tuple[str, st
     if root is None:
         raise InvalidReportError(f"evidence {name!r}: path evidence needs a workspace root")
     candidate = Path(raw_path).expanduser()
-    candidate = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        candidate = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop is a RuntimeError before Python 3.13
+        raise InvalidReportError(f"evidence {name!r}: cannot read {raw_path}: {exc}") from exc
     if not candidate.is_relative_to(root):
         raise InvalidReportError(f"evidence {name!r}: path must be inside the workspace root: {raw_path}")
     try:
@@ -302,6 +322,44 @@ def _json_bytes(value: JsonValue) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+@dataclass(frozen=True)
+class _Chain:
+    """Two redactors in turn (the default redactor of a home directory reached through a symbolic link)."""
+
+    first: Redactor
+    then: Redactor
+
+    def redact(self, text: str) -> str:
+        return self.then.redact(self.first.redact(text))
+
+    def redact_json(self, value: J) -> J:
+        return self.then.redact_json(self.first.redact_json(value))
+
+
+def _redact_tree(redactor: Redactor | _Chain, value: JsonValue) -> JsonValue:
+    """``redact_json`` that redacts object keys too: caller data may be keyed by path or secret (stats by root)."""
+    if isinstance(value, dict):
+        return {redactor.redact(key): _redact_tree(redactor, item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_tree(redactor, item) for item in value]
+    return redactor.redact_json(value)
+
+
+def _default_redactor(environ: Mapping[str, str], argv: Sequence[str]) -> Redactor | _Chain:
+    """The environment's and ``argv``'s secrets, and the home directory as given and as resolved.
+
+    Workspace roots are resolved (the MCP server passes canonical ones), so under a home reached through a
+    symbolic link (``/home -> /var/home``, automounts) every path is spelled under the real directory.
+    """
+    redactor = Redactor.from_sources(environ, argv, home=True)
+    home = environ.get("HOME") or environ.get("USERPROFILE") or ""
+    real = os.path.realpath(home) if home else home
+    if real.rstrip(os.sep) == home.rstrip(os.sep):
+        return redactor
+    # The resolved spelling first: the literal home would match inside it (/var/home/ada holds /home/ada).
+    return _Chain(Redactor.from_sources({**environ, "HOME": real}, argv, home=True), redactor)
+
+
 def build_report(
     report: FeedbackReport | Mapping[str, object],
     *,
@@ -311,6 +369,7 @@ def build_report(
     out_dir: str | os.PathLike[str] | None = None,
     redactor: Redactor | None = None,
     env: Mapping[str, str] | None = None,
+    argv: Sequence[str] | None = None,
     now: datetime | None = None,
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
@@ -337,8 +396,11 @@ def build_report(
             version and ``mcp_protocol``).
         out_dir: Parent directory for bundles; default ``<workspace root>/.beam/feedback``.
         redactor: The redactor to use when ``redact`` is on; default
-            ``Redactor.from_sources(env, sys.argv, home=True)``.
+            ``Redactor.from_sources(env, argv, home=True)``, which also replaces the home
+            directory's resolved path when the home is reached through a symbolic link.
         env: Environment for the default redactor and the commands; default ``os.environ``.
+        argv: The command line whose secret flags the default redactor hides; default
+            ``sys.argv`` (the MCP server adds its Lean server command, as its own redactor does).
         now: The report time (tests pin it); default the current time.
         command_timeout: Seconds each external command (``git``, ``elan``, ``lake``) may take.
         lock_timeout: Seconds to wait for the bundle lock.
@@ -351,17 +413,24 @@ def build_report(
             existing absolute directory, or a bundle was asked for with nowhere to put it.
         BundleError: The bundle could not be written.
     """
-    if not isinstance(report, FeedbackReport):
-        report = parse_report(report)
     environ: Mapping[str, str] = os.environ if env is None else env
+    default_argv = sys.argv if argv is None else argv
+    if not isinstance(report, FeedbackReport):
+        try:
+            report = parse_report(report)
+        except InvalidReportError as exc:  # the model quotes bad input (an evidence name): redact as by default
+            fallback = redactor if redactor is not None else _default_redactor(environ, default_argv)
+            message = fallback.redact(exc.message)
+            if message == exc.message:
+                raise
+            raise InvalidReportError(message) from exc
     if not report.redact:
         redactor = Redactor()
-    elif redactor is None:
-        redactor = Redactor.from_sources(environ, sys.argv, home=True)
+    chosen = redactor if redactor is not None else _default_redactor(environ, default_argv)
     try:
         return _build(
             report,
-            redactor=redactor,
+            redactor=chosen,
             environ=environ,
             runtime_stats=runtime_stats,
             open_files=open_files,
@@ -373,7 +442,7 @@ def build_report(
         )
     except FeedbackError as exc:
         # Error messages quote paths and evidence names: they leave this function too.
-        message = redactor.redact(exc.message)
+        message = chosen.redact(exc.message)
         if message == exc.message:
             raise
         raise type(exc)(message) from exc
@@ -382,7 +451,7 @@ def build_report(
 def _build(
     report: FeedbackReport,
     *,
-    redactor: Redactor,
+    redactor: Redactor | _Chain,
     environ: Mapping[str, str],
     runtime_stats: object,
     open_files: object,
@@ -443,10 +512,12 @@ def _build(
     # Redact once, at the edge: everything below is what leaves this function or hits the disk.
     markdown = redactor.redact(markdown)
     metadata = ReportMetadata.model_validate(redactor.redact_json(metadata.to_json()))
-    collected = {key: redactor.redact_json(value) for key, value in context.data.items()}
+    collected = {key: _redact_tree(redactor, value) for key, value in context.data.items()}
     warnings = [redactor.redact(warning) for warning in warnings]
+    # The name too: it becomes a file name in the bundle, its manifest and its zip.
     evidence = [
-        EvidenceText(entry.name, redactor.redact(entry.text), entry.language, entry.source) for entry in evidence
+        EvidenceText(redactor.redact(entry.name), redactor.redact(entry.text), entry.language, entry.source)
+        for entry in evidence
     ]
     workspace = None if report.confidential or root is None else WorkspaceRef(root=str(root))
     result = FeedbackResult(

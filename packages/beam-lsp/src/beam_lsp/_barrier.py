@@ -28,7 +28,7 @@ import anyio
 
 from ._progress import FileProgress
 from .diagnostics import Availability, DiagnosticsCache, Elaboration
-from .errors import DocumentNotOpen, WorkerCrashed
+from .errors import ContentModified, DocumentNotOpen, WorkerCrashed
 from .lean import LeanDiagnostic, LeanFileProgressParams, Range
 
 
@@ -100,13 +100,17 @@ class Barrier:
         self._cache = cache
         self._docs: dict[str, _Document] = {}
         self._crash_notices: dict[str, tuple[_Document, int]] = {}
+        # The lock of a document whose `didClose` is still queued: a reopen takes it over, so that its `didOpen`
+        # goes out after that `didClose` (a fresh lock would let it overtake, and Lean would close the new one).
+        self._closing: dict[str, anyio.Lock] = {}
         self._stopped = False
         self.worker_crashes = 0
 
     # ---- document lifetimes -----------------------------------------------------------------------------
     def open(self, uri: str) -> anyio.Lock:
         """Start tracking a newly opened document; returns its notification lock."""
-        doc = _Document()
+        closing = self._closing.pop(uri, None)
+        doc = _Document() if closing is None else _Document(lock=closing)
         self._docs[uri] = doc
         self._cache.document_opened(uri)
         return doc.lock
@@ -132,7 +136,17 @@ class Barrier:
         doc = self._docs.pop(uri, None) or _Document()
         self._cache.document_closed(uri, server_clears=server_clears)
         doc.poke()
+        if server_clears:
+            self._closing[uri] = doc.lock
         return doc.lock
+
+    def close_sent(self, uri: str, lock: anyio.Lock) -> None:
+        """The `didClose` that `close` returned `lock` for is out (or will never be): a reopen needs no wait.
+
+        Called with `lock` held. Kept while another task waits for it (the `didClose` of a later lifetime).
+        """
+        if self._closing.get(uri) is lock and not lock.statistics().tasks_waiting:
+            del self._closing[uri]
 
     def stop(self) -> None:
         """The server is gone (or being shut down): wake every waiter and close the documents in the cache.
@@ -219,6 +233,10 @@ class Barrier:
                         await request(uri, version)
                 except WorkerCrashed:
                     self.worker_crashed(uri, version)
+                except ContentModified:  # Lean's answer to the wait of a document closed meanwhile
+                    if self._docs.get(uri) is not doc:
+                        raise DocumentNotOpen(uri) from None
+                    raise
                 await self._wait(uri, doc, version, published=request is None)
                 report = self._cache.document_progress(uri)
                 if not doc.crashed and report.done and report.progress_version == version:

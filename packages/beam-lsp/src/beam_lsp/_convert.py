@@ -33,6 +33,7 @@ __all__ = [
     "PositionLike",
     "RangeLike",
     "decode_semantic_tokens",
+    "edit_versions",
     "hover",
     "load_lsp_types",
     "locations",
@@ -363,14 +364,18 @@ def json_list(method: str, value: object) -> list[Any]:
 
 
 def text_edits(edit: types.WorkspaceEdit) -> dict[str, list[types.TextEdit]]:
-    """The text edits of a workspace edit, by document URI, in the edit's order (`changes` and `documentChanges`).
+    """The text edits of a workspace edit, by document URI, in the edit's order.
+
+    `documentChanges` when the edit has them, else `changes`: LSP lets a server send both forms of one edit
+    (`documentChanges` preferred by a client that reads them, as this one does), so they are never added up.
 
     Raises:
         ValueError: The edit creates, renames or deletes files.
     """
     out: dict[str, list[types.TextEdit]] = {}
-    for uri, edits in (edit.changes or {}).items():
-        out.setdefault(uri, []).extend(edits)
+    if edit.document_changes is None:
+        for uri, edits in (edit.changes or {}).items():
+            out.setdefault(uri, []).extend(edits)
     for change in edit.document_changes or ():
         if not isinstance(change, types.TextDocumentEdit):
             raise ValueError(f"a workspace edit with file operations is not supported ({type(change).__name__})")
@@ -379,6 +384,15 @@ def text_edits(edit: types.WorkspaceEdit) -> dict[str, list[types.TextEdit]]:
             for e in change.edits
         )
     return out
+
+
+def edit_versions(edit: types.WorkspaceEdit) -> dict[str, int]:
+    """The versions of the documents a workspace edit's `documentChanges` were computed for (unversioned: left out)."""
+    return {
+        change.text_document.uri: change.text_document.version
+        for change in edit.document_changes or ()
+        if isinstance(change, types.TextDocumentEdit) and change.text_document.version is not None
+    }
 
 
 def _new_text(edit: types.AnnotatedTextEdit | types.SnippetTextEdit) -> str:

@@ -179,8 +179,11 @@ class DocumentSync:
             return
         with anyio.CancelScope(shield=True):  # the copy is gone: Lean must close it too (see `_send_change`)
             async with lock:
-                with contextlib.suppress(ServerExited):
-                    await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+                try:
+                    with contextlib.suppress(ServerExited):
+                        await self._rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+                finally:
+                    self._barrier.close_sent(uri, lock)
 
     async def files_changed(self, uris: Sequence[str]) -> None:
         """Tell Lean that files changed on disk (`workspace/didChangeWatchedFiles`, each as `Changed`).

@@ -188,6 +188,8 @@ class Broadcast:
         """Start with no subscribers."""
         self._subscribers: list[EventStream] = []
         self.dropped: int = 0
+        self._closed = False
+        self._final: LspEvent | None = None
 
     def send(self, event: LspEvent) -> None:
         """Offer `event` to every subscriber without waiting."""
@@ -202,7 +204,12 @@ class Broadcast:
     async def subscribe(self, buffer: int, *, coalesce_progress: bool = False) -> AsyncIterator[EventStream]:
         """A stream of the events sent while the context is open, at most `buffer` unread."""
         stream = EventStream(buffer, coalesce_progress=coalesce_progress)
-        self._subscribers.append(stream)
+        if self._closed:  # nothing more will come: the last word, then the end
+            if self._final is not None:
+                stream.offer(self._final)
+            stream.end()
+        else:
+            self._subscribers.append(stream)
         try:
             yield stream
         finally:
@@ -210,7 +217,15 @@ class Broadcast:
                 self._subscribers.remove(stream)
             stream.close()
 
-    def close(self) -> None:
-        """End every subscriber's stream (their `async for` loops finish)."""
+    def close(self, final: LspEvent | None = None) -> None:
+        """Send `final` (when given), then end every subscriber's stream, and those subscribed later.
+
+        Their `async for` loops finish; a later subscriber gets `final` alone. Closing again changes nothing.
+        """
+        if self._closed:
+            return
+        if final is not None:
+            self.send(final)
+        self._closed, self._final = True, final
         for s in self._subscribers:
             s.end()

@@ -40,7 +40,11 @@ __all__ = ["LeanFile", "Point", "Point0", "Point1"]
 
 
 class Point0(NamedTuple):
-    """A position in code points, 0-based: `Point0(line, column)` is `text.splitlines()[line][column]`."""
+    """A position in code points, 0-based: `Point0(line, column)` is `lines.split_lines(text)[line][column]`.
+
+    Lines end at line feeds only (a CR before one is no column), as Lean counts them; `str.splitlines` also splits
+    at a lone CR, a form feed, U+2028 and others.
+    """
 
     line: int
     column: int
@@ -93,7 +97,9 @@ class LeanFile:
         return self.client.is_open(self.uri)
 
     async def open(self, text: str | None = None) -> int:
-        """Open the document with `text`, or with the file's contents (UTF-8) when None; returns the version (1).
+        """Open the document with `text`, or with the file's contents (UTF-8, line endings kept) when None.
+
+        Returns the version (1).
 
         Raises:
             OSError: `text` is None and the file cannot be read.
@@ -101,7 +107,7 @@ class LeanFile:
             ServerExited: The server is gone.
         """
         if text is None:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.path.read_bytes().decode("utf-8")  # as Lean reads it: no newline translation
         return await self.client.open(self.uri, text)
 
     async def change(self, text: str, *, save: bool = True, defer: float = 0) -> int:

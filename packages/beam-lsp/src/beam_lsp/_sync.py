@@ -45,13 +45,24 @@ async def _within(timeout: float | None, func: Callable[[], Any]) -> Any:
 class _Runner:
     """Runs calls on the portal's loop, each within the timeout, cancelling the task when the caller gives up."""
 
-    def __init__(self, portal: BlockingPortal, timeout: float | None) -> None:
+    def __init__(self, portal: BlockingPortal, timeout: float | None, client: LeanClient | None = None) -> None:
         self._portal = portal
         self._timeout = timeout
+        self._client = client
 
     def run(self, func: Callable[[], Any]) -> Any:
-        """`func()` on the loop (awaited when awaitable), within the timeout; the caller's interruption cancels it."""
-        future: Future[Any] = self._portal.start_task_soon(_within, self._timeout, func)
+        """`func()` on the loop (awaited when awaitable), within the timeout; the caller's interruption cancels it.
+
+        Raises:
+            ServerExited: The client's block was left (its loop is gone), as the async client raises then.
+        """
+        try:
+            future: Future[Any] = self._portal.start_task_soon(_within, self._timeout, func)
+        except RuntimeError:  # the portal is not running; its loop is gone, so `exited` is safe to read here
+            exited = self._client.exited if self._client is not None else None
+            if exited is None:
+                raise
+            raise exited from None
         try:
             return future.result()
         except BaseException:
@@ -78,7 +89,7 @@ class SyncLeanClient(SyncClientMethods):
     def __init__(self, client: LeanClient, portal: BlockingPortal, timeout: float | None) -> None:
         """Internal: use `SyncLeanClient.start`."""
         self._client = client
-        self._runner = _Runner(portal, timeout)
+        self._runner = _Runner(portal, timeout, client)
 
     def _await(self, func: Callable[[], Awaitable[T]]) -> T:
         result: T = self._runner.run(func)
@@ -183,7 +194,7 @@ class SyncLeanFile(SyncFileMethods):
     def __init__(self, file: LeanFile, portal: BlockingPortal, timeout: float | None) -> None:
         """Internal: use `SyncLeanClient.file`."""
         self._file = file
-        self._runner = _Runner(portal, timeout)
+        self._runner = _Runner(portal, timeout, file.client)
         self.path: Path = file.path
         """The absolute path."""
         self.uri: str = file.uri

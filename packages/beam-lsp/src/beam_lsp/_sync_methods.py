@@ -67,6 +67,8 @@ class SyncClientMethods(SyncRunner):
 
         Raises:
             DocumentNotOpen: The edit names a document that is not open (nothing is changed then).
+            DocumentError: The edit was computed for another version of a document than the client's (Lean's
+                code actions state theirs; nothing is changed then).
             InvalidPosition: An edit's range is outside its document's text (nothing is changed then).
             ValueError: The edit creates, renames or deletes files (not supported).
         """
@@ -761,7 +763,9 @@ class SyncFileMethods(SyncRunner):
         return self._await(self._file.module)
 
     def open(self, text: str | None = None) -> int:
-        """Open the document with `text`, or with the file's contents (UTF-8) when None; returns the version (1).
+        """Open the document with `text`, or with the file's contents (UTF-8, line endings kept) when None.
+
+        Returns the version (1).
 
         Raises:
             OSError: `text` is None and the file cannot be read.

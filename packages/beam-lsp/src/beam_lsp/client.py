@@ -38,7 +38,7 @@ from ._progress import FileProgress, compact_report
 from ._requests import LspRequests
 from .diagnostics import DiagnosticsCache
 from .documents import TextDocument, apply_text_edits, path_to_uri
-from .errors import BeamLspError, ServerExited, WorkerCrashed, unwrap_group
+from .errors import BeamLspError, DocumentError, ServerExited, WorkerCrashed, unwrap_group
 from .jsonrpc import JsonRpcPeer
 from .lean import (
     publish_params,
@@ -255,7 +255,7 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
     def _server_exited(self, error: ServerExited) -> None:
         self._rpc.close(error)
         self._barrier.stop()
-        self._events.send(ServerExitedEvent(error))
+        self._events.close(ServerExitedEvent(error))  # nothing comes after it: subscribers' loops end
 
     @property
     def exited(self) -> ServerExited | None:
@@ -416,9 +416,14 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
 
         Raises:
             DocumentNotOpen: The edit names a document that is not open (nothing is changed then).
+            DocumentError: The edit was computed for another version of a document than the client's (Lean's
+                code actions state theirs; nothing is changed then).
             InvalidPosition: An edit's range is outside its document's text (nothing is changed then).
             ValueError: The edit creates, renames or deletes files (not supported).
         """
+        for uri, version in _convert.edit_versions(edit).items():
+            if self.document(uri).version != version:  # its ranges point into a text that is gone
+                raise DocumentError(f"the edit is for version {version} of {uri}, not {self.document(uri).version}")
         edits = _convert.text_edits(edit)
         texts = {uri: apply_text_edits(self.document(uri), changes) for uri, changes in edits.items()}
         return {uri: await self.change(uri, text, save=save) for uri, text in texts.items()}

@@ -191,8 +191,9 @@ class TextDocument:
     def line_text(self, line: int) -> str:
         """Text of one line without its line feed (and a carriage return before it: see `lines.split_lines`)."""
         start = self._line_starts[line]
-        end = self._line_starts[line + 1] - 1 if line + 1 < len(self._line_starts) else len(self.text)
-        return line_content(self.text[start:end])
+        if line + 1 < len(self._line_starts):
+            return line_content(self.text[start : self._line_starts[line + 1] - 1])
+        return self.text[start:]  # no line feed follows: a carriage return ending it is a character
 
     def position_of(self, line: int, column: int) -> Position:
         """The LSP position (UTF-16) of a 0-based line and code-point column of the text.
@@ -265,7 +266,10 @@ class TextDocument:
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._line_starts, offset) - 1
         start = self._line_starts[line]
-        return Position(line=line, character=utf16_len(line_content(self.text[start:offset])))
+        before = self.text[start:offset]
+        if self.text.startswith("\n", offset):  # between the CR and the LF of a CRLF: the end of the line
+            before = line_content(before)
+        return Position(line=line, character=utf16_len(before))
 
     @property
     def end(self) -> Position:

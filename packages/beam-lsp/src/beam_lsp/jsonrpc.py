@@ -379,6 +379,8 @@ class JsonRpcPeer:
                     reply["result"] = await handler(params)
                 except ResponseError as exc:
                     reply["error"] = {"code": exc.code, "message": exc.message}
+                    if exc.data is not None:
+                        reply["error"]["data"] = exc.data
                 except BeamLspError as exc:
                     reply["error"] = {"code": INTERNAL_ERROR, "message": str(exc)}
                 except Exception as exc:  # a bug in a handler must not stop the reader
@@ -390,6 +392,11 @@ class JsonRpcPeer:
             if scope.cancelled_caught:
                 reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": REQUEST_CANCELLED, "message": "cancelled"}}
         try:
-            await self._write(reply)
+            try:
+                await self._write(reply)
+            except (TypeError, ValueError) as exc:  # the handler's answer is not JSON: nothing was written yet
+                log.error("answer to %s is not JSON: %s", self._redactor.redact(method), self._failure(exc))
+                error = {"code": INTERNAL_ERROR, "message": f"internal error answering {method}"}
+                await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
         except BeamLspError:
             pass  # the peer is closed: nobody is left to read the answer

@@ -21,13 +21,18 @@ def utf16_len(text: str) -> int:
 
 
 def line_content(raw: str) -> str:
-    """A line as Lean counts it: the text up to its line feed, without the carriage return of a CRLF ending."""
+    """A line as Lean counts it: the text up to its line feed, without the carriage return of a CRLF ending.
+
+    `raw` must end where a line feed follows; the last line of a text has none, so a carriage return ending it
+    is a character (Lean normalises CRLF only).
+    """
     return raw.removesuffix("\r")
 
 
 def split_lines(text: str) -> list[str]:
     """The lines of `text` as Lean and LSP count them (a trailing line feed starts an empty last line)."""
-    return [line_content(line) for line in text.split("\n")]
+    *lines, last = text.split("\n")
+    return [line_content(line) for line in lines] + [last]
 
 
 def utf16_column(line: str, column: int) -> int:

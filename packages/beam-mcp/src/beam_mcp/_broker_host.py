@@ -6,8 +6,9 @@ here, on a worker thread, so the server answers discovery, `initialize` and `too
 standard LSP types, about half of that stack's import) is left out of it, and loads on another worker thread once
 the broker is open, while the first call's Lean starts and elaborates (`_import_lsp_types`). A server that
 knows its project at start-up (`prewarm`) starts that workspace's Lean server as soon as the broker is open,
-beside that import and the MCP handshake, so that its first call finds Lean started; a failure there is only
-logged (the first call starts Lean again and answers with its own error). Importing on
+beside that import, and the server holds its `initialize` answer until both are over (`started`), so that its
+first call finds Lean started and competes with no import; a failure there is only logged (the first call starts
+Lean again and answers with its own error). Importing on
 two threads at once is safe because no import cycle exists in the packages (`tests/test_layout.py`): a thread
 that needs a module another thread is importing waits for it. This module must not know tools or MCP methods.
 """
@@ -83,6 +84,8 @@ class BrokerHost:
         self._prewarm_root = prewarm
         self.prewarmed = anyio.Event()
         """Set once the start-up prewarm is over: Lean started, failed to start, or nothing to start."""
+        self._lean_started = anyio.Event()  # the prewarmed Lean answered its handshake, failed, or nothing to start
+        self._types_loaded = anyio.Event()  # lsprotocol loaded ahead, failed to, or the broker never opened
         self._ready = anyio.Event()
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
@@ -113,6 +116,8 @@ class BrokerHost:
         finally:
             self._broker = None
             self._ready.set()
+            self._lean_started.set()
+            self._types_loaded.set()
             self.prewarmed.set()
             self._stopped.set()
 
@@ -122,13 +127,29 @@ class BrokerHost:
             if found is not None:
                 root, files = found
                 await broker.prewarm(resolve({"root": root}))
+                self._lean_started.set()  # the files below are elaborated in the background: nothing waits for them
                 async with anyio.create_task_group() as tg:
                     for path in files:
                         tg.start_soon(self._prewarm_file, broker, root, path)
         except Exception as exc:  # the first call starts Lean again and answers with its own, structured, error
             log.warning("could not start the Lean server ahead of the first call: %s", getattr(exc, "message", exc))
         finally:
+            self._lean_started.set()
             self.prewarmed.set()
+
+    @property
+    def prewarms(self) -> bool:
+        """Whether this host starts a workspace's Lean server at start-up (`prewarm` given)."""
+        return self._prewarm_root is not None
+
+    async def started(self) -> None:
+        """Wait until the start-up work a first call would otherwise wait for is over.
+
+        That is: the prewarmed workspace's Lean server answered its handshake (or failed to start, or there is
+        none) and lsprotocol is loaded (or failed to load). The files `prewarm` names are not waited for.
+        """
+        await self._lean_started.wait()
+        await self._types_loaded.wait()
 
     @staticmethod
     async def _prewarm_file(broker: Broker, root: str, path: str) -> None:
@@ -145,6 +166,8 @@ class BrokerHost:
             await anyio.to_thread.run_sync(_import_lsp_types, abandon_on_cancel=True)
         except Exception:
             log.exception("could not load lsprotocol ahead (the first answer that needs it loads it)")
+        finally:
+            self._types_loaded.set()
 
     async def stop(self) -> None:
         """Close the broker (every Lean server stops) and wait until it is closed."""
@@ -169,6 +192,17 @@ class BrokerHost:
     def loaded(self) -> bool:
         """Whether loading finished (successfully or not)."""
         return self._ready.is_set()
+
+    def command_words(self) -> list[str]:
+        """The words of the Lean server command, whose secret flags the broker's redactor hides (never fails).
+
+        Known without the broker, from the two settings they depend on (not the others, which may be what kept
+        it from opening): a report made because it could not open hides them too.
+        """
+        from beam_broker.config import command_words
+
+        config = BrokerConfig(lean_cmd=self._lean_cmd, env=self._env)
+        return command_words(config, config.environment())
 
     def current(self) -> Broker | None:
         """The broker if it is open now; None while it loads or when it could not be opened (never waits)."""

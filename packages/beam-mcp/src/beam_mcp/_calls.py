@@ -16,6 +16,7 @@ import functools
 import heapq
 import itertools
 import math
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -295,6 +296,7 @@ class Calls:
                 runtime_stats=snapshot.get("stats") if snapshot else None,
                 open_files=snapshot.get("open_files") if snapshot else None,
                 identity=identity,
+                argv=[*sys.argv, *self._host.command_words()],  # the secrets the server's own redactor hides
             )
             result = await anyio.to_thread.run_sync(build)
             return result.to_json()

@@ -61,6 +61,9 @@ SHUTDOWN_GRACE: Final = 30.0
 """Seconds EOF waits for admitted drops before cancelling them too."""
 FENCE_GRACE: Final = 120.0
 """Seconds a fence (`lean_drop_workspace`) waits for the calls admitted before it before interrupting them."""
+INITIALIZE_WAIT: Final = 5.0
+"""Seconds a legacy `initialize` waits at most for the Lean started at start-up (`ServerConfig.prewarm`): long enough
+for an import and Lean's start on a loaded machine, short of the connection timeouts of MCP clients."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +91,10 @@ class ServerConfig:
         registry: The broker operations it serves (tests inject handlers by passing another).
         prewarm: On the `lean-lsp-mcp` surface, start the Lean server of the project known at start-up
             (`LEAN_PROJECT_PATH`, else the working directory when it is a project) as soon as the broker is open,
-            beside the MCP handshake, rather than with the first call.
+            beside the MCP handshake, rather than with the first call; a legacy `initialize` is then answered once
+            that Lean answered its own handshake and the Lean stack is imported, or after `initialize_wait` seconds,
+            whichever comes first.
+        initialize_wait: The longest a legacy `initialize` waits for the prewarmed Lean (see `prewarm`).
     """
 
     lean_cmd: Sequence[str] | None = None
@@ -103,6 +109,7 @@ class ServerConfig:
     contract: Contract = "seed"
     registry: Registry = REGISTRY
     prewarm: bool = True
+    initialize_wait: float = INITIALIZE_WAIT
 
     def __post_init__(self) -> None:
         if self.tools not in SURFACES:
@@ -375,7 +382,7 @@ class McpServer:
                 channel.family = "modern"
             return await handler(self, Incoming(channel, req, params, ctx, outlet))
         if req.method == "initialize":
-            return self._initialize(channel, params)
+            return await self._initialize(channel, params)
         if channel.family == "modern":
             raise invalid_params(MISSING_MODERN_META)
         entry = LEGACY.get(req.method)
@@ -387,7 +394,7 @@ class McpServer:
         gate(channel)
         return await handler(self, Incoming(channel, req, params, None, outlet))
 
-    def _initialize(self, channel: Channel, params: Any) -> dict[str, Any]:
+    async def _initialize(self, channel: Channel, params: Any) -> dict[str, Any]:
         if channel.family == "modern":
             raise self._conflict(channel, "legacy")
         if channel.family == "legacy":
@@ -395,6 +402,14 @@ class McpServer:
         parse(InitializeParams, params, "initialize")
         channel.family = "legacy"
         channel.legacy_ready = False
+        if self._host.prewarms:
+            # The surface that starts its project's Lean at start-up (`--tools lean-lsp-mcp`) answers once that Lean
+            # answered its own handshake and the Lean stack is imported, as lean-lsp-mcp answers once its start-up
+            # work is done: a call sent right after the handshake then waits for neither (nor competes with the
+            # import for the interpreter). Bounded, so that a slow start (a toolchain being installed) never holds
+            # the client's handshake for long.
+            with anyio.move_on_after(self.config.initialize_wait):
+                await self._host.started()
         return {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities(), "serverInfo": server_info()}
 
     # ---- method handlers (shared by both families where the method exists in both) ----------------------------

@@ -94,9 +94,11 @@ async def proof_mode(call: Call, client: LeanClient, doc: DocState, pos: Positio
     if proof is None and probe.without_tactics(client.document(doc.uri), pos):
         proof = False
     if proof is None:
+        version = doc.version
         async with call.position(client, doc, pos, mirror) as uri:
             proof = await client.plain_goal(uri, pos) is not None
-        doc.goal_modes[key] = proof
+        if doc.version == version:  # not an answer about a version that came meanwhile
+            doc.goal_modes[key] = proof
     return proof
 
 
@@ -242,11 +244,24 @@ async def _before(
     """The goals at the basis, for a failed proof-mode probe.
 
     The mirror holds the source's text up to there (the document is busy when Lean elaborates it again).
+    Asked of the document itself, the answer is kept for the version (`DocState.basis_goals`): Lean's goals at a
+    position of a version do not change, and an agent trying snippet after snippet at one place asks again and
+    again.
     """
-    if basis.goal_position is None:
+    position = basis.goal_position
+    if position is None:
         return None
-    uri = mirror.uri if reelaborating(client, doc) else doc.uri
-    return await goals_at(client, uri, basis.goal_position)
+    if reelaborating(client, doc):
+        return await goals_at(client, mirror.uri, position)
+    key = (position.line, position.character)
+    if key in doc.basis_goals:
+        cached: m.ProofState | None = doc.basis_goals[key]
+        return cached
+    version = doc.version
+    state = await goals_at(client, doc.uri, position)
+    if doc.version == version:  # not an answer about a version that came meanwhile
+        doc.basis_goals[key] = state
+    return state
 
 
 async def run_batch(
