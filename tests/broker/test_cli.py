@@ -209,6 +209,25 @@ def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_on
     )
 
 
+def test_a_file_of_a_project_named_from_outside_any_project_names_that_project(
+    in_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    (tmp_path / "Loose.lean").write_text(CLEAN, encoding="utf-8")
+    code, out, err = main(capsys, "--human", "hover", str(in_project / "A.lean:1:4"))
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err == (
+        f"lean-beam: error: no Lean project contains {outside} (looked for lean-toolchain, lakefile.toml, "
+        f"lakefile.lean upward); {in_project / 'A.lean'} is in the Lean project {in_project}: run lean-beam there, "
+        f"or pass --root {in_project}\n"
+    )
+    code, out, err = main(capsys, "--human", "sync", str(tmp_path / "Loose.lean"))  # in no project: as before
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err.endswith("lakefile.lean upward); pass --root DIR\n")
+
+
 def test_stderr_carries_the_errors_of_a_json_sync_in_every_mode_once(
     in_project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -410,8 +410,19 @@ async def call(
         return {"error": exc.wire()}
 
 
+def _file_argument(spec: Command, args: argparse.Namespace) -> str | None:
+    """The file of the command's file argument as typed (None when it has none, or a malformed one)."""
+    raw = next((vars(args).get(arg.dest) for arg in spec.args if arg.name == "path"), None)
+    if not isinstance(raw, str):
+        return None
+    try:
+        return cli_args.split_target(spec, raw).path
+    except BrokerError:
+        return None  # the position's own error comes once the project is known
+
+
 def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int:
-    root = workspace_root(options)
+    root = workspace_root(options, _file_argument(spec, args))
     arguments = cli_args.operation_arguments(spec, args, cli_args.Inputs())
     sources = Sources(root)
     form = spec.shape
