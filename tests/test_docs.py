@@ -244,3 +244,41 @@ def test_a_console_sample_is_compared_line_by_line_with_dots_for_any_text() -> N
         _check_console(block, out, err(0, 0, 1, 0, error="lean-beam: error: no\n"), Path("/tmp/beam"))
     with pytest.raises(AssertionError):  # a failure that no `echo $?` shows
         _check_console(block, out, err(0, 1, 1, 0), Path("/tmp/beam"))
+
+
+def _python_block(readme: str) -> str:
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    blocks: list[str] = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, readme
+    return blocks[0]
+
+
+def test_the_mcp_readme_s_embedding_example_answers_beam_version(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _python_block("packages/beam-mcp/README.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["id"] == 1 and answer["result"]["structuredContent"]["name"] == "lean-beam-mcp"
+
+
+def test_the_feedback_readme_s_example_writes_the_zip_it_prints(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n", encoding="utf-8")
+    code = _python_block("packages/beam-feedback/README.md").replace("/path/to/lean/project", str(root))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    bundle_dir, zip_path = done.stdout.splitlines()[-1].split(" ")
+    assert bundle_dir == "None" and zip_path.startswith("~/project/.beam/feedback/") and zip_path.endswith(".zip")
+    assert (tmp_path / zip_path.removeprefix("~/")).is_file()
+    shown = next(line for line in code.splitlines() if line.startswith("print(result.bundle_dir"))
+    assert "  # None ~/" in shown and shown.endswith(".zip"), shown  # what the README says it prints
