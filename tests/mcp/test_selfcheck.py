@@ -64,7 +64,7 @@ def test_a_bad_file_is_a_usage_error(
         target.parent.mkdir()
         target.write_text("", encoding="utf-8")
     if setup == "not lean":  # a newcomer's first guess at "a file of the project"
-        target = fake_project(tmp_path / "proj", {"lakefile.toml": "name = \"proj\"\n"}) / "lakefile.toml"
+        target = fake_project(tmp_path / "proj", {"lakefile.toml": 'name = "proj"\n'}) / "lakefile.toml"
     assert _selfcheck.run(str(target), fake_cmd()) == 2
     assert fragment in capsys.readouterr().err
 
