@@ -9,7 +9,9 @@ gives: `LEAN_PATH`, `LEAN_SRC_PATH`) and are asked the same things through their
 - `hover` / `goal`: N sequential requests on `Demo/Goals.lean` after 200 warm-up hovers (requests per second, and
   the client process's CPU per request: `*_cpu_us`);
 - `pipelined`: N hovers with 8 in flight (8 workers, N / 8 each), likewise;
-- `open50`: open the 50 files `Demo/Open*.lean` and wait until Lean has finished all of them (seconds);
+- `open50`: open the 50 files `Demo/Open*.lean` and wait until Lean has finished all of them (seconds), and the
+  messages the client read from Lean meanwhile (`open50_messages`: a client that returns on `waitForDiagnostics`
+  reads the rest of Lean's notifications for those files later);
 - `long`: open `Demo/Long.lean` (1500 declarations) and wait until Lean has finished it: the client process's
   CPU seconds (user + system, this process only) and the messages it received from Lean meanwhile;
 - `rss_kib`: the process's resident memory at the end (`VmRSS`) and its peak (`VmHWM`).
@@ -98,18 +100,19 @@ async def beam(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
         _mark("pipelined")
 
+        received = client._rpc  # counted by the JSON-RPC peer (`messages_received`), outside the public API
         files = [client.file(rel) for rel in _files(root, "Open")]
-        t0 = time.perf_counter()
+        before, t0 = received.messages_received, time.perf_counter()
         for f in files:
             await f.open()
         async with anyio.create_task_group() as tg:
             for f in files:
                 tg.start_soon(f.sync)
         out["open50"] = time.perf_counter() - t0
+        out["open50_messages"] = received.messages_received - before
         _mark("open50")
 
         long = client.file("Demo/Long.lean")
-        received = client._rpc  # counted by the JSON-RPC peer (`messages_received`), outside the public API
         before, cpu0, t0 = received.messages_received, _cpu(), time.perf_counter()
         await long.open()
         result = await long.sync()
@@ -165,9 +168,10 @@ async def leanclient(root: str, cmd: list[str], n: int) -> dict[str, Any]:
         out["pipelined_cpu_us"] = (_cpu() - cpu0) / (n // WORKERS * WORKERS) * 1e6
         _mark("pipelined")
 
-        t0 = time.perf_counter()
+        before, t0 = received, time.perf_counter()
         await client.open_many(_files(root, "Open"))
         out["open50"] = time.perf_counter() - t0
+        out["open50_messages"] = received - before
         _mark("open50")
 
         before, cpu0, t0 = received, _cpu(), time.perf_counter()

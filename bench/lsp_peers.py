@@ -86,6 +86,8 @@ async def instructions(
         if label and total:
             count = {"pipelined": n // WORKERS * WORKERS, "long": result["long"]["messages"], "open50": OPEN_FILES}
             per[label.group(1)] = int(total.group(1)) / count.get(label.group(1), n)
+            if label.group(1) == "open50":  # per file and per message: the phases end at different messages
+                per["open50_message"] = int(total.group(1)) / max(1, int(result["open50_messages"]))
     return per
 
 
@@ -99,6 +101,7 @@ async def main_callgrind(python: Path, root: Path, lean: Path, env: dict[str, st
         ("goal", "sequential goal"),
         ("pipelined", "pipelined hover"),
         ("open50", "file opened (50 files)"),
+        ("open50_message", "Lean message (50 files opening)"),
         ("long", "Lean message (1500 declarations elaborating)"),
     ):
         ratios[phase] = peer[phase] / beam[phase]

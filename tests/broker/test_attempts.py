@@ -80,7 +80,7 @@ async def test_the_goals_at_the_basis_of_a_failed_attempt_are_asked_once_per_ver
         asked.append(uri)
         return await goals_at(client, uri, pos)
 
-    monkeypatch.setattr(probe_run, "goals_at", counting)
+    monkeypatch.setattr(goals_module, "goals_at", counting)
     async with open_broker() as broker:
         await call(broker, "sync", root, path="A.lean")
         one = await call(broker, "attempts", root, **at("A.lean", 0, len(first), ["ERROR_HERE"]))

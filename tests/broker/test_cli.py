@@ -415,6 +415,25 @@ def test_a_reader_that_goes_away_ends_the_command_with_141(argv: list[str], fake
         assert proc.wait(timeout=30) == beam_cli.EXIT_BROKEN_PIPE == 141 and err == b""
 
 
+def test_an_error_on_a_stderr_nobody_reads_keeps_its_exit_status(tmp_path: Path, fake_cli: Cli) -> None:
+    # Finding: `lean-beam sync X 2>&1 | true` exited 1 with a BrokenPipeError instead of the error's own 2.
+    read, write = os.pipe()
+    os.close(read)  # the reader went away before the child writes anything: its write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [*CLI, "sync", str(tmp_path / "nowhere" / "X.lean")],
+            cwd=fake_cli.cwd,
+            env=fake_cli.env,
+            stdout=write,
+            stderr=write,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 2  # invalidInput: no Lean project holds the file
+
+
 def test_a_missing_lean_exits_3_as_a_process(tmp_path: Path, state_dir: Path) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": CLEAN})
     result = Cli(cli_env({"PATH": ""}, state_dir), root)("sync", "A.lean")

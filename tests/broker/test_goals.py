@@ -54,6 +54,26 @@ async def test_no_goals_over_a_stale_import_names_the_import_instead_of_the_posi
     assert stale.data["reason"] == "staleImports" and stale.data["saveDeps"] == ["Demo/Basic.lean"]
 
 
+async def test_goals_at_a_position_are_asked_of_lean_once_per_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lean's goals at a position of a version do not change; an agent asks again and again at one place.
+    root = fake_project(tmp_path / "p", {"A.lean": PROOF})
+    asked = spy(monkeypatch, "interactive_goals", "plain_goal")
+    at: dict[str, Any] = {"path": "A.lean", "line": 1, "character": 4}
+    async with open_broker({"goal_trigger": "exact", "rpc": True, "goal": "h : True\n⊢ True"}) as broker:
+        await call(broker, "sync", root, path="A.lean")
+        first = await call(broker, "goals", root, version=1, mode="before", **at)
+        again = await call(broker, "goals", root, version=1, mode="before", **at)
+        after = await call(broker, "goals", root, version=1, mode="after", **at)  # another position: asked
+        once = len(asked)
+        (root / "A.lean").write_text(PROOF + "\ntheorem u : True := by\n  exact trivial\n", encoding="utf-8")
+        await call(broker, "sync", root, path="A.lean")
+        changed = await call(broker, "goals", root, version=2, mode="before", **at)
+    assert once == 2 and len(asked) == 3, asked  # the change forgot what version 1 answered
+    assert first == again == after == changed
+
+
 async def test_goals_fall_back_to_the_plain_goal_when_rpc_fails(tmp_path: Path) -> None:
     root = fake_project(tmp_path / "p", {"A.lean": PROOF})
     lean = {"goal_trigger": "exact", "rpc": True, "rpc_outdated": 2, "goal": "h : Nat\n⊢ True"}

@@ -85,3 +85,44 @@ async def test_lean_verify_checks_the_fully_qualified_name_it_was_given(
     answer = response["result"]["structuredContent"]
     assert (answer["axioms"], answer["trust"]) == (["ax"], "custom"), answer  # lean-lsp-mcp asks `_root_.t`
     assert inner["result"]["structuredContent"]["axioms"] == []
+
+
+async def test_positions_past_the_end_of_the_file_answer_as_the_peer(
+    lean_toolchain: Toolchain, demo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lean-lsp-mcp 0.32.0 on the same Lean (run side by side): Lean answers nothing there, so hover has no
+    # information and the others are empty. Beam refused with the broker's 0-based "line 98 is out of range".
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(demo_root))
+    at = {"file_path": "Demo/Proofs.lean", "line": 99, "column": 1}
+    async with harness(lean_cmd=lean_toolchain.server_cmd(), env=lean_toolchain.env(), tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(120):
+            answers = {tool: (await h.call(tool, at))[0]["result"] for tool in _PAST_END}
+    for tool, expected in _PAST_END.items():
+        answer = answers[tool]
+        got = answer["content"][0]["text"] if answer["isError"] else answer["structuredContent"]
+        assert got == expected, tool
+
+
+_PAST_END: dict[str, object] = {
+    "lean_hover_info": "Error executing tool lean_hover_info: No hover information at line 99, column 1",
+    "lean_completions": {"items": []},
+    "lean_references": {"items": [], "total": 0},
+    "lean_get_widgets": {"widgets": []},
+}
+
+
+async def test_run_code_whose_import_fails_reports_lean_s_error_alone_as_the_peer(
+    lean_toolchain: Toolchain, demo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lean stops at a header it cannot import; lean-lsp-mcp reports its error and `success: false`. Beam added the
+    # broker's own "Lean did not finish elaborating the text" as a second error item at 1:1.
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(demo_root))
+    async with harness(lean_cmd=lean_toolchain.server_cmd(), env=lean_toolchain.env(), tools="lean-lsp-mcp") as h:
+        with anyio.fail_after(120):
+            await h.call("lean_file_outline", {"file_path": "Demo/Proofs.lean"})  # the project becomes known
+            response, _ = await h.call("lean_run_code", {"code": "import Nope\n#check 1"})
+    answer = response["result"]["structuredContent"]
+    assert answer["success"] is False
+    assert [(d["line"], d["message"].split("\n")[0]) for d in answer["diagnostics"]] == [
+        (1, "unknown module prefix 'Init'")
+    ]

@@ -1043,6 +1043,36 @@ async def test_a_session_request_cancelled_before_it_said_anything_is_an_empty_s
         endpoint.close()
 
 
+async def test_a_session_call_runs_on_when_its_connection_closes_until_it_is_cancelled(
+    server: McpServer, root: str
+) -> None:
+    # MCP 2025-11-25 (basic/transports): "Disconnection SHOULD NOT be interpreted as the client cancelling its
+    # request. To cancel, the client SHOULD explicitly send an MCP CancelledNotification." (2026-07-28 differs.)
+    endpoint = Endpoint(server, HttpConfig(), 8765)
+    async with app_client(endpoint) as client:
+        await warm(client, root)
+        sid = await client.open_session()
+        args = {"workspace": {"root": root}, "query": "a"}
+        held = jsonrpc(
+            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
+        )
+        driver = Driver(endpoint, held)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(driver.run, driver.scope(headers=in_session(sid)))
+            with anyio.fail_after(TIMEOUT):
+                await driver.said.wait()  # the call runs: its preparation progress is on the wire
+            driver.leave()
+        assert not driver.finished  # the answer is lost with the connection
+        session = endpoint.sessions.get(sid)
+        assert session is not None
+        running = session.channel.calls.get(("n", 3))
+        assert running is not None and not running.cancelled, "a closed connection cancelled a legacy call"
+        cancel = jsonrpc(None, "notifications/cancelled", {"requestId": 3})
+        assert (await client.post(cancel, in_session(sid))).status_code == 202
+        assert (await drop(client, root))["dropped"] is True  # the drop waits for the held call: it was cancelled
+        endpoint.close()
+
+
 async def test_requests_beyond_the_cap_are_503_until_one_ends(server: McpServer, root: str) -> None:
     endpoint = Endpoint(server, HttpConfig(max_requests=1), 8765)
     async with app_client(endpoint) as client, anyio.create_task_group() as tg:

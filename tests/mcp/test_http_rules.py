@@ -81,6 +81,22 @@ def test_accept_admits_exact_types_wildcards_and_positive_weights(
     assert accepts(values, media) is admitted
 
 
+@pytest.mark.parametrize(
+    ("values", "media", "admitted"),
+    [
+        (["application/json;q=0, */*"], "application/json", False),
+        (["*/*, application/json;q=0"], "application/json", False),
+        (["text/event-stream;q=0", "text/*"], "text/event-stream", False),
+        (["text/*;q=0, text/event-stream"], "text/event-stream", True),
+        (["*/*;q=0, application/*"], "application/json", True),
+        (["application/json;q=0, */*"], "text/event-stream", True),
+    ],
+)
+def test_the_most_specific_accept_range_decides(values: list[str], media: str, admitted: bool) -> None:
+    # RFC 9110 12.5.1: a type refused with q=0 stays refused whatever wider range the header also lists.
+    assert accepts(values, media) is admitted
+
+
 def test_errors_map_to_statuses_404_500_or_400() -> None:
     assert [status_of(code) for code in (METHOD_NOT_FOUND, INTERNAL_ERROR, INVALID_PARAMS, -32020)] == [
         404,
@@ -106,6 +122,16 @@ def test_the_bound_address_and_its_origin_are_allowed() -> None:
     with pytest.raises(Rejected) as refused:
         admission.check_origin(Headers({"host": "192.0.2.7:9000", "origin": "http://192.0.2.7:9001"}))
     assert refused.value.status == 403 and b'"code":%d' % INVALID_REQUEST in refused.value.body
+
+
+def test_an_origin_on_its_schemes_default_port_is_the_same_origin_with_or_without_the_port() -> None:
+    # A browser serializes an origin without its scheme's default port (RFC 6454 6.2): `http://localhost`.
+    Admission("127.0.0.1", 80, (), ()).check_origin(Headers({"host": "localhost", "origin": "http://localhost"}))
+    allowed = Admission("127.0.0.1", 8765, (), ("https://app.example.org:443", "http://docs.example.org"))
+    allowed.check_origin(Headers({"host": "localhost:8765", "origin": "https://app.example.org"}))
+    allowed.check_origin(Headers({"host": "localhost:8765", "origin": "http://docs.example.org:80"}))
+    with pytest.raises(Rejected):  # another scheme's default port is another origin
+        allowed.check_origin(Headers({"host": "localhost:8765", "origin": "http://app.example.org:443"}))
 
 
 def test_a_request_without_host_is_refused() -> None:

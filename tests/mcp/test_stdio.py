@@ -315,3 +315,56 @@ async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worke
     assert [a["id"] for a in answers] == [None, 2] and "result" in answers[1]
     assert [on_loop for size, on_loop in writers] == [size <= select.PIPE_BUF for size, _ in writers]
     assert {on_loop for _, on_loop in writers} == {True, False}, "one of each"
+
+
+async def test_a_modern_id_is_free_as_soon_as_its_response_is_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A modern client may reuse an id once it has read the response. On a socket (as Node-based clients give their
+    # servers) every answer is written from a worker thread, and the writer task resumes only after the thread has
+    # reported back; a client that reads the answer and sends its next request first must not find its id still
+    # owned (the request would be ignored, and the client would wait for ever).
+    import socket
+    import threading
+
+    from beam_mcp import _stdio
+
+    original = _stdio._write_all
+    written = anyio.Event()
+    resume = threading.Event()
+
+    def slow_to_report(fd: int, data: bytes) -> None:
+        original(fd, data)  # the bytes are on the wire: the client may read them now
+        if not resume.is_set():
+            anyio.from_thread.run_sync(written.set)
+            resume.wait(30)  # the worker thread is slow to report back (a busy machine)
+
+    monkeypatch.setattr(_stdio, "_write_all", slow_to_report)
+    in_read, in_write = os.pipe()
+    ours, theirs = socket.socketpair()
+
+    async def serve() -> None:
+        await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=ours.fileno())
+        ours.shutdown(socket.SHUT_WR)  # the client reads to the end
+
+    received = b""
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                os.write(in_write, json.dumps(discover(1)).encode() + b"\n")
+                await written.wait()
+                received = theirs.recv(1 << 16)  # the first answer, already written
+                # The client has its answer and reuses the id at once, then sends another request.
+                os.write(in_write, json.dumps(discover(1)).encode() + b"\n" + json.dumps(discover(2)).encode() + b"\n")
+                await anyio.wait_all_tasks_blocked()  # the reader has handled both lines
+                resume.set()
+                os.close(in_write)
+                while chunk := await anyio.to_thread.run_sync(theirs.recv, 1 << 16, abandon_on_cancel=True):
+                    received += chunk
+    finally:
+        resume.set()
+        ours.close()
+        theirs.close()
+        os.close(in_read)
+    answers = [json.loads(line) for line in received.splitlines()]
+    assert [answer["id"] for answer in answers] == [1, 1, 2]
+    assert all("result" in answer for answer in answers)

@@ -283,8 +283,8 @@ class DocState:
     """`time.monotonic()` of the last call that read it: the memory budget closes the least recent first."""
     goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
-    basis_goals: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
-    """The goals Lean showed at a probe's basis in this version (what a failed proof-mode probe reports)."""
+    goals: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
+    """The goals Lean showed at positions of this version, asked of the document itself (`_ops.goals.kept`)."""
     outline: Any = None
     """The outline of this version (`_ops.outline`), once computed: Lean's answers for a version do not change."""
     reopened_over: tuple[int, str] | None = None
@@ -299,7 +299,7 @@ class DocState:
         self.text_hash = text_hash(text)
         self.imports = header_imports(text)
         self.goal_modes = {}
-        self.basis_goals = {}
+        self.goals = {}
         self.outline = None
 
     def changed(self, version: int, text: str, snapshot: str) -> None:

@@ -93,7 +93,8 @@ class Outlet(Protocol):
 class StdioWriter:
     """The serialized sink of the stdio channel: every message of every request, in order, one writer task.
 
-    It is also the stdio `Outlet`: a request's messages simply join the one queue.
+    It is also the stdio `Outlet`: a request's messages simply join the one queue. A response's callback (the
+    release of its id) runs as the response goes out, before its write returns.
     """
 
     def __init__(self) -> None:
@@ -126,12 +127,18 @@ class StdioWriter:
         """Write queued messages until `close`; a client that closed our stdout is served quietly until EOF."""
         async with self._recv:
             async for item in self._recv:
+                if item.final:
+                    # A response frees its id as it goes out, not once `write` returns: the client may read it and
+                    # reuse the id (modern) before this task resumes (a write from a worker thread reports back
+                    # later), and its request must not find the id still owned (it would be ignored).
+                    item.flushed()
                 if self._open and item.wanted():
                     try:
                         await write(item.data + b"\n")
                     except OSError:
                         self._open = False
-                item.flushed()
+                if not item.final:
+                    item.flushed()
 
     def close(self) -> None:
         """No more messages: the writer finishes what is queued, then returns."""

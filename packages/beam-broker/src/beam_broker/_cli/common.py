@@ -33,6 +33,7 @@ from beam_broker.errors import (
 from beam_lsp.project import PROJECT_MARKERS, find_project_root
 from beam_lsp.redaction import Redactor
 
+from .pipe import stream_gone
 from .progress import Terminal, is_terminal
 from .render import error_line, print_json
 
@@ -183,10 +184,13 @@ class Output:
     def error(self, error: Mapping[str, Any]) -> int:
         """An error (redacted) on stderr; returns its exit status."""
         redacted = self.options.redactor().redact_json(dict(error))
-        if self.options.human:
-            self.terminal.print_err(error_line(redacted, verbose=self.options.verbose))
-        else:
-            print_json(redacted, compact=self.options.compact, stream=self.terminal.err)
+        try:
+            if self.options.human:
+                self.terminal.print_err(error_line(redacted, verbose=self.options.verbose))
+            else:
+                print_json(redacted, compact=self.options.compact, stream=self.terminal.err)
+        except BrokenPipeError:  # nobody reads stderr (`2>&1 | head`): the status still says what failed
+            stream_gone(self.terminal.err)
         return exit_code(str(redacted.get("code")))
 
     def finish(self, answer: Mapping[str, Any], text: Callable[[Mapping[str, Any]], list[str]]) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, NoReturn, TextIO, cast
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
-__all__ = ["EXIT_BROKEN_PIPE", "PipeParser", "stdout_gone"]
+__all__ = ["EXIT_BROKEN_PIPE", "PipeParser", "stream_gone", "stdout_gone"]
 
 EXIT_BROKEN_PIPE: Final = 141
 """stdout was closed early (`... | head -1`): the status of a process killed by SIGPIPE (128 + 13)."""
@@ -61,15 +61,22 @@ def suggest_option(message: str, actions: Sequence[argparse.Action]) -> str:
     return "; did you mean " + " or ".join(repr(option) for option in close) + "?" if close else ""
 
 
+def stream_gone(stream: TextIO) -> None:
+    """The reader of `stream` went away: point it at /dev/null.
+
+    What Python still holds for it is then flushed there at exit instead of failing again. An error line on a
+    stderr nobody reads (`2>&1 | head`) is no new failure: the command keeps the status it had.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)  # the stream's descriptor now refers to it: the spare one is not needed
+
+
 def stdout_gone() -> int:
     """The reader of stdout went away: stop writing to it; return the status a process SIGPIPE killed has.
-
-    stdout becomes /dev/null, so what Python still holds for it is flushed there at exit instead of failing again.
 
     Returns:
         `EXIT_BROKEN_PIPE` (141).
     """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)  # stdout's descriptor now refers to it: the spare one is not needed
+    stream_gone(sys.stdout)
     return EXIT_BROKEN_PIPE

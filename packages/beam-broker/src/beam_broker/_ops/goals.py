@@ -49,6 +49,30 @@ async def goals_at(client: LeanClient, uri: str, pos: Position) -> m.ProofState 
     return None if plain is None else verdict.goals_from_plain(plain)
 
 
+GOALS_KEPT = 256
+"""Positions whose goals a document keeps for its version (`kept`); beyond it the oldest is forgotten."""
+
+
+async def kept(client: LeanClient, doc: DocState, pos: Position) -> m.ProofState | None:
+    """The goals at a position of the document's version, asked of the document itself once per version.
+
+    Lean's goals at a position of a version do not change, and agents ask again and again at one place (the goals
+    before and after a line, the state a failed snippet reports). The answers are kept in `DocState.goals`, which a
+    change or a reopen empties; an answer about a version a concurrent change replaced is not kept.
+    """
+    key = (pos.line, pos.character)
+    if key in doc.goals:
+        state: m.ProofState | None = doc.goals[key]
+        return state
+    version = doc.version
+    state = await goals_at(client, doc.uri, pos)
+    if doc.version == version:
+        if len(doc.goals) >= GOALS_KEPT:
+            del doc.goals[next(iter(doc.goals))]
+        doc.goals[key] = state
+    return state
+
+
 async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
     """Structured goals before or after the tactic at a position, or (`exact`) at the position itself."""
     client, doc = await call.checked(inp)
@@ -61,7 +85,7 @@ async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
         start, end = verdict.tactic_span(text_doc, pos)
         at = start if inp.mode == "before" else end
     async with call.position(client, doc, at) as uri:
-        state = await goals_at(client, uri, at)
+        state = await (kept(client, doc, at) if uri == doc.uri else goals_at(client, uri, at))
     if state is None:
         raise await no_goals(call, doc, inp)
     return m.GoalsResult(workspace=call.workspace, goals=state.goals)

@@ -19,7 +19,7 @@ from beam_broker import _verdict as verdict
 from beam_broker import models as m
 from beam_broker._call import Call, Watch, reelaborating, stale_imports
 from beam_broker._documents import header_imports, header_text
-from beam_broker._ops.goals import goals_at
+from beam_broker._ops.goals import goals_at, kept
 from beam_broker.errors import CONTENT_MODIFIED, BrokerError, invalid_params
 from beam_lsp import Elaboration, Position
 from beam_lsp.errors import unwrap_group
@@ -243,25 +243,15 @@ async def _before(
 ) -> m.ProofState | None:
     """The goals at the basis, for a failed proof-mode probe.
 
-    The mirror holds the source's text up to there (the document is busy when Lean elaborates it again).
-    Asked of the document itself, the answer is kept for the version (`DocState.basis_goals`): Lean's goals at a
-    position of a version do not change, and an agent trying snippet after snippet at one place asks again and
-    again.
+    The mirror holds the source's text up to there (the document is busy when Lean elaborates it again); the
+    document itself answers once per version (`kept`).
     """
     position = basis.goal_position
     if position is None:
         return None
     if reelaborating(client, doc):
         return await goals_at(client, mirror.uri, position)
-    key = (position.line, position.character)
-    if key in doc.basis_goals:
-        cached: m.ProofState | None = doc.basis_goals[key]
-        return cached
-    version = doc.version
-    state = await goals_at(client, doc.uri, position)
-    if doc.version == version:  # not an answer about a version that came meanwhile
-        doc.basis_goals[key] = state
-    return state
+    return await kept(client, doc, position)
 
 
 async def run_batch(

@@ -25,6 +25,8 @@ from .run import elaborate
 
 SHOWN: Final = "(scratch)"
 """How progress events name the scratch document."""
+INCOMPLETE: Final = "Lean did not finish elaborating the text"
+"""The message `run_code` adds (an error at 0:0) when Lean stopped before the text's end."""
 
 
 async def run_code(call: Call, inp: pm.RunCodeInput) -> pm.RunCodeResult:
@@ -57,10 +59,6 @@ async def run_code(call: Call, inp: pm.RunCodeInput) -> pm.RunCodeResult:
     complete = result.elaboration is Elaboration.COMPLETE
     if not complete:
         start = {"line": 0, "character": 0}
-        messages.append(
-            pm.CodeMessage(
-                severity="error", text="Lean did not finish elaborating the text", range={"start": start, "end": start}
-            )
-        )
+        messages.append(pm.CodeMessage(severity="error", text=INCOMPLETE, range={"start": start, "end": start}))
     success = complete and not any(message.severity == "error" for message in messages)
     return pm.RunCodeResult(workspace=call.workspace, success=success, messages=messages)

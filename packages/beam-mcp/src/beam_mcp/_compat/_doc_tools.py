@@ -12,10 +12,9 @@ from typing import Any, Final
 
 import anyio
 
-from . import _text
+from . import _search, _text
 from ._core import Base, Ctx, Doc, both, error_code, uri_path
 from ._errors import CompatError
-from ._project import display
 
 _COMPLETION_KINDS: Final = {"enumMember": "enum_member", "event": "theorem", "typeParameter": "type_parameter"}
 _OUTLINE_TAGS: Final = {
@@ -211,7 +210,7 @@ class DocTools(Base):
         """`lean_hover_info`: Lean's hover at a position, the hovered text, and the diagnostics there."""
         doc = await self._open(cx, a["file_path"])
         line, column = a["line"] - 1, a["column"] - 1
-        out = await cx.op("hover", doc.args(**doc.at(line, column)))
+        out = {} if _past_end(doc, line) else await cx.op("hover", doc.args(**doc.at(line, column)))
         if "contents" not in out:
             raise CompatError(f"No hover information at line {a['line']}, column {a['column']}")
         contents = out["contents"]
@@ -228,6 +227,8 @@ class DocTools(Base):
         """`lean_completions`: Lean's completions, ordered and cut as lean-lsp-mcp does."""
         doc = await self._open(cx, a["file_path"])
         line, column = a["line"] - 1, a["column"] - 1
+        if _past_end(doc, line):
+            return {"items": []}
         at = doc.args(**doc.at(line, column), limit=500)
         # Lean ranks its items (`sortText`, on every item Lean 4 sends): lean-lsp-mcp keeps that order, and so
         # does the broker, so only the items shown with details need resolving.
@@ -271,9 +272,11 @@ class DocTools(Base):
         target = uri_path(location.get("targetUri") or location.get("uri") or "")
         if target is None or not target.is_file():
             raise CompatError(f"Could not open declaration file `{target}` for `{symbol}`.")
+        shown = _search.shown(doc.root, _search.stdlib_sources(doc.root), target)
+        if shown is None:  # lean-lsp-mcp's path policy refuses it
+            raise CompatError(f"Path '{target}' is outside the active Lean project, dependencies, and stdlib roots.")
         content = _text.read_source(str(target))
         lines = content.splitlines()
-        shown = display(doc.root, target)
         if a["full_file"]:
             return {
                 "file_path": shown,
@@ -298,16 +301,22 @@ class DocTools(Base):
     async def references(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_references`: every reference to the symbol at a position, the declaration included."""
         doc = await self._open(cx, a["file_path"])
+        if _past_end(doc, a["line"] - 1):
+            return {"items": [], "total": 0}
         out = await cx.op("references", doc.args(**doc.at(a["line"] - 1, a["column"] - 1), include_declaration=True))
         found = out["result"]
         total = len(found)
         if a["max_results"] is not None:
             found = found[: a["max_results"]]
         texts: dict[Path, list[str]] = {doc.file: doc.lsp}
+        stdlib = _search.stdlib_sources(doc.root)
         items = []
         for location in found:
             path = uri_path(location.get("uri", ""))
             if path is None:
+                continue
+            shown = _search.shown(doc.root, stdlib, path)
+            if shown is None:  # outside the project, its packages and the stdlib: lean-lsp-mcp leaves it out
                 continue
             if path not in texts:
                 try:
@@ -319,7 +328,7 @@ class DocTools(Base):
             end_line, end_column = _text.position(texts[path], rng.get("end", {}))
             items.append(
                 {
-                    "file_path": display(doc.root, path),
+                    "file_path": shown,
                     "line": line,
                     "column": column,
                     "end_line": end_line,
@@ -364,6 +373,8 @@ class DocTools(Base):
     async def get_widgets(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_get_widgets`: the panel widgets at a position, as Lean sends them."""
         doc = await self._open(cx, a["file_path"])
+        if _past_end(doc, a["line"] - 1):
+            return {"widgets": []}
         out = await cx.op("widgets", doc.args(**doc.at(a["line"] - 1, a["column"] - 1)))
         return {"widgets": out["widgets"]}
 
@@ -372,6 +383,15 @@ class DocTools(Base):
         doc = await self._open(cx, a["file_path"])
         out = await cx.op("widget_source", doc.args(javascript_hash=a["javascript_hash"]))
         return {"source": out["source"]}
+
+
+def _past_end(doc: Doc, line: int) -> bool:
+    """Whether a 0-based line is past the document's end.
+
+    Lean answers nothing there and lean-lsp-mcp passes that on (no hover; no completions, references or widgets),
+    where the broker would refuse the position.
+    """
+    return line >= len(doc.lsp)
 
 
 def _find_symbol(symbols: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:

@@ -11,6 +11,8 @@ from typing import Any, Final
 
 import anyio
 
+from beam_broker._probes.scratch import INCOMPLETE
+
 from . import _text
 from ._core import Base, Ctx
 from ._errors import CompatError
@@ -86,12 +88,16 @@ class ProbeTools(Base):
         code = a["code"] if a["code"].endswith("\n") else a["code"] + "\n"
         out = await cx.op("run_code", {"workspace": {"root": str(root)}, "text": code})
         lsp = _text.lsp_lines(code)
+        # Lean's messages only: the broker's own "did not finish" error (Lean stopped, e.g. at an import it cannot
+        # load) is not one of them, and lean-lsp-mcp has none; it still makes `success` false, as the peer's
+        # `fatal_error` does.
         diagnostics = [
             _text.message_item(lsp, m["severity"], m["text"], m["range"]["start"], _tags(m["text"]))
             for m in out["messages"]
+            if not (m["text"] == INCOMPLETE and m.get("code") is None)
         ]
         return {
-            "success": not any(d["severity"] == "error" for d in diagnostics),
+            "success": bool(out["success"]) and not any(d["severity"] == "error" for d in diagnostics),
             "timed_out": False,
             "diagnostics": diagnostics,
         }

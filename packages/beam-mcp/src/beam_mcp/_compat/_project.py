@@ -119,6 +119,22 @@ def directory(raw: str, base: Path | None) -> Path | None:
     return found if found.is_dir() else None
 
 
+def lean_project(raw: str, base: Path | None) -> Path:
+    """A project argument (`lean_project_path`, `project_root`), checked as lean-lsp-mcp checks it before using it.
+
+    Raises:
+        CompatError: No such directory, or no Lean project (lean-lsp-mcp's messages); the current project stays.
+    """
+    found = directory(raw, base)
+    if found is None:
+        raise CompatError(f"Lean project path '{raw}' does not exist.")
+    if not is_root(found):
+        raise CompatError(
+            f"Lean project path '{found}' must contain `lean-toolchain` and either `lakefile.lean` or `lakefile.toml`."
+        )
+    return found
+
+
 def files_under(root: Path, paths: list[str]) -> list[str]:
     """The paths that are existing files under `root`, sorted."""
     return sorted(p for p in paths if Path(p).is_relative_to(root) and Path(p).is_file())

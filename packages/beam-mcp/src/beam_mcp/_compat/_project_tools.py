@@ -10,7 +10,7 @@ import anyio
 from . import _search, _web
 from ._core import Base, Ctx, error_code, uri_path
 from ._errors import CompatError
-from ._project import directory, display, files_under
+from ._project import display, files_under, lean_project
 
 
 class ProjectTools(Base):
@@ -24,10 +24,7 @@ class ProjectTools(Base):
                 "(lean_sync's rebuild_imports); run `lake clean` or `lake exe cache get` yourself"
             )
         if a["lean_project_path"]:
-            candidate = directory(a["lean_project_path"], None)
-            if candidate is None:
-                raise CompatError(f"Lean project path '{a['lean_project_path']}' does not exist.")
-            self.project.root = candidate
+            self.project.root = lean_project(a["lean_project_path"], None)
         root = self.project.current()
         log: list[str] = []
         errors: list[str] = []
@@ -49,10 +46,10 @@ class ProjectTools(Base):
     async def local_search(self, cx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         """`lean_local_search`: declarations in the project's sources, with Beam's symbol index when it runs."""
         if a["project_root"]:
-            candidate = directory(a["project_root"], self.project.root)
-            if candidate is None:
-                raise CompatError(f"Invalid project root '{a['project_root']}': no such directory")
-            self.project.root = candidate
+            try:
+                self.project.root = lean_project(a["project_root"], self.project.root)
+            except CompatError as exc:
+                raise CompatError(f"Invalid project root '{a['project_root']}': {exc.message}") from exc
         elif self.project.root is None:
             raise CompatError("Lean project path not set. Call a file-based tool first.")
         root = self.project.current()
@@ -72,8 +69,9 @@ class ProjectTools(Base):
                 for sym in out["result"]:
                     path = uri_path((sym.get("location") or {}).get("uri", ""))
                     if isinstance(sym.get("name"), str) and path is not None:
-                        symbols.append({"name": sym["name"], "kind": _search.INDEX_KIND, "file": display(root, path)})
-                found = _search.merge(found, symbols, query, a["limit"])
+                        symbols.append((sym["name"], path))
+                matches = await anyio.to_thread.run_sync(_search.index_matches, root, symbols, query)
+                found = _search.merge(found, matches, query, a["limit"])
                 index = "consulted"
         return {"items": found, "index": index}
 
@@ -98,7 +96,8 @@ class ProjectTools(Base):
         if not _web.custom(self.env, _web.HAMMER_URL_ENV):
             self.limits.take("hammer_premise", _web.TOOL_LIMIT)
         doc = await self._open(cx, a["file_path"])
-        goals = await self._goals(cx, doc, a["line"] - 1, a["column"] - 1, "before")
+        # lean-lsp-mcp's plainGoal at the position itself: what `lean_goal` with a column answers.
+        goals = await self._goals(cx, doc, a["line"] - 1, a["column"] - 1, "exact")
         if not goals:
             status = "no_goal" if goals is None else "complete"
             raise CompatError(

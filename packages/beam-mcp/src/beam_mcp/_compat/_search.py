@@ -40,15 +40,15 @@ INDEX_KIND: Final = "declaration"
 
 def _pattern(query: str) -> re.Pattern[str]:
     term = query.rsplit(".", 1)[-1]
-    flags = 0 if any(ch.isupper() for ch in term) else re.IGNORECASE  # ripgrep's --smart-case
+    # Case sensitive, whatever the query: lean-lsp-mcp passes ripgrep --smart-case, but its pattern's
+    # `[A-Za-z0-9_'.]` has uppercase literals, and with one of those smart case searches case sensitively.
     return re.compile(
-        _LEAD + rf"(?:{'|'.join(_KEYWORDS)})\s+(?:[A-Za-z0-9_'.]+\.)*{re.escape(term)}[A-Za-z0-9_'.]*(?:\s|:|$)",
-        flags,
+        _LEAD + rf"(?:{'|'.join(_KEYWORDS)})\s+(?:[A-Za-z0-9_'.]+\.)*{re.escape(term)}[A-Za-z0-9_'.]*(?:\s|:|$)"
     )
 
 
 def stdlib_sources(root: Path) -> Path | None:
-    """The toolchain's Lean sources (`<prefix>/src/lean`), found from `lean` on PATH without running it."""
+    """The toolchain's sources (`<prefix>/src`, lean-lsp-mcp's stdlib root), found from `lean` on PATH unrun."""
     lean = shutil.which("lean")
     if lean is None:
         return None
@@ -61,18 +61,20 @@ def stdlib_sources(root: Path) -> Path | None:
         if name is None:
             return None
         prefix = prefix / "toolchains" / elan_toolchain_dir(name)
-    src = prefix / "src" / "lean"
+    src = prefix / "src"
     return src if src.is_dir() else None
 
 
 def _files(base: Path, *, project: bool) -> Iterator[Path]:
-    for directory, dirs, files in os.walk(base, followlinks=True):
+    # No symlink is followed, to a directory or a file, as ripgrep without --follow (a link up the tree would
+    # otherwise list every file once per level, until the kernel's ELOOP).
+    for directory, dirs, files in os.walk(base):
         here = Path(directory)
         dirs[:] = sorted(
             d for d in dirs if d not in _SKIP_DIRS and not (d == "build" and here.name == ".lake" and project)
         )
         for name in sorted(files):
-            if name.endswith(".lean"):
+            if name.endswith(".lean") and not os.path.islink(here / name):
                 yield here / name
 
 
@@ -123,7 +125,7 @@ def search(root: Path, query: str, limit: int) -> list[dict[str, str]]:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            if query.rsplit(".", 1)[-1].casefold() not in text.casefold():
+            if query.rsplit(".", 1)[-1] not in text:
                 continue
             for number, line in enumerate(text.splitlines(), 1):
                 if not pattern.search(line):
@@ -142,6 +144,58 @@ def _shown(root: Path, stdlib: Path | None, path: Path) -> str:
     if stdlib is not None and path.is_relative_to(stdlib):
         return f".lean-stdlib/{path.relative_to(stdlib).as_posix()}"
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+
+
+def shown(root: Path, stdlib: Path | None, path: Path) -> str | None:
+    """A canonical path as lean-lsp-mcp shows it, or None outside the roots it serves.
+
+    Its roots, in its order: the project (paths relative to it), each `.lake/packages/<name>` (resolved, shown
+    under `.lake/packages/<name>/`), and the toolchain's sources (shown under `.lean-stdlib/`).
+    """
+    roots: list[tuple[Path, str]] = [(root, "")]
+    packages = root / ".lake" / "packages"
+    try:
+        entries = sorted(packages.iterdir()) if packages.is_dir() else []
+    except OSError:
+        entries = []
+    roots += [(Path(os.path.realpath(entry)), f".lake/packages/{entry.name}") for entry in entries]
+    if stdlib is not None:
+        roots.append((Path(os.path.realpath(stdlib)), ".lean-stdlib"))
+    for base, prefix in roots:
+        if path.is_relative_to(base):
+            relative = path.relative_to(base).as_posix()
+            if relative == ".":
+                return prefix or "."
+            return f"{prefix}/{relative}" if prefix else relative
+    return None
+
+
+def _compiler_helper(name: str) -> bool:
+    """A name the elaborator made for its own bookkeeping (a macro-expansion auxiliary, a hygienic local)."""
+    bare = name.removeprefix("_root_.")
+    leaf = bare.rsplit(".", 1)[-1]
+    if leaf.startswith("\u00ab") and leaf.endswith("\u00bb"):  # Lean brackets a name with unusual characters
+        leaf = leaf[1:-1]
+    macro_helper = bare.startswith("_private.") and leaf.startswith("_aux_") and "_macroRules_" in leaf
+    return macro_helper or ("._@." in bare and "._hygCtx._hyg." in bare)
+
+
+def index_matches(root: Path, symbols: list[tuple[str, Path]], query: str) -> list[dict[str, str]]:
+    """The matches of Lean's symbol index (name, canonical file) as lean-lsp-mcp keeps them.
+
+    A compiler helper is dropped unless the query names it exactly, and so is a symbol outside the project, its
+    packages and the toolchain's sources (`shown`).
+    """
+    wanted = query.strip().removeprefix("_root_.")
+    stdlib = stdlib_sources(root)
+    out = []
+    for name, path in symbols:
+        if not name or (_compiler_helper(name) and name.removeprefix("_root_.") != wanted):
+            continue
+        file = shown(root, stdlib, path)
+        if file is not None:
+            out.append({"name": name, "kind": INDEX_KIND, "file": file})
+    return out
 
 
 def _finish(found: list[tuple[dict[str, str], Path, int]], query: str, limit: int) -> list[dict[str, str]]:
@@ -169,7 +223,11 @@ def merge(source: list[dict[str, str]], index: list[dict[str, str]], query: str,
     out: list[dict[str, str]] = []
     seen: set[tuple[str, str, str]] = set()
     names = {m["name"] for m in source}
-    pool = source + [m for m in index if m["name"] not in names]
+    pool = list(source)
+    for match in index:  # one entry per name, the first (as lean-lsp-mcp)
+        if match["name"] not in names:
+            names.add(match["name"])
+            pool.append(match)
     folded = query.casefold()
     for match in sorted(pool, key=lambda m: rank(m["name"], m["file"], folded)):
         key = (match["name"], match["kind"], match["file"])

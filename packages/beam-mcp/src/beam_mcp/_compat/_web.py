@@ -6,11 +6,13 @@ the same way. Base URLs come from the same environment variables (`LOOGLE_URL`, 
 `LEAN_FINDER_URL`, `LEAN_HAMMER_URL`, plus `LEANSEARCH_URL`, which lean-lsp-mcp does not have). Client-side rate
 limits are lean-lsp-mcp's (per server process; Loogle's and the hammer's are lifted for a self-hosted URL). An
 unreachable service or an answer that is no JSON is a tool error naming the host. Requests run in a worker
-thread (stdlib `urllib`), never on the event loop.
+thread (stdlib `urllib`), never on the event loop. Any answer that is no HTTP, no JSON or JSON of another shape is a
+tool error too, and credentials in a URL (`https://user:token@host`) are left out of every message.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -84,21 +86,46 @@ def _fetch(request: urllib.request.Request) -> Any:
         return json.loads(response.read())
 
 
+def redact(text: str, url: str) -> str:
+    """`text` without the credentials a URL's user-info part holds (`https://user:token@host`)."""
+    parts = urllib.parse.urlsplit(url)
+    for secret in (parts.password, parts.username):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 async def fetch_json(request: urllib.request.Request) -> Any:
     """Send a request in a worker thread and decode its JSON answer.
 
     Raises:
-        CompatError: The service is unreachable, answered an HTTP error, or sent no JSON.
+        CompatError: The service is unreachable, answered an HTTP error, no HTTP, or no JSON (the message names the
+            host, credentials in the URL left out).
     """
     try:
-        return await anyio.to_thread.run_sync(_fetch, request)
-    except (OSError, ValueError) as exc:
-        raise CompatError(f"Request to {request.host} failed: {exc}") from exc
+        # A cancelled call leaves the thread behind (as lean-lsp-mcp's asyncio.to_thread does) instead of waiting
+        # as long as the service holds the request; the socket timeout still ends the thread.
+        return await anyio.to_thread.run_sync(_fetch, request, abandon_on_cancel=True)
+    # http.client's HTTPException (a reply that is no HTTP, a body cut short) is neither an OSError nor a
+    # ValueError, and any other exception would leave the surface as a JSON-RPC error, not a tool error.
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        url = request.full_url
+        raise CompatError(redact(f"Request to {request.host} failed: {exc}", url)) from exc
+
+
+def unexpected(service: str, exc: Exception) -> CompatError:
+    """The tool error of an answer whose JSON has another shape than the service's.
+
+    lean-lsp-mcp's SDK reports any exception of a tool as a tool error; Beam's surface only a `CompatError`.
+    """
+    return CompatError(f"{service} sent an unexpected answer: {type(exc).__name__}: {exc}")
 
 
 def _post(url: str, body: Any, headers: Mapping[str, str] | None = None) -> urllib.request.Request:
     head = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **(headers or {})}
-    return urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=head, method="POST")
+    # Byte for byte lean-lsp-mcp's body: orjson writes compact UTF-8 JSON (no spaces, no `\u` escapes).
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return urllib.request.Request(url, data=data, headers=head, method="POST")
 
 
 async def leansearch(env: Mapping[str, str], query: str, num_results: int) -> dict[str, Any]:
@@ -108,17 +135,27 @@ async def leansearch(env: Mapping[str, str], query: str, num_results: int) -> di
     if not isinstance(results, list) or not results or not results[0]:
         return {"items": []}
     items = []
-    for entry in results[0][:num_results]:
-        found = entry["result"]
-        items.append(
-            {
-                "name": ".".join(found["name"]),
-                "module_name": ".".join(found["module_name"]),
-                "kind": found.get("kind"),
-                "type": found.get("type"),
-            }
-        )
+    try:
+        for entry in results[0][:num_results]:
+            found = entry["result"]
+            items.append(
+                {
+                    "name": _dotted(found["name"]),
+                    "module_name": _dotted(found["module_name"]),
+                    "kind": found.get("kind"),
+                    "type": found.get("type"),
+                }
+            )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise unexpected("LeanSearch", exc) from exc
     return {"items": items}
+
+
+def _dotted(parts: Any) -> str:
+    """A name LeanSearch sends as its components (a list of strings)."""
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        raise TypeError(f"a name is {type(parts).__name__}, not a list of strings")
+    return ".".join(parts)
 
 
 async def loogle(env: Mapping[str, str], query: str, num_results: int) -> dict[str, Any]:
@@ -142,10 +179,12 @@ async def loogle(env: Mapping[str, str], query: str, num_results: int) -> dict[s
         suggestions = results.get("suggestions") or []
         more = f" Suggestions: {', '.join(suggestions[:5])}" if suggestions else ""
         raise CompatError(f"loogle query error: {error}{more}")
-    hits = (results.get("hits") or [])[:num_results]
-    return {
-        "items": [{"name": h.get("name", ""), "type": h.get("type", ""), "module": h.get("module", "")} for h in hits]
-    }
+    try:
+        hits = (results.get("hits") or [])[:num_results]
+        items = [{"name": h.get("name", ""), "type": h.get("type", ""), "module": h.get("module", "")} for h in hits]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise unexpected("loogle", exc) from exc
+    return {"items": items}
 
 
 async def leanfinder(env: Mapping[str, str], query: str, num_results: int, version: str) -> dict[str, Any]:
@@ -157,10 +196,13 @@ async def leanfinder(env: Mapping[str, str], query: str, num_results: int, versi
     if "error" in data:
         raise CompatError(str(data["error"]))
     fields = ("formal_name", "informal_name", "kind", "type", "informal_description")
-    items = [
-        {**{k: r.get(k, "") for k in fields}, "path": r.get("path", "").replace("/", ".")}
-        for r in data.get("results", [])
-    ]
+    try:
+        items = [
+            {**{k: r.get(k, "") for k in fields}, "path": r.get("path", "").replace("/", ".")}
+            for r in data.get("results", [])
+        ]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise unexpected("Lean Finder", exc) from exc
     return {"items": items}
 
 
@@ -170,7 +212,10 @@ async def hammer_premise(env: Mapping[str, str], goal: str, num_results: int) ->
     results = await fetch_json(_post(url, {"state": goal, "new_premises": [], "k": num_results}))
     if not isinstance(results, list):
         raise CompatError("the premise service answered no JSON list")
-    return {"items": [{"name": r["name"]} for r in results]}
+    try:
+        return {"items": [{"name": r["name"]} for r in results]}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise unexpected("the premise service", exc) from exc
 
 
 def environment() -> dict[str, str]:

@@ -325,7 +325,9 @@ class Endpoint:
     async def exchange(self, wire: Wire, channel: Channel, message: Request, *, modern: bool) -> None:
         """Hand one request to the server and write its messages as this answer.
 
-        A closed connection, a stalled write, an expired listen lease or shutdown cancels the request.
+        A closed connection, a stalled write, an expired listen lease or shutdown cuts the answer short and cancels
+        a 2026-07-28 request; a 2025-11-25 session's request runs on (its answer lost) until it ends, is cancelled
+        by `notifications/cancelled`, or its session ends.
 
         Raises:
             Closed: The answer was cut short.
@@ -346,7 +348,10 @@ class Endpoint:
                             await wire.start_events()
                         await wire.end_events()
             finally:
-                if not finished:
+                # 2026-07-28: closing the response stream is the cancellation. 2025-11-25: "Disconnection SHOULD NOT
+                # be interpreted as the client cancelling its request" (it sends `notifications/cancelled`): the call
+                # runs on, its answer dropped, until it ends or the session does (DELETE, expiry, shutdown).
+                if not finished and modern:
                     self.server.cancel(channel, message.id)
                 reply.close()
         if not wire.done:

@@ -45,7 +45,7 @@ MAX_RECEIVING: Final = 64
 """Requests whose body is still arriving; one more evicts the one that has been arriving longest (408)."""
 WRITE_TIMEOUT: Final = 30.0
 """Seconds one write may stall (the client stopped reading): the response is abandoned and its request
-cancelled."""
+cancelled (a 2025-11-25 session's request runs on: that revision does not take a lost connection for a cancel)."""
 MAX_REQUESTS: Final = 512
 """HTTP requests being answered at once (their body read; open streams included); one more is answered 503."""
 MAX_SESSIONS: Final = 100

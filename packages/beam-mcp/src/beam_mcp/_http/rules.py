@@ -129,8 +129,14 @@ def decode_header_value(value: str) -> str | None:
 
 
 def accepts(values: Sequence[str], media: str) -> bool:
-    """Whether `Accept` header values admit `media` (`*/*` and `type/*` count; `q=0` excludes)."""
+    """Whether `Accept` header values admit `media` (`*/*` and `type/*` count; `q=0` excludes).
+
+    The most specific range that names `media` decides (RFC 9110 12.5.1): `application/json;q=0, */*` refuses
+    JSON. Among ranges equally specific, any positive weight admits.
+    """
     kind = media.split("/", 1)[0]
+    specificity = {media: 3, f"{kind}/*": 2, "*/*": 1}
+    best, admitted = 0, False
     for part in ",".join(values).split(","):
         fields = part.split(";")
         media_range = fields[0].strip().lower()
@@ -142,9 +148,12 @@ def accepts(values: Sequence[str], media: str) -> bool:
                     weight = float(number)
                 except ValueError:
                     weight = 0.0
-        if weight > 0 and media_range in (media, f"{kind}/*", "*/*"):
-            return True
-    return False
+        rank = specificity.get(media_range, 0)
+        if rank > best:
+            best, admitted = rank, weight > 0
+        elif rank == best and rank:
+            admitted = admitted or weight > 0
+    return admitted
 
 
 def head_size(path: bytes, query: bytes, headers: Iterable[tuple[bytes, bytes]]) -> int:
@@ -165,7 +174,7 @@ class Admission:
     ) -> None:
         bound = url_host(host).lower()
         self.hosts = {split_host(entry) for entry in (*LOOPBACK_NAMES, bound, *allowed_hosts)}
-        origins = {f"http://{name}:{port}" for name in (*LOOPBACK_NAMES, bound)}
+        origins = {_origin(f"http://{name}:{port}") for name in (*LOOPBACK_NAMES, bound)}
         self.origins = origins | {_origin(origin) for origin in allowed_origins}
         self.token = token
 
@@ -232,8 +241,14 @@ def not_found(path: str) -> Rejected:
     return Rejected(404, f"no MCP endpoint at {path!r}: use {ENDPOINT}")
 
 
+_DEFAULT_PORTS: Final = {"http": ":80", "https": ":443"}
+
+
 def _origin(value: str) -> str:
-    return value.strip().lower().rstrip("/")
+    """An origin as compared: lowercase, no trailing `/`, no default port (browsers send `http://localhost`)."""
+    origin = value.strip().lower().rstrip("/")
+    default = _DEFAULT_PORTS.get(origin.partition("://")[0])
+    return origin.removesuffix(default) if default is not None else origin
 
 
 def modern_header_error(headers: Headers, message: Request) -> JsonRpcError | None:
