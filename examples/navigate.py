@@ -1,7 +1,8 @@
 """Navigation with beam-lsp: hover, definitions, references, call hierarchy, tokens, imports, and a rename applied.
 
-Usage: `python examples/navigate.py ROOT [SERVER...]` on the demo project (tests/fixtures/demo). Nothing is
-written to disk: the rename changes the client's copy of the document only.
+Usage: `python examples/navigate.py ROOT [SERVER...]` on the demo project (tests/fixtures/demo, its `Demo.Basic`
+built or built by the server: docs/lsp.md#tutorial). Nothing is written to disk: the rename changes the client's
+copy of the document only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The tutorial of docs/lsp.md as one script: open a project, sync, ask goals, run a probe document, cancel.
 
 Usage: `python examples/tutorial.py ROOT [SERVER...]` (default server: `lake serve -- -Dserver.reportDelayMs=0`),
-ROOT a Lake project with the demo's files (tests/fixtures/demo: `Demo/Proofs.lean`, `Demo/Goals.lean`).
+ROOT a Lake project with the demo's files (tests/fixtures/demo: `Demo/Proofs.lean`, `Demo/Goals.lean`), whose
+`Demo.Basic` is built or built by the server (docs/lsp.md#tutorial).
 """
 
 from __future__ import annotations

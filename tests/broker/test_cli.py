@@ -126,6 +126,14 @@ def test_help_lists_the_commands_by_group_and_a_typo_gets_a_suggestion(capsys: p
     assert capsys.readouterr().err.endswith("unrecognized arguments: --jsn; did you mean '--json'?\n")
     assert beam_cli.main(["daemon", "strat"]) == beam_cli.EXIT_USAGE
     assert capsys.readouterr().err.endswith("did you mean 'start' or 'status'?\n")
+    # A mistyped required option: argparse says the option is missing; the typo is what to fix.
+    assert beam_cli.main(["run-at", "A.lean:1:0", "--tex", "#check x"]) == beam_cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.endswith("unrecognized arguments: --tex; did you mean '--text'? (--text is required)\n"), err
+    assert beam_cli.main(["run-at", "A.lean:1:0", "--tex=#check x"]) == beam_cli.EXIT_USAGE
+    assert "unrecognized arguments: --tex=#check x; did you mean '--text'?" in capsys.readouterr().err
+    assert beam_cli.main(["run-at", "A.lean:1:0"]) == beam_cli.EXIT_USAGE  # no typo: argparse's own message
+    assert capsys.readouterr().err.endswith("error: the following arguments are required: --text\n")
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -199,6 +207,25 @@ def test_a_file_that_is_no_lean_source_or_lies_outside_the_project_exits_2_in_on
         f"lean-beam: error: {tmp_path / 'Other.lean'}: outside the project {in_project}; run lean-beam from the "
         "file's own project, or pass --root DIR\n"
     )
+
+
+def test_a_file_of_a_project_named_from_outside_any_project_names_that_project(
+    in_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    (tmp_path / "Loose.lean").write_text(CLEAN, encoding="utf-8")
+    code, out, err = main(capsys, "--human", "hover", str(in_project / "A.lean:1:4"))
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err == (
+        f"lean-beam: error: no Lean project contains {outside} (looked for lean-toolchain, lakefile.toml, "
+        f"lakefile.lean upward); {in_project / 'A.lean'} is in the Lean project {in_project}: run lean-beam there, "
+        f"or pass --root {in_project}\n"
+    )
+    code, out, err = main(capsys, "--human", "sync", str(tmp_path / "Loose.lean"))  # in no project: as before
+    assert (code, out) == (beam_cli.EXIT_USAGE, "")
+    assert err.endswith("lakefile.lean upward); pass --root DIR\n")
 
 
 def test_stderr_carries_the_errors_of_a_json_sync_in_every_mode_once(

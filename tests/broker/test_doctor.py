@@ -140,6 +140,8 @@ def test_outside_a_project_the_root_fails_and_lean_is_not_started(
     assert checks["Lean server"] == {"name": "Lean server", "status": "skip", "detail": "no project root"}
     code, checks, _ = doctor(capsys, "--root", str(tmp_path))
     assert code == 3 and "has none of" in checks["project root"]["detail"]
+    code, checks, _ = doctor(capsys, str(setup / "A.lean"))  # a file of a project, from outside it
+    assert code == 3 and f"is in the Lean project {setup}: run lean-beam there" in checks["project root"]["detail"]
 
 
 def test_an_unusable_socket_directory_fails_with_a_hint(

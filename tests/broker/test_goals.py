@@ -10,10 +10,11 @@ import pytest
 from beam_broker import Broker
 from beam_broker import errors as codes
 
-from .support import call, error_of, fake_project, open_broker, spy
+from .support import call, error_of, fake_lake, fake_project, open_broker, spy
 
 pytestmark = pytest.mark.anyio
 PROOF = "theorem t : True := by\n  exact trivial\n"
+PROOF_IMPORTING = "import Demo.Basic\n" + PROOF
 
 
 async def test_goals_before_and_after_a_tactic_come_structured(tmp_path: Path) -> None:
@@ -31,6 +32,26 @@ async def test_goals_before_and_after_a_tactic_come_structured(tmp_path: Path) -
     )
     assert none.code == codes.INVALID_PARAMS and "no proof goals there" in none.message
     assert bad.code == codes.INVALID_PARAMS
+
+
+async def test_no_goals_over_a_stale_import_names_the_import_instead_of_the_position(tmp_path: Path) -> None:
+    """Lean knows nothing past an import it could not load: "try a position inside a tactic" would mislead."""
+    root = fake_project(tmp_path / "p", {"Demo/Basic.lean": "def one := 1\n", "Demo/Goals.lean": PROOF_IMPORTING})
+    async with open_broker(env=fake_lake(tmp_path / "bin")) as broker:
+        await call(broker, "save", root, path="Demo/Basic.lean")
+        await call(broker, "sync", root, path="Demo/Goals.lean")
+        fresh = await error_of(
+            broker, "goals", root, path="Demo/Goals.lean", version=1, line=2, character=2, mode="before"
+        )
+        (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
+        stale = await error_of(
+            broker, "goals", root, path="Demo/Goals.lean", version=1, line=2, character=2, mode="before"
+        )
+    assert fresh.code == codes.INVALID_PARAMS and "no proof goals there" in fresh.message
+    assert stale.code == codes.INVALID_PARAMS and stale.data is not None  # upstream's code for no goals
+    assert "no proof goals there, and the imports of Demo/Goals.lean are out of date (Demo.Basic)" in stale.message
+    assert stale.message.endswith("Save them in this order: Demo/Basic.lean; then retry.")
+    assert stale.data["reason"] == "staleImports" and stale.data["saveDeps"] == ["Demo/Basic.lean"]
 
 
 async def test_goals_at_a_position_are_asked_of_lean_once_per_version(

@@ -234,6 +234,28 @@ async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_reco
     assert refreshed["version"] == 1 and refreshed["diagnostics"]["counts"]["error"] == 0
 
 
+async def test_a_barrier_held_up_by_stale_imports_says_in_its_message_which_to_save(tmp_path: Path) -> None:
+    """The message is all `lean-beam` prints on a terminal: it names the imports and the order, not `lake build`."""
+    root = fake_project(
+        tmp_path / "p", {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\n"}
+    )
+    env = fake_lake(tmp_path / "bin")
+    async with open_broker(env=env) as broker:
+        await call(broker, "save", root, path="Demo/Basic.lean")
+        await call(broker, "sync", root, path="Demo/Proofs.lean")
+        (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
+        err = await error_of(broker, "sync", root, path="Demo/Proofs.lean")
+        await call(broker, "save", root, path="Demo/Basic.lean")
+        still = await error_of(broker, "sync", root, path="Demo/Proofs.lean")
+    assert err.code == codes.SYNC_BARRIER_INCOMPLETE == still.code
+    assert (
+        "Its imports are out of date (Demo.Basic): save them in this order: Demo/Basic.lean; then refresh "
+        in err.message
+    )
+    assert err.message.endswith("then refresh Demo/Proofs.lean.") and "lake build" not in err.message
+    assert "Its imports (Demo.Basic) were rebuilt after Lean loaded them: refresh Demo/Proofs.lean." in still.message
+
+
 async def test_an_import_rebuilt_again_after_the_setup_built_it_is_not_taken_as_loaded(tmp_path: Path) -> None:
     """Lake's setup built the import (a `Built` line) and the worker loaded that build; a later build before the
     first barrier was taken for what the worker loaded (the disk as it was at the barrier): a false current."""

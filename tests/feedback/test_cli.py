@@ -294,7 +294,7 @@ def test_a_bad_workspace_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_pa
 def test_an_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, *FLAGS, "--confidental")
     assert code == EXIT_USAGE
-    assert "unrecognized arguments: --confidental" in err
+    assert "unrecognized arguments: --confidental; did you mean '--confidential'?" in err
 
 
 def test_an_unwritable_output_directory_is_a_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

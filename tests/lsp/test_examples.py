@@ -1,4 +1,4 @@
-"""examples/: the scripts docs/lsp.md shows run on the demo workspace and print what the docs say they print."""
+"""examples/: the scripts docs/lsp.md and docs/mcp-clients.md show run on the demo and print what the docs say."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.mcp.support import server_binary
 from tests.support import projects
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
@@ -74,6 +75,13 @@ def test_real_navigation_follows_names_and_applies_a_rename_in_memory(
     assert lines[5] == "two uses: ['MyNat', 'MyNat.one', 'MyNat.succ']"
     assert lines[-1] == "theorem idProof2 (p : Prop) (hp : p) : p :="
     assert (demo_root / "Demo/Proofs.lean").read_text(encoding="utf-8") == before  # nothing written
+
+
+@pytest.mark.lean
+def test_real_mcp_sdk_client_syncs_and_hovers_through_the_server(lean_toolchain: Toolchain, demo_root: Path) -> None:
+    out = run("mcp_client.py", demo_root, [server_binary()], lean_toolchain.env())
+    counts = {"error": 0, "warning": 0, "information": 0, "hint": 0, "unknown": 0, "total": 0}
+    assert out.splitlines() == [f"sync: 1 {counts} True", "hover: myTrue : MyTrue"]
 
 
 def test_every_example_is_tested() -> None:

@@ -38,6 +38,8 @@ def test_version_lines_name_the_server_binary_when_known() -> None:
     ("argv", "fragment"),
     [
         (["--nope"], "unrecognized arguments"),
+        (["--tols", "beam"], "unrecognized arguments: --tols beam; did you mean '--tools'?"),
+        (["--self-chek=A.lean"], "unrecognized arguments: --self-chek=A.lean; did you mean '--self-check'?"),
         (["--lean-cmd", ""], "--lean-cmd must not be empty"),
         (["--lean-cmd", "'unclosed"], "--lean-cmd"),
         (["--http", "127.0.0.1:1", "--self-check", "A.lean"], "cannot be combined"),

@@ -338,3 +338,4 @@ def test_http_without_the_extra_exits_1_saying_what_to_install() -> None:
     )
     assert done.returncode == 1
     assert "--http: Streamable HTTP needs" in done.stderr and "pip install 'beam-mcp[http]'" in done.stderr
+    assert "from a checkout: pip install -e 'packages/beam-mcp[http]'" in done.stderr  # not on PyPI yet

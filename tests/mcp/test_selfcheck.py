@@ -48,7 +48,12 @@ def test_a_file_in_a_subdirectory_uses_the_nearest_project(tmp_path: Path, capsy
 
 
 @pytest.mark.parametrize(
-    ("setup", "fragment"), [("missing", "not a file"), ("outside", "not inside a Lean/Lake project")]
+    ("setup", "fragment"),
+    [
+        ("missing", "not a file"),
+        ("outside", "not inside a Lean/Lake project"),
+        ("not lean", "lakefile.toml is not a Lean source file (a `.lean` file of the project)"),
+    ],
 )
 def test_a_bad_file_is_a_usage_error(
     tmp_path: Path, setup: str, fragment: str, capsys: pytest.CaptureFixture[str]
@@ -58,6 +63,8 @@ def test_a_bad_file_is_a_usage_error(
         target = tmp_path / "loose" / "A.lean"
         target.parent.mkdir()
         target.write_text("", encoding="utf-8")
+    if setup == "not lean":  # a newcomer's first guess at "a file of the project"
+        target = fake_project(tmp_path / "proj", {"lakefile.toml": 'name = "proj"\n'}) / "lakefile.toml"
     assert _selfcheck.run(str(target), fake_cmd()) == 2
     assert fragment in capsys.readouterr().err
 

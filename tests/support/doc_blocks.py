@@ -3,8 +3,11 @@
 A block is runnable when the line right above its opening fence is `<!-- runnable -->` (or `<!-- runnable: KIND
 -->`); the comment does not show on GitHub. What running means depends on the fence's language and the kind:
 
-- `console`: the `$ ` lines are commands, run in order in one bash session that stops at the first failure; the
-  other lines are sample output (not compared: on a terminal the CLI prints text, in a pipe JSON).
+- `console`: the `$ ` lines are commands, run in order in one bash session; each must exit 0, unless the next
+  is `echo $?` (which prints its status). The lines below a command are what it prints on a terminal, compared
+  with its stdout and its `lean-beam: ` error lines (`lean-beam` runs with `--human`, as on a terminal; `...` in
+  a line stands for any text; a `beam: ` line is a note on stderr, not compared). A command with no lines below
+  it is not compared.
 - `sh`: the block is a bash script, run with `set -e`.
 - `json`, `toml`: MCP client configurations; each server in them is started as the client would, and must answer.
 - kind `install`: a `sh` block that installs the packages from a checkout; the `standalone` lane runs it in a
@@ -49,7 +52,17 @@ class Block:
 
     def commands(self) -> list[str]:
         """The commands of a `console` block (the `$ ` lines, without the prompt)."""
-        return [line[2:] for line in self.text.splitlines() if line.startswith("$ ")]
+        return [command for command, _ in self.samples()]
+
+    def samples(self) -> list[tuple[str, list[str]]]:
+        """Each command of a `console` block with the lines the page shows below it (its sample output)."""
+        samples: list[tuple[str, list[str]]] = []
+        for line in self.text.splitlines():
+            if line.startswith("$ "):
+                samples.append((line[2:], []))
+            elif samples:
+                samples[-1][1].append(line)
+        return samples
 
 
 def runnable_blocks(markdown: Path) -> list[Block]:

@@ -332,9 +332,16 @@ def stale_imports(path: str, stale: list[Stale]) -> BrokerError:
     return BrokerError(
         SYNC_BARRIER_INCOMPLETE,
         f"imports of {path} are out of date ({names}): Lean would answer from their old build, so the probe did not "
-        "run. Save them (in this order) and retry.",
+        f"run. {next_step(path, save_deps)}",
         {"targetPath": path, "staleDirectDeps": [s.wire() for s in stale], "saveDeps": save_deps, "recoveryPlan": plan},
     )
+
+
+def next_step(path: str, save_deps: list[str]) -> str:
+    """What to do about stale imports, in one sentence of an error message."""
+    if save_deps:
+        return f"Save them in this order: {', '.join(save_deps)}; then retry."
+    return f"Refresh {path}: its Lean worker loaded their old build."  # saved since the worker loaded them
 
 
 def recovery(path: str, stale: list[Stale]) -> tuple[list[str], list[str]]:
@@ -357,11 +364,22 @@ def _incomplete(
 ) -> BrokerError:
     fp = progress.snapshot().model_dump_json(exclude_none=True)
     save_deps, plan = recovery(path, stale)
+    # The message is all a person reads (`lean-beam` prints it alone): name what to do when Beam knows it.
+    names = ", ".join(s.module for s in stale)
+    if save_deps:
+        order = ", ".join(save_deps)
+        advice = f"Its imports are out of date ({names}): save them in this order: {order}; then refresh {path}."
+    elif stale:
+        advice = f"Its imports ({names}) were rebuilt after Lean loaded them: refresh {path}."
+    else:
+        advice = (
+            "An imported target may be stale or broken, or the Lean worker may have exited. Run `lake build` or fix "
+            "the upstream module first."
+        )
     return BrokerError(
         SYNC_BARRIER_INCOMPLETE,
-        f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; "
-        f"fileProgress={fp}. An imported target may be stale or broken, or the Lean worker may have "
-        "exited. Run `lake build` or fix the upstream module first.",
+        f"Lean diagnostics barrier did not complete for {doc.uri} at version {doc.version}; fileProgress={fp}. "
+        + advice,
         {
             "targetPath": path,
             "elaboration": result.elaboration.value,

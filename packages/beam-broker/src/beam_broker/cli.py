@@ -95,8 +95,9 @@ workspace:
   The project is the nearest directory upward from the current one with lean-toolchain, lakefile.toml
   or lakefile.lean, or --root DIR. A relative FILE is looked up in the current directory, then in the
   project root (so a path lean-beam printed pastes back from anywhere in the project); FILE must be a
-  .lean file of the project. The Lean server command is --lean-cmd, then $BEAM_LEAN_SERVER_CMD, then
-  `lake serve` from PATH. `lean-beam doctor` checks the setup.
+  .lean file of the project. The Lean server command is --lean-cmd, then $BEAM_LEAN_SERVER_CMD, then the
+  `lake serve` of the toolchain lean-toolchain names (when elan has it), then `lake serve` from PATH.
+  `lean-beam doctor` checks the setup.
 
 output:
   On a terminal: text (diagnostics, warnings included, as `lean` prints them: FILE:LINE:COL:
@@ -118,6 +119,7 @@ exit codes:
   {EXIT_SETUP}    Lean or setup failure (runtimeSetup, workerExited, syncBarrierIncomplete, internalError)
   {EXIT_REFUSED}    the broker refused the call (contentModified: stale version; invalidParams: bad position)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C cancels the call cleanly)
+  {EXIT_BROKEN_PIPE}  stdout was closed early (lean-beam ... | head)
 
 examples:
   lean-beam sync Demo/Proofs.lean
@@ -158,6 +160,15 @@ GROUPS: Final = (
 class _Parser(PipeParser):
     """argparse's parser that answers a mistyped command or option with the nearest ones ("did you mean")."""
 
+    _given: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; the signature is argparse's
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, remembering the words given (a subcommand's parser gets its own)."""
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         """Print the usage and the error (with suggestions), then exit 2."""
         typo = re.match(r"argument (?:COMMAND|ACTION): invalid choice: '([^']*)'", message)
@@ -165,8 +176,14 @@ class _Parser(PipeParser):
             known = [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
                      for name in action.choices]  # fmt: skip
             message = f"unknown command {typo[1]!r}" + _did_you_mean(typo[1], known)
+        missing = re.match(r"the following arguments are required: (.*)", message)
+        mistyped = self._mistyped_option() if missing is not None else None
+        if missing is not None and mistyped is not None:
+            # argparse checks required options before unknown ones: `--tex` reads as "--text is missing".
+            message = f"unrecognized arguments: {mistyped}" + _did_you_mean(mistyped.split("=", 1)[0], self._known())
+            message += f" ({missing[1]} {'is' if ',' not in missing[1] else 'are'} required)"
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
-        if unknown is not None and unknown[1].startswith("-"):
+        if unknown is not None and unknown[1].startswith("-") and mistyped is None:
             message += _did_you_mean(unknown[1], _option_strings(self))
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -174,6 +191,19 @@ class _Parser(PipeParser):
     def write_message(self, stream: TextIO, message: str) -> None:
         """Write `--help`, `--version` and usage text as every other text of `lean-beam` is written."""
         write_text(stream, message)
+
+    def _known(self) -> list[str]:
+        return _option_strings(self)
+
+    def _mistyped_option(self) -> str | None:
+        """The first word given that looks like an option this parser does not have (`--tex`, `--tex=...`)."""
+        known = set(self._known())
+        for word in self._given:
+            if word == "--":
+                return None
+            if word.startswith("--") and word.split("=", 1)[0] not in known:
+                return word
+        return None
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
@@ -380,8 +410,19 @@ async def call(
         return {"error": exc.wire()}
 
 
+def _file_argument(spec: Command, args: argparse.Namespace) -> str | None:
+    """The file of the command's file argument as typed (None when it has none, or a malformed one)."""
+    raw = next((vars(args).get(arg.dest) for arg in spec.args if arg.name == "path"), None)
+    if not isinstance(raw, str):
+        return None
+    try:
+        return cli_args.split_target(spec, raw).path
+    except BrokerError:
+        return None  # the position's own error comes once the project is known
+
+
 def _operation(spec: Command, args: argparse.Namespace, options: Options) -> int:
-    root = workspace_root(options)
+    root = workspace_root(options, _file_argument(spec, args))
     arguments = cli_args.operation_arguments(spec, args, cli_args.Inputs())
     sources = Sources(root)
     form = spec.shape

@@ -17,6 +17,7 @@ process killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TextIO, cast
+from typing import TYPE_CHECKING, Final, NoReturn, TextIO, cast
 
 from beam_feedback.__about__ import __version__
 from beam_feedback.errors import FeedbackError, InvalidReportError
@@ -101,6 +102,15 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """Exit 2 with argparse's usage error, naming the nearest flags when one was mistyped ("did you mean")."""
+        unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
+        known = [option for action in self._actions for option in action.option_strings]
+        close = difflib.get_close_matches(unknown[1], known, n=3, cutoff=0.6) if unknown is not None else []
+        if close:
+            message += "; did you mean " + " or ".join(repr(option) for option in close) + "?"
+        super().error(message)
+
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """Write ``--help``, ``--version`` and usage text; a reader of stdout that went away raises ``BrokenPipeError``.
 

@@ -51,7 +51,7 @@ class Point0(NamedTuple):
 
 
 class Point1(NamedTuple):
-    """A position in code points, 1-based, as editors and Lean's messages print it (`Demo.lean:4:10`)."""
+    """A position in code points, 1-based line and column, as editors count (Lean's messages count columns from 0)."""
 
     line: int
     column: int

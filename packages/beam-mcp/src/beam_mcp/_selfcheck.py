@@ -199,10 +199,14 @@ async def check(file: Path, root: Path, lean_cmd: list[str] | None, timeout: flo
 
 
 def run(file: str, lean_cmd: list[str] | None) -> int:
-    """The `--self-check` command; returns its exit code (0 ok, 1 failed, 2 bad FILE)."""
+    """The `--self-check` command; returns its exit code (0 ok, 1 failed, 2 bad FILE: missing, not `.lean`, outside)."""
     path = Path(file).expanduser().resolve()
     if not path.is_file():
         print(f"{SERVER_NAME}: error: --self-check: not a file: {file}", file=sys.stderr)
+        return 2
+    if path.suffix != ".lean":  # refused before a server starts, as the tools would refuse it after
+        message = f"--self-check: {file} is not a Lean source file (a `.lean` file of the project)"
+        print(f"{SERVER_NAME}: error: {message}", file=sys.stderr)
         return 2
     root = find_project_root(path)
     if root is None:

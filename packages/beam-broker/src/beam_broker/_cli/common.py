@@ -131,8 +131,13 @@ class Options:
             self.terminal.print_err(f"beam: {message}")
 
 
-def workspace_root(options: Options) -> str:
+def workspace_root(options: Options, file: str | None = None) -> str:
     """`--root` (made absolute) or the discovered project root.
+
+    Args:
+        options: The common options.
+        file: The command's file argument as typed, if any: when the current directory is in no project but the
+            file is, the error names the file's project.
 
     Raises:
         BrokerError: `invalidInput` when no project contains the current directory.
@@ -142,9 +147,13 @@ def workspace_root(options: Options) -> str:
     cwd = Path.cwd()
     found = find_project_root(cwd)
     if found is None:
-        raise invalid_input(
-            f"no Lean project contains {cwd} (looked for {', '.join(PROJECT_MARKERS)} upward); pass --root DIR"
+        home = None if file is None else find_project_root(Path(file).absolute())
+        hint = (
+            "pass --root DIR"
+            if home is None
+            else f"{file} is in the Lean project {home}: run lean-beam there, or pass --root {home}"
         )
+        raise invalid_input(f"no Lean project contains {cwd} (looked for {', '.join(PROJECT_MARKERS)} upward); {hint}")
     return str(found)
 
 

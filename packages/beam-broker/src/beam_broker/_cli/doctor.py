@@ -113,10 +113,10 @@ def check_lean(options: Options, env: Mapping[str, str]) -> Check:
     return _fail("lean", "no `lean` on PATH", ELAN_HINT)
 
 
-def check_root(options: Options) -> tuple[Check, str | None]:
-    """The project root (`--root` or discovered) and which project files mark it."""
+def check_root(options: Options, file: str | None = None) -> tuple[Check, str | None]:
+    """The project root (`--root` or discovered) and which project files mark it (FILE's project named if need be)."""
     try:
-        root = workspace_root(options)
+        root = workspace_root(options, file)
     except BrokerError as exc:
         return _fail("project root", exc.message, "run lean-beam inside a Lean/Lake project, or pass --root DIR"), None
     markers = [m for m in PROJECT_MARKERS if (Path(root) / m).is_file()]
@@ -271,7 +271,7 @@ def checks(options: Options, file: str | None, timeout: float, env: Mapping[str,
     environ = os.environ if env is None else env
     command = check_server_command(options, environ)
     lean = check_lean(options, environ)
-    root_check, root = check_root(options)
+    root_check, root = check_root(options, file)
     lake = check_lake(options, environ, root)
     out = [command, lake, lean, root_check, check_toolchain(root, lean, environ, options)]
     out.append(check_daemon_dir(root, environ))

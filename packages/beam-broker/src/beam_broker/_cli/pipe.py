@@ -11,9 +11,12 @@ until this rule moves there.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
-from typing import TYPE_CHECKING, Final, TextIO, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, NoReturn, TextIO, cast
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -42,6 +45,20 @@ class PipeParser(argparse.ArgumentParser):
         """
         stream.write(message)
         stream.flush()
+
+    def error(self, message: str) -> NoReturn:
+        """Exit 2 with argparse's usage error, naming the nearest options when one was mistyped ("did you mean")."""
+        super().error(message + suggest_option(message, self._actions))
+
+
+def suggest_option(message: str, actions: Sequence[argparse.Action]) -> str:
+    """`; did you mean '--tools'?` for argparse's "unrecognized arguments: --tols ...", else nothing."""
+    unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
+    if unknown is None:
+        return ""
+    known = [option for action in actions for option in action.option_strings]
+    close = difflib.get_close_matches(unknown[1], known, n=3, cutoff=0.6)
+    return "; did you mean " + " or ".join(repr(option) for option in close) + "?" if close else ""
 
 
 def stream_gone(stream: TextIO) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from beam_broker import _verdict as verdict
 from beam_broker import models as m
-from beam_broker._call import Call
+from beam_broker._call import Call, next_step, stale_imports
 from beam_broker._ops.navigation import code_action, lsp_json
 from beam_broker.errors import SYNC_BARRIER_INCOMPLETE, BrokerError, invalid_params
 from beam_lsp import (
@@ -87,8 +87,29 @@ async def goals(call: Call, inp: m.GoalsInput) -> m.GoalsResult:
     async with call.position(client, doc, at) as uri:
         state = await (kept(client, doc, at) if uri == doc.uri else goals_at(client, uri, at))
     if state is None:
-        raise invalid_params(verdict.NO_GOALS.format(line=inp.line, character=inp.character))
+        raise await no_goals(call, doc, inp)
     return m.GoalsResult(workspace=call.workspace, goals=state.goals)
+
+
+async def no_goals(call: Call, doc: DocState, inp: m.GoalsInput) -> BrokerError:
+    """`invalidParams` for a position without goals; with stale imports, it names them rather than the position.
+
+    Lean knows nothing past an import it could not load (never built, or built from another source): "try a
+    position inside a tactic" would send the caller looking in the wrong place. The code stays upstream's.
+    """
+    runtime = call.runtime
+    stale = await runtime.freshness.stale(doc.imports, doc.loaded, runtime.documents.held())
+    await runtime.tell_rebuilt()
+    if not stale:
+        return invalid_params(verdict.NO_GOALS.format(line=inp.line, character=inp.character))
+    path = runtime.display(doc.path)
+    data = stale_imports(path, stale).data or {}
+    names = ", ".join(s.module for s in stale)
+    return invalid_params(
+        f"position ({inp.line}, {inp.character}): Lean has no proof goals there, and the imports of {path} are out "
+        f"of date ({names}), so Lean answers from their old build or none. {next_step(path, data['saveDeps'])}",
+        {"reason": "staleImports", **data},
+    )
 
 
 async def todo(call: Call, inp: m.TodoInput) -> m.TodoResult:

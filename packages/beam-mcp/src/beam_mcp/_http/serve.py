@@ -53,7 +53,7 @@ def require_extra() -> None:
     except ImportError as exc:
         raise ImportError(
             f"Streamable HTTP needs the optional dependencies of {EXTRA} ({exc.name} is not installed): "
-            f"pip install '{EXTRA}'",
+            f"pip install '{EXTRA}' (from a checkout: pip install -e 'packages/{EXTRA}')",
             name=exc.name,
         ) from exc
 
