@@ -27,6 +27,14 @@ FILES = {
 }
 
 
+def compat_project(fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Lake project of `FILES` that `LEAN_PROJECT_PATH` names, as lean-lsp-mcp's README configures one."""
+    root = fake_project("proj", FILES)
+    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
+    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    return root
+
+
 WIDGET: dict[str, Any] = {"id": "w", "javascriptHash": "42", "props": {}}
 
 
@@ -37,9 +45,7 @@ def _text(response: dict[str, Any]) -> str:
 async def test_every_tool_answers_in_the_peers_shape_on_the_fake_lane(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    root = compat_project(fake_project, monkeypatch)
     monkeypatch.setenv("LEANSEARCH_URL", "http://127.0.0.1:9")
     a = str(root / "A.lean")
     lean = {"rpc": True, "term_goal": "p : Prop\n⊢ p", "widgets": [WIDGET], "widget_sources": {"42": "export {}"}}
@@ -155,9 +161,7 @@ async def test_a_file_is_read_into_beam_once_and_again_only_after_it_changed(
 async def test_the_project_known_at_start_gets_its_lean_started_before_the_first_call(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    root = compat_project(fake_project, monkeypatch)
     async with harness({}, tools="lean-lsp-mcp") as h:
         with anyio.fail_after(30):
             await h.server._host.prewarmed.wait()
@@ -177,9 +181,7 @@ async def test_initialize_on_the_lean_lsp_mcp_surface_answers_once_the_projects_
 ) -> None:
     # A call sent right after the handshake must not wait for the Lean stack's import and Lean's start (the MCP
     # handshake is where lean-lsp-mcp pays for its own start-up work).
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    root = compat_project(fake_project, monkeypatch)
     async with harness({}, tools="lean-lsp-mcp") as h:
         with anyio.fail_after(30):
             await h.initialize()
@@ -192,9 +194,7 @@ async def test_initialize_on_the_lean_lsp_mcp_surface_answers_once_the_projects_
 async def test_initialize_waits_for_a_lean_that_does_not_answer_its_handshake_only_initialize_wait_seconds(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    compat_project(fake_project, monkeypatch)
     silent = ["sleep", "3600"]  # a server that never answers its handshake
     async with harness(tools="lean-lsp-mcp", lean_cmd=silent, initialize_wait=0.2) as h:
         with anyio.fail_after(30):
@@ -207,9 +207,7 @@ async def test_initialize_on_beams_own_surfaces_neither_starts_nor_waits_for_lea
     tools: str, fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Beam's surfaces start a workspace with its first call (the seed's lazy first use): nothing to wait for.
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    compat_project(fake_project, monkeypatch)
     async with harness(tools=tools, lean_cmd=["sleep", "3600"], initialize_wait=3600) as h:
         with anyio.fail_after(30):
             await h.initialize()
@@ -220,9 +218,7 @@ async def test_initialize_on_beams_own_surfaces_neither_starts_nor_waits_for_lea
 async def test_lean_mcp_prewarm_files_are_elaborated_at_start_up_and_a_bad_one_is_only_logged(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    root = compat_project(fake_project, monkeypatch)
     monkeypatch.setenv("LEAN_MCP_PREWARM_FILES", " A.lean, ,Missing.lean")  # lean-lsp-mcp's setting, as it splits it
     async with harness({}, tools="lean-lsp-mcp") as h:
         with anyio.fail_after(30):
@@ -237,9 +233,7 @@ async def test_lean_mcp_prewarm_files_are_elaborated_at_start_up_and_a_bad_one_i
 async def test_a_lean_that_cannot_start_at_start_up_still_lists_tools_and_fails_the_first_call_as_a_tool_error(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    compat_project(fake_project, monkeypatch)
     async with harness(tools="lean-lsp-mcp", lean_cmd=[str(tmp_path / "no-such-lean")]) as h:
         with anyio.fail_after(30):
             await h.server._host.prewarmed.wait()
@@ -265,9 +259,7 @@ def test_the_project_known_at_start_is_lean_project_path_else_the_working_direct
 async def test_diagnostics_read_from_the_sync_result_still_fail_success_on_an_error(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    compat_project(fake_project, monkeypatch)
     # Beam's cache holds another version than the one `sync` answered (the file changed in between): the
     # projection falls back on the `sync` items, whose severities are Beam's names, not LSP's numbers.
     monkeypatch.setattr(Broker, "diagnostics", lambda self, path: {"version": -1, "diagnostics": []})
@@ -281,9 +273,7 @@ async def test_diagnostics_read_from_the_sync_result_still_fail_success_on_an_er
 async def test_code_actions_of_a_line_past_the_end_are_none_as_the_peer_answers(
     fake_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = fake_project("proj", FILES)
-    (root / "lakefile.toml").write_text('name = "proj"\n', encoding="utf-8")
-    monkeypatch.setenv("LEAN_PROJECT_PATH", str(root))
+    compat_project(fake_project, monkeypatch)
     async with harness(tools="lean-lsp-mcp") as h:
         response, _ = await h.call("lean_code_actions", {"file_path": "A.lean", "line": 99})
     # lean-lsp-mcp finds no diagnostic and no text on such a line, so no action (never Beam's 0-based line number)
