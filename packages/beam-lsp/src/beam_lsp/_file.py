@@ -2,7 +2,8 @@
 
 Owns the conversion at the boundary between what people write and what LSP speaks: a path relative to the
 project root (or absolute) becomes a `file:` URI, and a position in code points (`Point0`: 0-based line and
-column, as Python indexes strings; `Point1`: 1-based, as editors and Lean's messages print them) becomes an LSP
+column, as Python indexes strings; `Point1`: 1-based, as editors print them; Lean's messages count the column
+from 0) becomes an LSP
 `Position` in UTF-16 code units of the client's copy of the text, checked against it. Results are the client's
 own (lsprotocol types and `lean` models, UTF-16 ranges); `point0`/`point1` turn their positions back. It holds no
 state of its own besides the path: the document lives in the client.

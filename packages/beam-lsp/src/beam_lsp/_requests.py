@@ -84,8 +84,8 @@ class LspRequests(RequestBase):
     async def hover(self, uri: str, position: PositionLike) -> types.Hover | None:
         r"""`textDocument/hover`: the type and docstring of what is at `position` (None on whitespace).
 
-        Example result: `Hover(contents=MarkupContent(kind="markdown", value="```lean\nmyTrue : MyTrue\n```"),
-        range=3:27-3:33)`.
+        Example result (a constant of another module names it): `Hover(contents=MarkupContent(kind="markdown",
+        value="```lean\nmyTrue : MyTrue\n```\n***\n*import Demo.Basic*"), range=3:27-3:33)`.
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -276,7 +276,7 @@ class LspRequests(RequestBase):
 
         Lean waits for the whole file to elaborate.
         Lean answers `DocumentSymbol`s: declarations have kind 6 (method), namespaces and sections kind 3 with
-        `children`. Example result: `[DocumentSymbol(name="byTerm", kind=6, range=3:0-3:37, ...), ...]`.
+        `children`. Example result: `[DocumentSymbol(name="byTerm", kind=6, range=3:0-3:33, ...), ...]`.
 
         Raises:
             DocumentNotOpen: The document is not open.
