@@ -207,15 +207,20 @@ async def test_stale_imports_reported_by_lean_make_the_barrier_incomplete(tmp_pa
     assert err.data["elaboration"] == "complete" and err.data["targetPath"] == "A.lean"
 
 
+UPSTREAM = {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\n"}
+
+
+async def edited_upstream(broker: Broker, root: Path) -> None:
+    """`Demo/Basic.lean` saved and `Demo/Proofs.lean` elaborated against it, then Basic edited on disk, unsaved."""
+    await call(broker, "save", root, path="Demo/Basic.lean")
+    await call(broker, "sync", root, path="Demo/Proofs.lean")
+    (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
+
+
 async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_recovery_plan(tmp_path: Path) -> None:
-    root = fake_project(
-        tmp_path / "p", {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\n"}
-    )
-    env = fake_lake(tmp_path / "bin")
-    async with open_broker(env=env) as broker:
-        await call(broker, "save", root, path="Demo/Basic.lean")
-        await call(broker, "sync", root, path="Demo/Proofs.lean")
-        (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
+    root = fake_project(tmp_path / "p", UPSTREAM)
+    async with open_broker(env=fake_lake(tmp_path / "bin")) as broker:
+        await edited_upstream(broker, root)
         await call(broker, "sync", root, path="Demo/Basic.lean")
         err = await error_of(broker, "sync", root, path="Demo/Proofs.lean")
         assert err.code == codes.SYNC_BARRIER_INCOMPLETE and err.data is not None
@@ -236,14 +241,9 @@ async def test_an_unsaved_upstream_edit_makes_the_barrier_incomplete_with_a_reco
 
 async def test_a_barrier_held_up_by_stale_imports_says_in_its_message_which_to_save(tmp_path: Path) -> None:
     """The message is all `lean-beam` prints on a terminal: it names the imports and the order, not `lake build`."""
-    root = fake_project(
-        tmp_path / "p", {"Demo/Basic.lean": "def one := 1\n", "Demo/Proofs.lean": "import Demo.Basic\n"}
-    )
-    env = fake_lake(tmp_path / "bin")
-    async with open_broker(env=env) as broker:
-        await call(broker, "save", root, path="Demo/Basic.lean")
-        await call(broker, "sync", root, path="Demo/Proofs.lean")
-        (root / "Demo/Basic.lean").write_text("def one := 1\ndef two := 2\n")
+    root = fake_project(tmp_path / "p", UPSTREAM)
+    async with open_broker(env=fake_lake(tmp_path / "bin")) as broker:
+        await edited_upstream(broker, root)
         err = await error_of(broker, "sync", root, path="Demo/Proofs.lean")
         await call(broker, "save", root, path="Demo/Basic.lean")
         still = await error_of(broker, "sync", root, path="Demo/Proofs.lean")

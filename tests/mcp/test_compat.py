@@ -433,14 +433,9 @@ def test_local_search_follows_no_symlink_as_the_peers_ripgrep(monkeypatch: pytes
 
 def test_local_search_shows_stdlib_files_as_the_peer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # The peer's stdlib root is `<lean --print-prefix>/src`, shown as `.lean-stdlib/<path under src>`.
-    prefix = tmp_path / "toolchain"
-    (prefix / "bin").mkdir(parents=True)
-    lean = prefix / "bin" / "lean"
-    lean.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
-    lean.chmod(0o755)
+    prefix = _fake_toolchain(tmp_path / "toolchain", monkeypatch)
     (prefix / "src" / "lean" / "Init").mkdir(parents=True)
     (prefix / "src" / "lean" / "Init" / "S.lean").write_text("theorem add_std : True := trivial\n", encoding="utf-8")
-    monkeypatch.setenv("PATH", str(prefix / "bin"))
     root = _lean_project(tmp_path / "proj", {"A.lean": "theorem add_foo : True := trivial\n"})
     assert _search.search(root, "add_std", 5) == [
         {"name": "add_std", "kind": "theorem", "file": ".lean-stdlib/lean/Init/S.lean"}
@@ -464,18 +459,23 @@ class _SymbolIndex:
         return object()
 
 
+def _fake_toolchain(prefix: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A toolchain prefix whose `bin/lean` is alone on PATH (its sources go under `src/lean`); returns the prefix."""
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "lean").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (prefix / "bin" / "lean").chmod(0o755)
+    monkeypatch.setenv("PATH", str(prefix / "bin"))
+    return prefix
+
+
 async def test_local_search_keeps_the_index_matches_the_peer_keeps(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # lean-lsp-mcp drops compiler helpers (unless asked for by name) and symbols outside the project, its packages
     # and the stdlib, shows package and stdlib files under `.lake/packages/<name>/` and `.lean-stdlib/`, and keeps
     # one entry per name; Beam kept them all, with absolute paths.
-    prefix = tmp_path / "toolchain"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "lean").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
-    (prefix / "bin" / "lean").chmod(0o755)
+    prefix = _fake_toolchain(tmp_path / "toolchain", monkeypatch)
     (prefix / "src" / "lean" / "Init").mkdir(parents=True)
-    monkeypatch.setenv("PATH", str(prefix / "bin"))
     root = _lean_project(tmp_path / "proj", {"A.lean": "def other := 1\n"})
     dep = tmp_path / "dep"  # a package checked out elsewhere, linked into .lake/packages
     (dep / "Dep").mkdir(parents=True)
@@ -564,17 +564,13 @@ async def test_navigation_shows_stdlib_files_and_leaves_out_others_as_the_peer(
     # lean-lsp-mcp shows every path through its path policy: the toolchain's sources as `.lean-stdlib/...`; a
     # reference elsewhere is left out (still counted in `total`), a declaration elsewhere is a tool error. Beam
     # answered absolute paths.
-    prefix = tmp_path / "toolchain"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "lean").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
-    (prefix / "bin" / "lean").chmod(0o755)
+    prefix = _fake_toolchain(tmp_path / "toolchain", monkeypatch)
     std = prefix / "src" / "lean" / "Init" / "S.lean"
     std.parent.mkdir(parents=True)
     std.write_text("theorem add_std : True := trivial\n", encoding="utf-8")
     elsewhere = tmp_path / "elsewhere" / "E.lean"
     elsewhere.parent.mkdir()
     elsewhere.write_text("theorem add_std' : True := trivial\n", encoding="utf-8")
-    monkeypatch.setenv("PATH", str(prefix / "bin"))
     root = _lean_project(tmp_path / "proj", {"A.lean": "example : True := add_std\n"})
     rng = {"start": {"line": 0, "character": 8}, "end": {"line": 0, "character": 15}}
 
