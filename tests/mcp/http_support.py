@@ -207,7 +207,6 @@ class Events:
         self.response = response
         self._chunks = response.aiter_raw()
         self._buffer = b""
-        self.comments = 0
 
     @property
     def status(self) -> int:
@@ -230,10 +229,9 @@ class Events:
         return block
 
     async def next(self) -> dict[str, Any] | None:
-        """The next JSON-RPC message (comments counted and skipped); None at the end of the stream."""
+        """The next JSON-RPC message (comments skipped); None at the end of the stream."""
         while (block := await self.block()) is not None:
             if block.startswith(b":"):
-                self.comments += 1
                 continue
             [message] = events(block)
             return message

@@ -681,9 +681,16 @@ async def test_a_get_stream_ends_at_its_lease_and_another_may_follow() -> None:
         sid = await client.open_session()
         async with client.get_stream(sid) as stream:
             assert await stream.rest() == []
-            assert stream.comments >= 1  # a silent stream carries keepalive comments
         async with client.get_stream(sid) as stream:
             assert stream.status == 200
+
+
+async def test_a_silent_get_stream_carries_keepalive_comments() -> None:
+    # A lease far longer than the keepalive period even on a stalled machine: the comment must come before the end.
+    async with served(server_config(), stream_lease=(120.0, 121.0), keepalive=0.01) as client:
+        sid = await client.open_session()
+        async with client.get_stream(sid) as stream:
+            assert await stream.block() == b": keepalive\n\n"
 
 
 # ---- listen streams ---------------------------------------------------------------------------------------------
