@@ -6,6 +6,7 @@ each point of a session; the lean lane runs the same API against real Lean 4.35.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -319,6 +320,62 @@ async def test_a_deferred_change_is_sent_when_its_time_is_up_or_before_a_workspa
         assert not client.is_open(uri)
         with anyio.fail_after(10):
             assert (await client.sync(other)).version == 2
+
+
+class _Wire:
+    """Stands in for the client's stdin writer and records what the client writes, in the order Lean reads it."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        self._send = send
+        self.sent: list[tuple[str, JsonValue]] = []
+        """The method and params of every message written (`""` for an answer to the server)."""
+
+    async def send(self, data: bytes) -> None:
+        message = json.loads(data.partition(b"\r\n\r\n")[2])
+        self.sent.append((message.get("method", ""), message.get("params")))
+        await self._send(data)
+
+    def methods(self) -> list[str]:
+        return [method for method, _ in self.sent]
+
+
+def _uri(params: JsonValue) -> str:
+    """The document a recorded notification names."""
+    assert isinstance(params, dict) and isinstance(params["textDocument"], dict)
+    uri = params["textDocument"]["uri"]
+    assert isinstance(uri, str)
+    return uri
+
+
+def wire(client: LeanClient, monkeypatch: pytest.MonkeyPatch) -> _Wire:
+    """Record every message the client writes from now on."""
+    recorder = _Wire(client._rpc._send.send)
+    monkeypatch.setattr(client._rpc, "_send", recorder)
+    return recorder
+
+
+async def test_files_changed_reaches_lean_after_every_deferred_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `didChangeWatchedFiles` says modules were rebuilt: Lean restarts the workers importing them, on the text it
+    # has. A change the client still defers must reach Lean first, or Lean restarts a worker on the old text (or
+    # applies the edit after the rebuild notice), as a request about the document would have flushed it.
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        a = await opened(client, tmp_path)
+        b = await opened(client, tmp_path, name="B.lean")
+        recorded = wire(client, monkeypatch)
+        with anyio.fail_after(10):
+            await client.change(a, "def z := ERROR_HERE\n", defer=60)
+            await client.change(b, "def w := 1\n", save=False, defer=60)
+            assert recorded.sent == []  # both deferred
+            await client.files_changed([path_to_uri(tmp_path / "Dep.lean")])
+            assert (await client.sync(a)).version == 2 and (await client.sync(b)).version == 2
+        sent = recorded.methods()
+        watched = sent.index("workspace/didChangeWatchedFiles")
+        before = recorded.sent[:watched]
+        assert sorted(_uri(params) for method, params in before if method == "textDocument/didChange") == [a, b]
+        assert [_uri(params) for method, params in before if method == "textDocument/didSave"] == [a]  # `b`: no save
+        assert "textDocument/didChange" not in sent[watched:]
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -90,10 +90,10 @@ class DocumentSync:
 
         With `defer` (seconds), a changed text is not sent yet: the client's copy and version change at once,
         and Lean gets the change when the time is up or as soon as anything else concerns the document (a
-        request about it, `sync`, `close`, a request that names no document), whichever comes first. Changes
-        made meanwhile reach Lean as one. Lean then elaborates nothing for this document while requests about
-        other documents (probe mirrors) run alone on the CPU, and nothing that asks about this document ever
-        sees Lean's older text.
+        request about it, `sync`, `close`, a request that names no document, `files_changed`), whichever comes
+        first. Changes made meanwhile reach Lean as one. Lean then elaborates nothing for this document while
+        requests about other documents (probe mirrors) run alone on the CPU, and nothing that asks about this
+        document ever sees Lean's older text.
 
         Raises:
             DocumentNotOpen: The document is not open.
@@ -190,13 +190,16 @@ class DocumentSync:
 
         Lean registers a watcher for `**/*.lean` and `**/*.ilean` at start-up: a changed `.ilean` refreshes its
         reference index (references, definitions and workspace symbols of modules no worker has open), a changed
-        `.lean` marks the open files importing it as stale. Nothing is sent for an empty list or a dead server.
+        `.lean` marks the open files importing it as stale. Every deferred change of every document is sent first,
+        so Lean restarts a worker on the text the client holds. Nothing is sent for an empty list or a dead server.
         """
         if not uris or self.exited is not None:
             return
         with contextlib.suppress(ServerExited):
             changes = [{"uri": uri, "type": 2} for uri in uris]
-            await self._rpc.notify("workspace/didChangeWatchedFiles", {"changes": changes})
+            params = {"changes": changes}
+            await self._before(params)  # names no document: all of them, as a request naming none does
+            await self._rpc.notify("workspace/didChangeWatchedFiles", params)
 
 
 def _uri_of(params: Any) -> str | None:
