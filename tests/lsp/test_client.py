@@ -21,6 +21,7 @@ from lsprotocol import types
 from beam_lsp import (
     DEFAULT_SERVER_REQUESTS,
     Availability,
+    ContentModified,
     DiagnosticsCache,
     DiagnosticsEvent,
     DocumentError,
@@ -566,6 +567,69 @@ async def test_interactive_goals_reuse_one_rpc_session_and_reconnect_once_when_i
     assert goals == again == InteractiveGoals.from_json({"goals": [{"goalPrefix": "⊢ ", "type": {"text": "True"}}]})
     assert goals is not None and goals.goals[0].plain == "⊢ True"
     assert none is None and unknown.value.code == codes.METHOD_NOT_FOUND
+
+
+async def test_concurrent_rpc_calls_on_a_document_share_one_session_connected_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second session would never be kept alive or released: concurrent callers wait for the first one's connect.
+    async with LeanClient.start(fake_cmd({"rpc": True}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        recorded = wire(client, monkeypatch)
+        answers: list[InteractiveGoals | None] = []
+
+        async def goals() -> None:
+            answers.append(await client.interactive_goals(uri, P(0, 20)))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(goals)
+        assert recorded.methods().count("$/lean/rpc/connect") == 1
+        assert len(answers) == 4 and all(answer is not None for answer in answers)
+        calls = [params for method, params in recorded.sent if method == "$/lean/rpc/call"]
+        assert len({str(params["sessionId"]) for params in calls if isinstance(params, dict)}) == 1
+
+
+async def test_a_failed_rpc_connect_is_not_kept_and_a_reopened_document_connects_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with LeanClient.start(fake_cmd({"rpc": True}), cwd=tmp_path) as client:
+        uri = await opened(client, tmp_path)
+        recorded = wire(client, monkeypatch)
+        connect = client.rpc_connect
+        attempts = 0
+
+        async def failing_once(uri: str) -> int | str:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                await anyio.wait_all_tasks_blocked()  # the other caller waits for this connect by now
+                raise ContentModified(codes.CONTENT_MODIFIED, "File changed.")
+            return await connect(uri)
+
+        monkeypatch.setattr(client, "rpc_connect", failing_once)
+        outcomes: list[object] = []
+
+        async def goals() -> None:
+            try:
+                outcomes.append(await client.interactive_goals(uri, P(0, 20)))
+            except ContentModified as exc:
+                outcomes.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(goals)
+                tg.start_soon(goals)
+            assert sum(isinstance(outcome, ContentModified) for outcome in outcomes) == 1  # the other one connected
+            assert recorded.methods().count("$/lean/rpc/connect") == 1
+            await client.close(uri)
+            await client.open(uri, TEXT)
+            reopened = len(recorded.sent)
+            assert await client.interactive_goals(uri, P(0, 20)) is not None
+        # The old session died with the worker: a new one first, not a call in the old one that Lean refuses.
+        rpc = [method for method in recorded.methods()[reopened:] if method.startswith("$/lean/rpc/")]
+        assert rpc == ["$/lean/rpc/connect", "$/lean/rpc/call"]
 
 
 async def test_an_rpc_session_that_expires_twice_in_a_row_is_rpc_needs_reconnect(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ class DocumentSync:
     _barrier: Barrier
     _rpc: JsonRpcPeer
     _rpc_sessions: dict[str, int | str]
+    _rpc_connecting: dict[str, anyio.Lock]
     _tg: TaskGroup | None
 
     @property
@@ -173,6 +174,7 @@ class DocumentSync:
             await self._send_deferred(uri)  # the wire carries what it would have without deferring
         doc = self._docs.pop(uri, None)
         self._rpc_sessions.pop(uri, None)
+        self._rpc_connecting.pop(uri, None)  # a connect in flight is for the closed lifetime: not kept
         sending = doc is not None and self.exited is None
         lock = self._barrier.close(uri, server_clears=sending)
         if not sending:

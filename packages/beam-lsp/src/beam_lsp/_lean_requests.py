@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
 from . import _convert
 from ._convert import PositionLike, position_json
 from ._model import JsonValue
 from ._requests import RequestBase
+from .documents import TextDocument
 from .errors import RpcNeedsReconnect
 from .lean import (
     InteractiveDiagnostic,
@@ -38,6 +41,9 @@ class LeanExtensionRequests(RequestBase):
     """Lean's extensions to LSP (see the module docstring)."""
 
     _rpc_sessions: dict[str, int | str]
+    _rpc_connecting: dict[str, anyio.Lock]
+    """One lock per document with RPC: its first caller connects the session, the others wait (`_rpc_session`)."""
+    _docs: dict[str, TextDocument]
 
     # ---- goals ---------------------------------------------------------------------------------------------------
     async def plain_goal(self, uri: str, position: PositionLike) -> PlainGoal | None:
@@ -188,14 +194,34 @@ class LeanExtensionRequests(RequestBase):
         for attempt in (0, 1):
             session = self._rpc_sessions.get(uri)
             if session is None:
-                session = self._rpc_sessions[uri] = await self.rpc_connect(uri)
+                session = await self._rpc_session(uri)
             try:
                 return await self.rpc_call(uri, session, position, method, params)
             except RpcNeedsReconnect:
-                self._rpc_sessions.pop(uri, None)
+                if self._rpc_sessions.get(uri) == session:  # not a newer session another caller connected meanwhile
+                    del self._rpc_sessions[uri]
                 if attempt:
                     raise
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    async def _rpc_session(self, uri: str) -> int | str:
+        """The document's RPC session, connected by the first caller while the others wait for it.
+
+        Two sessions of one document would leave one never kept alive nor released. A failed connect is not kept
+        (the next caller connects), and a session is kept only for the lifetime of the document it was opened for:
+        a document closed (or reopened) meanwhile connects anew.
+        """
+        doc = self.document(uri)
+        lock = self._rpc_connecting.get(uri)
+        if lock is None:
+            lock = self._rpc_connecting[uri] = anyio.Lock()
+        async with lock:
+            session = self._rpc_sessions.get(uri)
+            if session is None:
+                session = await self.rpc_connect(uri)
+                if self._docs.get(uri) is doc:
+                    self._rpc_sessions[uri] = session
+            return session
 
     async def release_refs(self, uri: str, refs: Sequence[RpcRef]) -> None:
         """Free RPC references of an interactive answer about `uri` (nothing when its session is gone)."""

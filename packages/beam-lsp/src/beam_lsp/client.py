@@ -121,6 +121,7 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
         self._deferred: dict[str, _Deferred] = {}
         self._tg: TaskGroup | None = None
         self._rpc_sessions: dict[str, int | str] = {}
+        self._rpc_connecting: dict[str, anyio.Lock] = {}
         self._requests = 0
         self._initialized: dict[str, Any] = {}
         """The server's `initialize` answer, read into lsprotocol's types when first asked (`capabilities`)."""
