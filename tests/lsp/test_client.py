@@ -258,6 +258,52 @@ async def test_an_edit_for_an_older_version_of_a_document_is_refused_not_spliced
         assert client.document(uri).text == "def longer := 3\n"
 
 
+def _two_document_edit(first: types.WorkspaceEdit, second: types.WorkspaceEdit) -> types.WorkspaceEdit:
+    assert first.document_changes is not None and second.document_changes is not None
+    return types.WorkspaceEdit(document_changes=[*first.document_changes, *second.document_changes])
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+async def test_an_edit_of_two_documents_never_loses_a_change_made_to_the_second_while_the_first_is_sent(
+    tmp_path: Path, versioned: bool
+) -> None:
+    # `apply_edit` of A then B: while A's part waits to be sent (A's lock held, as an in-flight notification of A
+    # would), B changes. B's part must be applied to B's text of then, not to a copy read before A's wait: an edit
+    # naming B's older version is refused (nothing changed), one naming no version applies on top of the change.
+    async with LeanClient.start(fake_cmd(), cwd=tmp_path) as client:
+        a = await opened(client, tmp_path, "def a := 1\n", name="A.lean")
+        b = await opened(client, tmp_path, "def b := 1\n", name="B.lean")
+        version = 1 if versioned else None
+        edit = _two_document_edit(
+            _versioned_edit(a, version, Range(start=P(0, 9), end=P(0, 10)), "2"),
+            _versioned_edit(b, version, Range(start=P(0, 0), end=P(0, 0)), "-- edited\n"),
+        )
+        outcome: list[object] = []
+
+        async def apply() -> None:
+            try:
+                outcome.append(await client.apply_edit(edit))
+            except DocumentError as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                async with client._barrier.lock(a):
+                    tg.start_soon(apply)
+                    await anyio.wait_all_tasks_blocked()
+                    assert await client.change(b, "def b := 1\ndef c := b\n") == 2  # while A's part waits
+            if versioned:
+                assert len(outcome) == 1 and isinstance(outcome[0], DocumentError)
+                assert client.document(a).text == "def a := 1\n" and client.document(a).version == 1  # nothing changed
+                assert client.document(b).text == "def b := 1\ndef c := b\n" and client.document(b).version == 2
+            else:
+                assert outcome == [{a: 2, b: 3}]
+                assert client.document(a).text == "def a := 2\n"
+                assert client.document(b).text == "-- edited\ndef b := 1\ndef c := b\n"
+            symbols = await client.document_symbols(b)  # Lean holds the client's text of B
+        assert [symbol.name for symbol in symbols] == ["b", "c"]
+
+
 async def test_a_reopen_while_the_close_waits_for_the_documents_lock_is_not_closed_by_it(tmp_path: Path) -> None:
     # A `didClose` queued behind an in-flight notification of the document (a change waiting for the write lock)
     # must reach Lean before the `didOpen` of a reopen; after it, Lean would close the document the client holds

@@ -105,20 +105,29 @@ class DocumentSync:
         async with self._barrier.lock(uri):
             if self._docs.get(uri) is not doc:  # closed (or reopened) while we waited for the lock
                 raise DocumentNotOpen(uri)
-            version = doc.version + 1
-            deferred = self._deferred.pop(uri, None)
-            if defer > 0 and text != doc.text and self._tg is not None:
-                if deferred is None:
-                    deferred = _Deferred(doc.text)
-                    self._tg.start_soon(self._send_later, uri, deferred, defer)
-                deferred.save = deferred.save or save
-                self._deferred[uri] = deferred
-                doc.replace(text, version)
-                return version
-            held = doc if deferred is None else TextDocument(uri, deferred.sent, 0)  # what Lean has
-            content = held.change_to(text)
+            return await self._change_locked(doc, text, save=save, defer=defer)
+
+    async def _change_locked(self, doc: TextDocument, text: str, *, save: bool, defer: float) -> int:
+        """`change` of an open document whose lock the caller holds; returns the new version.
+
+        The copy changes before the first await, so a caller that read the text under the same lock changes the
+        text it read.
+        """
+        uri = doc.uri
+        version = doc.version + 1
+        deferred = self._deferred.pop(uri, None)
+        if defer > 0 and text != doc.text and self._tg is not None:
+            if deferred is None:
+                deferred = _Deferred(doc.text)
+                self._tg.start_soon(self._send_later, uri, deferred, defer)
+            deferred.save = deferred.save or save
+            self._deferred[uri] = deferred
             doc.replace(text, version)
-            await self._send_change(uri, version, content, save or (deferred is not None and deferred.save))
+            return version
+        held = doc if deferred is None else TextDocument(uri, deferred.sent, 0)  # what Lean has
+        content = held.change_to(text)
+        doc.replace(text, version)
+        await self._send_change(uri, version, content, save or (deferred is not None and deferred.save))
         return version
 
     async def _send_change(self, uri: str, version: int, content: dict[str, Any], save: bool) -> None:

@@ -63,7 +63,9 @@ class SyncClientMethods(SyncRunner):
         """Apply a workspace edit (from `rename` or a resolved code action) to the open documents it names.
 
         Each document changes once (`change`), with every edit to it applied to the client's text; files are not
-        written. Returns the new version of each changed document.
+        written. All of them change together: a change made to one of them while the edit waits for another is
+        kept (the edit applies on top of it, or is refused when it names the version it was computed for). Returns
+        the new version of each changed document.
 
         Raises:
             DocumentNotOpen: The edit names a document that is not open (nothing is changed then).

@@ -38,7 +38,7 @@ from ._progress import FileProgress, compact_report
 from ._requests import LspRequests
 from .diagnostics import DiagnosticsCache
 from .documents import TextDocument, apply_text_edits, path_to_uri
-from .errors import BeamLspError, DocumentError, ServerExited, WorkerCrashed, unwrap_group
+from .errors import BeamLspError, DocumentError, DocumentNotOpen, ServerExited, WorkerCrashed, unwrap_group
 from .jsonrpc import JsonRpcPeer
 from .lean import (
     publish_params,
@@ -413,7 +413,9 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
         """Apply a workspace edit (from `rename` or a resolved code action) to the open documents it names.
 
         Each document changes once (`change`), with every edit to it applied to the client's text; files are not
-        written. Returns the new version of each changed document.
+        written. All of them change together: a change made to one of them while the edit waits for another is
+        kept (the edit applies on top of it, or is refused when it names the version it was computed for). Returns
+        the new version of each changed document.
 
         Raises:
             DocumentNotOpen: The edit names a document that is not open (nothing is changed then).
@@ -422,9 +424,25 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
             InvalidPosition: An edit's range is outside its document's text (nothing is changed then).
             ValueError: The edit creates, renames or deletes files (not supported).
         """
-        for uri, version in _convert.edit_versions(edit).items():
-            if self.document(uri).version != version:  # its ranges point into a text that is gone
-                raise DocumentError(f"the edit is for version {version} of {uri}, not {self.document(uri).version}")
-        edits = _convert.text_edits(edit)
-        texts = {uri: apply_text_edits(self.document(uri), changes) for uri, changes in edits.items()}
-        return {uri: await self.change(uri, text, save=save) for uri, text in texts.items()}
+        self._check_alive()
+        versions, edits = _convert.edit_versions(edit), _convert.text_edits(edit)
+        docs = {uri: self.document(uri) for uri in sorted(versions.keys() | edits.keys())}
+        async with contextlib.AsyncExitStack() as locks:
+            # Every document's lock, in one order for every caller (two edits never wait for each other), and only
+            # then its text read: a change made to a document while the edit waited is not lost, and nothing changes
+            # them between the checks below and the new texts.
+            for uri, doc in docs.items():
+                if self._docs.get(uri) is not doc:  # closed (or reopened) while we waited for another's lock
+                    raise DocumentNotOpen(uri)
+                await locks.enter_async_context(self._barrier.lock(uri))
+            for uri, doc in docs.items():
+                if self._docs.get(uri) is not doc:
+                    raise DocumentNotOpen(uri)
+                version = versions.get(uri, doc.version)
+                if doc.version != version:  # its ranges point into a text that is gone
+                    raise DocumentError(f"the edit is for version {version} of {uri}, not {doc.version}")
+            texts = {uri: apply_text_edits(docs[uri], changes) for uri, changes in edits.items()}
+            with anyio.CancelScope(shield=True):  # every document or none: the copies change as they are sent
+                return {
+                    uri: await self._change_locked(docs[uri], text, save=save, defer=0) for uri, text in texts.items()
+                }
