@@ -443,6 +443,7 @@ class LeanClient(DocumentSync, LspRequests, LeanExtensionRequests):
                     raise DocumentError(f"the edit is for version {version} of {uri}, not {doc.version}")
             texts = {uri: apply_text_edits(docs[uri], changes) for uri, changes in edits.items()}
             with anyio.CancelScope(shield=True):  # every document or none: the copies change as they are sent
-                return {
+                changed = {
                     uri: await self._change_locked(docs[uri], text, save=save, defer=0) for uri, text in texts.items()
                 }
+        return changed
