@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +28,7 @@ from beam_lsp import (
     path_to_uri,
 )
 from tests.support.fixtures import fake_cmd
+from tests.support.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "theorem x : True := by\n  trivial\n\ndef y := x\n"
@@ -146,3 +151,74 @@ def test_a_client_used_after_its_block_is_server_exited_as_the_async_one_is(tmp_
         client.open(path_to_uri(tmp_path / "B.lean"), TEXT)
     with pytest.raises(ServerExited):
         doc.hover(Point0(0, 8))
+
+
+# ---- a client entered by hand and never left ------------------------------------------------------------------------
+HAND_ENTERED = """
+import gc, json, os, sys
+from beam_lsp import SyncLeanClient
+from beam_lsp._process import descendants
+
+cmd, root, rel, mode = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+started = SyncLeanClient.start(cmd, cwd=root, timeout=120)
+lean = started.__enter__()  # entered by hand, never left
+if mode != "held":
+    del started  # only the client is kept: the context manager is collected
+doc = lean.file(rel)
+doc.open()
+doc.sync()
+pid = lean.client.pid
+print(json.dumps([pid, *descendants(pid)]), flush=True)
+if mode == "collected":
+    del lean, doc
+    gc.collect()
+    print(json.dumps(os.path.exists(f"/proc/{pid}")), flush=True)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether a process runs (a zombie no longer does; an orphan's may wait for a reaper in a container)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _end_hand_entered_script(cmd: list[str], root: Path, rel: str, mode: str, env: dict[str, str] | None) -> list[str]:
+    """Run the script above; it must exit by itself, its Lean processes gone. Returns its output lines."""
+    argv = [sys.executable, "-c", HAND_ENTERED, json.dumps(cmd), str(root), rel, mode]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as script:
+        try:
+            out, err = script.communicate(timeout=60)  # the bound of a hang: the interpreter waited for the loop
+        except subprocess.TimeoutExpired:
+            script.kill()
+            out, err = script.communicate()
+            for pid in json.loads(out.splitlines()[0]) if out else []:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the script did not exit with its client entered by hand and never left:\n{err}")
+    assert script.returncode == 0, err
+    lines = out.splitlines()
+    pids = json.loads(lines[0])
+    assert [pid for pid in pids if _running(pid)] == []  # no Lean process is left behind
+    return lines
+
+
+@pytest.mark.parametrize("mode", ["held", "dropped", "collected"])
+def test_a_client_entered_by_hand_and_never_left_shuts_lean_down_when_collected_or_at_exit(
+    tmp_path: Path, mode: str
+) -> None:
+    (tmp_path / "A.lean").write_text(TEXT, encoding="utf-8")
+    lines = _end_hand_entered_script(fake_cmd(), tmp_path, "A.lean", mode, None)
+    if mode == "collected":
+        assert lines[1] == "false"  # gone when the client was collected, before the interpreter's exit
+
+
+@pytest.mark.lean
+def test_real_a_client_entered_by_hand_and_never_left_leaves_no_lean_process_at_exit(
+    lean_toolchain: Toolchain, demo_root: Path
+) -> None:
+    lines = _end_hand_entered_script(
+        lean_toolchain.server_cmd(), demo_root, "Demo/Basic.lean", "held", lean_toolchain.env()
+    )
+    assert len(json.loads(lines[0])) >= 2  # the server and the file's worker, all gone

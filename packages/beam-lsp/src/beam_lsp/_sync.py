@@ -5,19 +5,27 @@ as httpx's `Client` stands beside `AsyncClient`. Every method is the async metho
 are generated into `_sync_methods.py`), so the guarantees are the async client's: a call that is interrupted
 (`KeyboardInterrupt`, the facade's `timeout`) cancels its task on the loop, which sends `$/cancelRequest`; the
 server's death is `ServerExited`; leaving the `with` block shuts the server down. Nothing here talks to Lean.
+
+The loop's thread is a daemon, so the interpreter never waits for it: a client entered by hand and never left is
+shut down when it is garbage collected or at interpreter exit (`weakref.finalize`, which runs among the `atexit`
+callbacks, while daemon threads still run), bounded by `LeanClient`'s own shutdown timeouts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Final, TypeVar
 
 import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from ._events import EventStream, LspEvent
 from ._file import LeanFile
@@ -33,6 +41,11 @@ __all__ = ["SyncEventStream", "SyncLeanClient", "SyncLeanFile"]
 
 T = TypeVar("T")
 
+log: logging.Logger = logging.getLogger("beam_lsp")
+
+LOOP_JOIN_TIMEOUT: Final = 5.0
+"""Seconds to wait for the loop's thread once the client is shut down (it is a daemon: nothing waits longer)."""
+
 
 async def _within(timeout: float | None, func: Callable[[], Any]) -> Any:
     with anyio.fail_after(timeout):
@@ -40,6 +53,70 @@ async def _within(timeout: float | None, func: Callable[[], Any]) -> Any:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+class _Loop:
+    """The facade's event loop: a daemon thread running a blocking portal, and the async client's context on it.
+
+    Written out instead of anyio's `start_blocking_portal`, whose thread (a non-daemon executor thread in earlier
+    anyio 4 releases) the interpreter would join at exit before any `atexit` callback could stop it.
+    `close` leaves the async client's context (Lean is shut down) and stops the loop, once, whoever calls it first.
+    """
+
+    def __init__(self, backend: str) -> None:
+        """Start the loop's thread and wait for its portal."""
+        found: Future[BlockingPortal] = Future()
+
+        async def serve() -> None:
+            async with BlockingPortal() as portal:
+                found.set_result(portal)
+                await portal.sleep_until_stopped()
+
+        def run() -> None:
+            try:
+                anyio.run(serve, backend=backend)
+            except BaseException as exc:  # handed to the thread that waits for the portal
+                if not found.done():
+                    found.set_exception(exc)
+
+        self._thread = threading.Thread(target=run, name=f"beam-lsp-{backend}-loop", daemon=True)
+        self._thread.start()
+        self.portal: BlockingPortal = found.result()
+        self._context: contextlib.AbstractContextManager[LeanClient] | None = None
+        self._closing = threading.Lock()
+        self._closed = False
+
+    def enter(self, started: contextlib.AbstractAsyncContextManager[LeanClient]) -> LeanClient:
+        """Enter the async client's context on the loop (the loop is stopped when that fails)."""
+        self._context = self.portal.wrap_async_context_manager(started)
+        try:
+            return self._context.__enter__()
+        except BaseException:
+            self._context = None
+            self.close()
+            raise
+
+    def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """Leave the client's context (shutting Lean down) and stop the loop; later calls do nothing."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+        if threading.current_thread() is self._thread:  # collected on its own loop: it cannot wait for itself
+            log.warning("a SyncLeanClient was collected on its event loop; its server is left to the OS")
+            return
+        try:
+            if self._context is not None:
+                self._context.__exit__(exc_type, exc, tb)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is gone already
+                self.portal.call(self.portal.stop, True)
+            self._thread.join(LOOP_JOIN_TIMEOUT)
 
 
 class _Runner:
@@ -76,7 +153,8 @@ class SyncLeanClient(SyncClientMethods):
     Every method of `LeanClient` is here with the same parameters and results, blocking until it is done; the async
     client runs on a background event loop owned by this object. Start it with `SyncLeanClient.start(...)` as a
     context manager (the arguments of `LeanClient.start`, plus `timeout` and `backend`); leaving it shuts the
-    server down.
+    server down. A client entered by hand and never left is shut down when it is garbage collected or at interpreter
+    exit (bounded by the async client's shutdown timeouts).
 
     Example::
 
@@ -149,8 +227,23 @@ class SyncLeanClient(SyncClientMethods):
             server_requests=server_requests,
             client_capabilities=client_capabilities,
         )
-        with start_blocking_portal(backend) as portal, portal.wrap_async_context_manager(started) as client:
-            yield cls(client, portal, timeout)
+        loop = _Loop(backend)
+        sync = cls(loop.enter(started), loop.portal, timeout)
+        # Shuts Lean down when the client is collected or at interpreter exit, unless its block is left first (it
+        # holds the loop, not the client).
+        finalizer = weakref.finalize(sync, loop.close)
+        try:
+            yield sync
+        except GeneratorExit:
+            # Not the block's end: this context manager was collected with its block never left (a client entered
+            # by hand). The client lives on, until it is collected itself or the interpreter exits.
+            raise
+        except BaseException as exc:
+            finalizer.detach()
+            loop.close(type(exc), exc, exc.__traceback__)
+            raise
+        else:
+            finalizer()
 
     @property
     def client(self) -> LeanClient:
@@ -176,7 +269,7 @@ class SyncLeanClient(SyncClientMethods):
 
     def file(self, path: str | Path) -> SyncLeanFile:
         """A blocking handle on the document at `path` (see `LeanClient.file`)."""
-        return SyncLeanFile(self._client.file(path), self._runner._portal, self._runner._timeout)
+        return SyncLeanFile(self._client.file(path), self._runner._portal, self._runner._timeout, self)
 
     @contextlib.contextmanager
     def subscribe(self, buffer: int = EVENT_BUFFER, *, coalesce_progress: bool = False) -> Iterator[SyncEventStream]:
@@ -185,14 +278,15 @@ class SyncLeanClient(SyncClientMethods):
         with portal.wrap_async_context_manager(
             self._client.subscribe(buffer, coalesce_progress=coalesce_progress)
         ) as stream:
-            yield SyncEventStream(stream, portal)
+            yield SyncEventStream(stream, portal, self)
 
 
 class SyncLeanFile(SyncFileMethods):
     """A blocking handle on one document (see `LeanFile`): every method of `LeanFile`, blocking."""
 
-    def __init__(self, file: LeanFile, portal: BlockingPortal, timeout: float | None) -> None:
+    def __init__(self, file: LeanFile, portal: BlockingPortal, timeout: float | None, owner: SyncLeanClient) -> None:
         """Internal: use `SyncLeanClient.file`."""
+        self._owner = owner  # keeps the client (and its server) alive while a handle on its documents is
         self._file = file
         self._runner = _Runner(portal, timeout, file.client)
         self.path: Path = file.path
@@ -215,8 +309,9 @@ class SyncLeanFile(SyncFileMethods):
 class SyncEventStream:
     """One subscriber's events, blocking: `receive(timeout)`, iteration, `pending` (see `EventStream`)."""
 
-    def __init__(self, stream: EventStream, portal: BlockingPortal) -> None:
+    def __init__(self, stream: EventStream, portal: BlockingPortal, owner: SyncLeanClient) -> None:
         """Internal: use `SyncLeanClient.subscribe`."""
+        self._owner = owner  # keeps the client alive while its events are read
         self._stream = stream
         self._runner = _Runner(portal, None)
 
