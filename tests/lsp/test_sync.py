@@ -153,6 +153,14 @@ def test_a_client_used_after_its_block_is_server_exited_as_the_async_one_is(tmp_
         doc.hover(Point0(0, 8))
 
 
+def test_an_exception_leaving_the_block_shuts_the_server_down_and_goes_on(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="the caller's own"):
+        with SyncLeanClient.start(fake_cmd(), cwd=tmp_path, timeout=30) as client:
+            client.open(path_to_uri(tmp_path / "A.lean"), TEXT)
+            raise KeyError("the caller's own")
+    assert client.client.exited is not None and not _running(client.client.pid)
+
+
 # ---- a client entered by hand and never left ------------------------------------------------------------------------
 HAND_ENTERED = """
 import gc, json, os, sys

@@ -178,7 +178,6 @@ class SyncLeanClient(SyncClientMethods):
         return result
 
     @classmethod
-    @contextlib.contextmanager
     def start(
         cls,
         cmd: Sequence[str],
@@ -194,7 +193,7 @@ class SyncLeanClient(SyncClientMethods):
         client_capabilities: Mapping[str, JsonValue] | None = None,
         timeout: float | None = None,
         backend: str = "asyncio",
-    ) -> Iterator[SyncLeanClient]:
+    ) -> contextlib.AbstractContextManager[SyncLeanClient]:
         """Start the server on a background event loop and yield a blocking client (see `LeanClient.start`).
 
         Args:
@@ -227,23 +226,7 @@ class SyncLeanClient(SyncClientMethods):
             server_requests=server_requests,
             client_capabilities=client_capabilities,
         )
-        loop = _Loop(backend)
-        sync = cls(loop.enter(started), loop.portal, timeout)
-        # Shuts Lean down when the client is collected or at interpreter exit, unless its block is left first (it
-        # holds the loop, not the client).
-        finalizer = weakref.finalize(sync, loop.close)
-        try:
-            yield sync
-        except GeneratorExit:
-            # Not the block's end: this context manager was collected with its block never left (a client entered
-            # by hand). The client lives on, until it is collected itself or the interpreter exits.
-            raise
-        except BaseException as exc:
-            finalizer.detach()
-            loop.close(type(exc), exc, exc.__traceback__)
-            raise
-        else:
-            finalizer()
+        return _Started(cls, started, timeout, backend)
 
     @property
     def client(self) -> LeanClient:
@@ -279,6 +262,38 @@ class SyncLeanClient(SyncClientMethods):
             self._client.subscribe(buffer, coalesce_progress=coalesce_progress)
         ) as stream:
             yield SyncEventStream(stream, portal, self)
+
+
+class _Started(contextlib.AbstractContextManager[SyncLeanClient]):
+    """What `SyncLeanClient.start` returns: entering starts the loop and the client, leaving shuts them down.
+
+    Not a generator-based context manager: one collected with its block never left (a client entered by hand, the
+    context manager dropped) must not shut its client down. The client then lives until it is collected itself or
+    the interpreter exits (its finalizer, which holds the loop, not the client).
+    """
+
+    def __init__(
+        self,
+        cls: type[SyncLeanClient],
+        started: contextlib.AbstractAsyncContextManager[LeanClient],
+        timeout: float | None,
+        backend: str,
+    ) -> None:
+        self._cls, self._started, self._timeout, self._backend = cls, started, timeout, backend
+        self._loop: _Loop | None = None
+
+    def __enter__(self) -> SyncLeanClient:
+        loop = _Loop(self._backend)
+        client = self._cls(loop.enter(self._started), loop.portal, self._timeout)
+        weakref.finalize(client, loop.close)
+        self._loop = loop
+        return client
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._loop is not None:
+            self._loop.close(exc_type, exc, tb)  # the finalizer then finds it closed
 
 
 class SyncLeanFile(SyncFileMethods):
