@@ -206,6 +206,55 @@ async def test_sigterm_and_sigint_are_eof_with_a_call_in_flight(tmp_path: Path, 
         assert b'"id":1' not in rest
 
 
+async def test_sigterm_while_lean_stops_after_eof_still_exits_zero_with_lean_gone(tmp_path: Path) -> None:
+    """MCP clients close stdin, then send SIGTERM after a grace: it may land while the server is stopping Lean."""
+    root = make_project(tmp_path / "proj", {"A.lean": "theorem t : True := trivial\n"})
+    fifo = tmp_path / "lean-stopping"
+    os.mkfifo(fifo)
+
+    def read_pid() -> int:
+        return int(fifo.read_text(encoding="ascii"))  # opening waits until the fake Lean got `shutdown`
+
+    def release() -> None:
+        fifo.open("wb").close()  # opening waits until the fake Lean holds its answer to `shutdown`
+
+    async with child("--lean-cmd", shlex.join(fake_cmd({"shutdown_fifo": str(fifo)}))) as c:
+        args = {"workspace": {"root": str(root)}, "path": "A.lean"}
+        call = {"name": "lean_sync", "arguments": args, "_meta": modern_meta()}
+        await c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        synced, _ = await c.until(1)
+        assert synced["result"]["isError"] is False, synced
+        assert c.proc.stdin is not None and c.proc.stderr is not None
+        await c.proc.stdin.aclose()  # EOF: the server shuts down and stops Lean, which holds `shutdown`
+        with anyio.fail_after(30):
+            lean = await anyio.to_thread.run_sync(read_pid, abandon_on_cancel=True)
+            c.proc.send_signal(signal.SIGTERM)  # the client's grace is over
+            await anyio.to_thread.run_sync(release, abandon_on_cancel=True)
+            code = await c.proc.wait()
+        stderr = b"".join([chunk async for chunk in c.proc.stderr])
+    assert code == 0, stderr
+    assert b"Traceback" not in stderr, stderr
+    assert not Path(f"/proc/{lean}").exists()  # Lean stopped, and the server reaped it
+
+
+STARTING = """
+import os, signal, sys
+from beam_mcp import _stdio, cli
+serve = _stdio.serve_stdio
+async def starting(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # the server starts: its event loop does not handle signals yet
+    await serve(*args, **kwargs)
+_stdio.serve_stdio = starting
+sys.exit(cli.main([]))
+"""
+
+
+def test_sigterm_while_the_server_starts_exits_zero_quietly() -> None:
+    done = subprocess.run([sys.executable, "-c", STARTING], capture_output=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    assert b"Traceback" not in done.stderr, done.stderr
+
+
 async def test_a_closed_stdout_is_survived_silently() -> None:
     proc = await anyio.open_process(SERVER)
     async with proc:
@@ -277,6 +326,28 @@ async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
         answers = [json.loads(line) for line in out.read().splitlines()]
     assert [a["id"] for a in answers] == [1, None, 2]
     assert "result" in answers[0] and answers[1]["error"]["code"] == -32700
+
+
+async def test_serve_with_signals_leaves_the_signal_handlers_it_found() -> None:
+    """asyncio restores the default action when a signal receiver closes: a SIGTERM in the process's last moments
+    would then end it with -15 instead of what the caller installed (the CLI: exit 0)."""
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.close(in_write)
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with anyio.fail_after(30):
+            await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write, signals=True)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)
 
 
 async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worker_thread(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 import anyio
+import anyio.abc
 
 from .server import McpServer, ServerConfig
 
@@ -81,8 +82,9 @@ def _is_pipe(fd: int) -> bool:
 async def serve_stdio(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, signals: bool = False) -> None:
     """Serve MCP on stdio until EOF on stdin, then shut down (in-flight calls cancelled, Lean stopped).
 
-    With `signals`, SIGTERM and SIGINT are EOF too (only in the main thread): the process stops within the
-    shutdown grace whatever is pending, and no Lean process outlives it.
+    With `signals`, SIGTERM and SIGINT are EOF too (only in the main thread), at any moment until the server has
+    stopped (one during the shutdown changes nothing): the process stops within the shutdown grace whatever is
+    pending, and no Lean process outlives it.
     """
     pipe = _is_pipe(stdout)
 
@@ -96,20 +98,36 @@ async def serve_stdio(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, 
         else:
             await anyio.to_thread.run_sync(_write_all, stdout, data)
 
-    async with McpServer.open(config, write) as server, anyio.create_task_group() as tg:
+    reading = anyio.CancelScope()  # a signal ends the reading (even before it begins): that is EOF
+    async with anyio.create_task_group() as tg:
         if signals:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
-        async for line in read_lines(stdin):
-            if line is None:
-                server.receive_oversized()
-            else:
-                await server.receive(line)
+            # Handled from before the server starts until it has stopped: a signal during the shutdown that follows
+            # EOF (clients close stdin, then send SIGTERM after a grace) must not kill the process by the default
+            # action while Lean is being stopped.
+            await tg.start(_stop_on_signal, reading)
+        async with McpServer.open(config, write) as server:
+            with reading:
+                async for line in read_lines(stdin):
+                    if line is None:
+                        server.receive_oversized()
+                    else:
+                        await server.receive(line)
         tg.cancel_scope.cancel()
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
-        async for signum in received:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
-            scope.cancel()
-            return
+async def _stop_on_signal(reading: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    """End `reading` on SIGTERM or SIGINT; until cancelled, later signals change nothing (the shutdown goes on)."""
+    watched = (signal.SIGTERM, signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in watched}
+    try:
+        with anyio.open_signal_receiver(*watched) as received:
+            task_status.started()
+            async for signum in received:
+                log.info("received %s: shutting down", signal.Signals(signum).name)
+                reading.cancel()
+    finally:
+        # Closing the receiver leaves the default action (asyncio does not restore what was there): put back the
+        # handlers found, so that a signal in the last moments of the process is handled as the caller chose.
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)

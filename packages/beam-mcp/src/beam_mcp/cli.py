@@ -393,6 +393,10 @@ def _server_binary() -> str | None:
     return None
 
 
+def _stop_starting(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     parser = _parser()
@@ -405,6 +409,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     except BrokenPipeError:  # `--version | head -1`, `--help | head -1`: exit as `lean-beam` does
         return stdout_gone()
+    if args.self_check is None:
+        # A server asked to stop while it starts (before its event loop handles signals) stops there, as it would
+        # a moment later: exit 0, no traceback (the default action would end it with -15). Nothing to clean up
+        # yet: Lean starts once the server handles signals.
+        signal.signal(signal.SIGTERM, _stop_starting)
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
         from beam_broker.config import split_command
