@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from anyio.abc import Process
 
@@ -269,6 +270,64 @@ async def test_a_closed_stdout_is_survived_silently() -> None:
     assert code == 0 and stderr == b""
 
 
+async def drain_stderr(stream: anyio.abc.ByteReceiveStream) -> None:
+    async for _ in stream:
+        pass
+
+
+def fill(fd: int) -> bytes:
+    """Write into the non-blocking pipe `fd` until it is full; what was written."""
+    written = bytearray()
+    for size in (4096, 1):  # pages, then the rest of the last one
+        while True:
+            try:
+                written += b"x" * os.write(fd, b"x" * size)
+            except BlockingIOError:
+                break
+    return bytes(written)
+
+
+async def test_a_non_blocking_stdout_that_fills_loses_and_reorders_nothing() -> None:
+    """Some clients hand their server a stdout whose file description is O_NONBLOCK (shared with them): a write
+    into a full pipe then fails with EAGAIN instead of waiting, and must wait for the reader, not end all output."""
+    out_read, out_write = os.pipe()
+    os.set_blocking(out_write, False)  # on the file description, which the child shares
+    filler = fill(out_write)
+    trace = {**os.environ, "LEAN_BEAM_MCP_TRACE": "1"}
+    proc = await anyio.open_process(SERVER, stdout=out_write, env=trace)
+    os.close(out_write)
+    listing = {"method": "tools/list", "params": {"_meta": modern_meta()}}
+    ids = list(range(8))  # long answers (from a worker thread) and short ones (on the event loop), alternating
+    lines = [{"jsonrpc": "2.0", "id": i, **listing} if i % 2 == 0 else discover(i) for i in ids]
+
+    def read_all() -> bytes:
+        with os.fdopen(out_read, "rb") as out:
+            return out.read()
+
+    async with proc:
+        assert proc.stdin is not None and proc.stderr is not None
+        await proc.stdin.send(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+        await proc.stdin.aclose()
+        stderr = b""
+        with anyio.fail_after(30):
+            # The server's first answer is long, so it is written from a worker thread, and finds the pipe full.
+            while b"waiting until the client reads" not in stderr:
+                try:
+                    stderr += await proc.stderr.receive()
+                except anyio.EndOfStream:
+                    break  # it exited without waiting
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain_stderr, proc.stderr)  # the server logs on, and must not wait for us there
+                output = await anyio.to_thread.run_sync(read_all)  # now the client reads
+            code = await proc.wait()
+    assert code == 0, stderr
+    assert output.startswith(filler)
+    answers = [json.loads(line) for line in output[len(filler) :].splitlines()]
+    assert [a["id"] for a in answers] == ids, stderr
+    assert all("result" in a for a in answers)
+    assert len(answers[0]["result"]["tools"]) > 1 and len(json.dumps(answers[0])) > select.PIPE_BUF
+
+
 def test_stdin_can_be_a_regular_file(tmp_path: Path) -> None:
     requests = tmp_path / "in.jsonl"
     requests.write_text(json.dumps(discover(1)) + "\n" + json.dumps(discover(2)), encoding="utf-8")  # no final \n
@@ -358,13 +417,13 @@ async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worke
     from beam_mcp import _stdio
 
     writers: list[tuple[int, bool]] = []
-    original = _stdio._write_all
+    original = _stdio._write_some
 
-    def recorded(fd: int, data: bytes) -> None:
+    def recorded(fd: int, data: bytes | memoryview) -> int:
         writers.append((len(data), threading.current_thread() is threading.main_thread()))
-        original(fd, data)
+        return original(fd, data)
 
-    monkeypatch.setattr(_stdio, "_write_all", recorded)
+    monkeypatch.setattr(_stdio, "_write_some", recorded)
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}

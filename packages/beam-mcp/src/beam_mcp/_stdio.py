@@ -65,10 +65,34 @@ async def read_lines(fd: int, *, max_line: int = MAX_LINE) -> AsyncIterator[byte
         yield bytes(buf)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_some(fd: int, data: bytes | memoryview) -> int:
+    """One write: how many bytes went out, 0 when `fd` is non-blocking and full (then nothing was written)."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of `data` from a worker thread, waiting here whenever a non-blocking `fd` is full.
+
+    The file description of stdout is shared with the client, and some leave it O_NONBLOCK (Node-based clients,
+    some shells): a write into a full pipe or socket then fails with EAGAIN instead of waiting for the reader.
+
+    Raises:
+        OSError: A real write error (EPIPE: the reader went away).
+    """
     view = memoryview(data)
+    said = False
     while view:
-        written = os.write(fd, view)
+        written = _write_some(fd, view)
+        if not written:
+            if not said:
+                log.debug("stdout is full and non-blocking: waiting until the client reads")
+                said = True
+            poll = select.poll()
+            poll.register(fd, select.POLLOUT)
+            poll.poll()  # also returns when the reader is gone: the next write then fails with EPIPE
         view = view[written:]
 
 
@@ -94,9 +118,12 @@ async def serve_stdio(config: ServerConfig, *, stdin: int = 0, stdout: int = 1, 
         # on the loop, without a thread round trip per message (0.2-0.6 ms of CPU per call, measured).
         if pipe and len(data) <= select.PIPE_BUF:
             await anyio.wait_writable(stdout)
-            _write_all(stdout, data)
-        else:
-            await anyio.to_thread.run_sync(_write_all, stdout, data)
+            written = _write_some(stdout, data)  # a pipe takes PIPE_BUF bytes whole or not at all
+            if written == len(data):
+                return
+            # Non-blocking, and another writer of the pipe took the room first: wait on a thread as for long answers.
+            data = data[written:]
+        await anyio.to_thread.run_sync(_write_all, stdout, data)
 
     reading = anyio.CancelScope()  # a signal ends the reading (even before it begins): that is EOF
     async with anyio.create_task_group() as tg:
