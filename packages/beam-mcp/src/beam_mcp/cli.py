@@ -1,8 +1,9 @@
 """The `lean-beam-mcp` command: serve MCP on stdio or Streamable HTTP, print the version, or self-check.
 
-Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT or SIGTERM, version printed,
-self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
-installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose reader went away.
+Exit codes: 0 success (stdin closed normally, a server stopped by SIGTERM at any moment or by SIGINT once it
+serves, version printed, self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http`
+without the `http` extra installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose
+reader went away.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
 stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
 broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
