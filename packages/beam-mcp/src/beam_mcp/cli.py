@@ -1,6 +1,6 @@
 """The `lean-beam-mcp` command: serve MCP on stdio or Streamable HTTP, print the version, or self-check.
 
-Exit codes: 0 success (stdin closed normally, a server stopped by SIGTERM at any moment or by SIGINT once it
+Exit codes: 0 success (stdin closed normally, a server stopped by SIGTERM, or by SIGINT once it
 serves, version printed, self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http`
 without the `http` extra installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose
 reader went away.
