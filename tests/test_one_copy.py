@@ -43,19 +43,15 @@ ONE_COPY = [
     # Every answer, event, error and log line (lean-beam-mcp's formatters too) maps a mirror's name with this rule.
     ("a probe mirror's name in text", r"_beamProbe\\d", "beam_broker._outbound"),
     # `--help | head -1` exits 141 quietly: argparse must let the BrokenPipeError through, and stdout then goes nowhere.
-    ("argparse's printing lets a broken pipe through", r"def _print_message\(", "beam_broker._cli.pipe"),
-    ("stdout pointed at /dev/null once its reader went away", r"os\.dup2\(", "beam_broker._cli.pipe"),
-    ("the exit status of a broken pipe", r"=\s*141\b", "beam_broker._cli.pipe"),
+    ("argparse's printing lets a broken pipe through", r"def _print_message\(", "beam_lsp.command_line"),
+    ("stdout pointed at /dev/null once its reader went away", r"os\.dup2\(", "beam_lsp.command_line"),
+    ("the exit status of a broken pipe", r"=\s*141\b", "beam_lsp.command_line"),
 ]
 
-KNOWN_COPIES = {
-    ("argparse's printing lets a broken pipe through", "beam_feedback.cli"): "beam-feedback may import beam_lsp only",
-    ("stdout pointed at /dev/null once its reader went away", "beam_feedback.cli"): "as above",
-    ("the exit status of a broken pipe", "beam_feedback.cli"): "as above",
-}
+KNOWN_COPIES: dict[tuple[str, str], str] = {}
 """Second copies a rule's owner cannot serve yet, each with why: a debt, not a precedent (the list may only shrink,
-and an entry whose copy is gone fails the test). The broken-pipe rule's home belongs in beam_lsp, the one package
-all three CLIs may import; until it moves there, beam-feedback (which must not depend on beam-broker) keeps its own."""
+and an entry whose copy is gone fails the test). Empty: the broken-pipe rule, the last one kept twice, moved to
+beam_lsp, the one package all three CLIs depend on."""
 
 
 @pytest.mark.parametrize(("rule", "spelling", "owner"), ONE_COPY, ids=[rule for rule, _, _ in ONE_COPY])

@@ -415,13 +415,22 @@ def test_a_reader_that_goes_away_ends_the_command_with_141(argv: list[str], fake
         assert proc.wait(timeout=30) == beam_cli.EXIT_BROKEN_PIPE == 141 and err == b""
 
 
-def test_an_error_on_a_stderr_nobody_reads_keeps_its_exit_status(tmp_path: Path, fake_cli: Cli) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sync", "{tmp}/nowhere/X.lean"],  # invalidInput: no Lean project holds the file
+        ["--tols"],  # a usage error: it exited 141, argparse's usage text taking the broken-pipe path of `--help`
+    ],
+)
+def test_an_error_on_a_stderr_nobody_reads_keeps_its_exit_status(
+    argv: list[str], tmp_path: Path, fake_cli: Cli
+) -> None:
     # Finding: `lean-beam sync X 2>&1 | true` exited 1 with a BrokenPipeError instead of the error's own 2.
     read, write = os.pipe()
     os.close(read)  # the reader went away before the child writes anything: its write fails with EPIPE
     try:
         done = subprocess.run(
-            [*CLI, "sync", str(tmp_path / "nowhere" / "X.lean")],
+            [*CLI, *(arg.format(tmp=tmp_path) for arg in argv)],
             cwd=fake_cli.cwd,
             env=fake_cli.env,
             stdout=write,
@@ -431,7 +440,7 @@ def test_an_error_on_a_stderr_nobody_reads_keeps_its_exit_status(tmp_path: Path,
         )
     finally:
         os.close(write)
-    assert done.returncode == 2  # invalidInput: no Lean project holds the file
+    assert done.returncode == 2
 
 
 def test_a_missing_lean_exits_3_as_a_process(tmp_path: Path, state_dir: Path) -> None:

@@ -163,6 +163,14 @@ def test_version_and_help_into_a_pipe_whose_reader_went_away_exit_141_quietly(fl
         assert proc.wait(timeout=60) == cli.EXIT_BROKEN_PIPE == 141 and err == b""
 
 
+def test_a_usage_error_into_a_pipe_whose_reader_went_away_keeps_status_2() -> None:
+    # `lean-beam-mcp --tols 2>&1 | true` exited 141: the usage text took the broken-pipe path of `--help`.
+    with subprocess.Popen([*SERVER, "--tols"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()  # before the child has written anything: its write fails with EPIPE
+        assert proc.wait(timeout=60) == 2
+
+
 def test_importing_the_cli_does_not_import_the_lean_stack() -> None:
     # The broker's and beam-feedback's errors are light (the one exception boundary imports them); models, the
     # registry and the Lean client are not.

@@ -19,7 +19,6 @@ errors it prints and the log lines it (or the daemon it runs as) writes go throu
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
 import os
 import re
@@ -28,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn, TextIO, cast
 
+from beam_lsp.command_line import EXIT_BROKEN_PIPE, PipeParser, did_you_mean, stdout_gone
 from beam_lsp.redaction import Redactor
 
 from .__about__ import __version__
@@ -50,7 +50,6 @@ from ._cli.common import (
     workspace_root,
 )
 from ._cli.human import View, error_lines, file_has_errors, refused_save, render, render_error
-from ._cli.pipe import EXIT_BROKEN_PIPE, PipeParser, stdout_gone
 from ._cli.position import in_lean_terms
 from ._cli.progress import Reporter, progress_mode
 from ._cli.render import Sources, print_json, write_text
@@ -207,10 +206,7 @@ class _Parser(PipeParser):
 
 
 def _did_you_mean(word: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
-    if not close:
-        return f" (see {PROG} --help)"
-    return "; did you mean " + " or ".join(f"{name!r}" for name in close) + "?"
+    return did_you_mean(word, known) or f" (see {PROG} --help)"
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:

@@ -17,7 +17,6 @@ process killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
@@ -27,15 +26,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn, TextIO, cast
+from typing import Final, TextIO
 
 from beam_feedback.__about__ import __version__
 from beam_feedback.errors import FeedbackError, InvalidReportError
 from beam_feedback.report import build_report, read_input
+from beam_lsp.command_line import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes this module lists
+from beam_lsp.command_line import PipeParser, say, stdout_gone
 from beam_lsp.project import find_project_root
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -47,8 +45,6 @@ EXIT_USAGE: Final = 2
 """Bad flags or bad input: nothing was collected or written."""
 EXIT_INTERRUPTED: Final = 130
 """Ctrl-C (at a prompt, in the editor, while collecting): nothing was written, as ``lean-beam``'s 130."""
-EXIT_BROKEN_PIPE: Final = 141
-"""stdout was closed early (`beam-feedback --help | head -1`): the status of a process killed by SIGPIPE."""
 
 _PROG: Final = "beam-feedback"
 _TEXT_FIELDS: Final = ("title", "summary", "reproduction", "expected", "actual", "impact", "workaround")
@@ -101,58 +97,8 @@ class _UsageError(Exception):
     """A problem with the flags themselves, reported like an argparse error."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """Exit 2 with argparse's usage error, naming the nearest flags when one was mistyped ("did you mean")."""
-        unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
-        known = [option for action in self._actions for option in action.option_strings]
-        close = difflib.get_close_matches(unknown[1], known, n=3, cutoff=0.6) if unknown is not None else []
-        if close:
-            message += "; did you mean " + " or ".join(repr(option) for option in close) + "?"
-        super().error(message)
-
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        """Write ``--help``, ``--version`` and usage text; a reader of stdout that went away raises ``BrokenPipeError``.
-
-        argparse's own swallows the error; :func:`main` exits 141 instead, as ``lean-beam`` does. A usage error
-        keeps its status 2 when nobody reads stderr (``_say``).
-        """
-        if message:
-            out = cast("TextIO", file if file is not None else sys.stderr)  # argparse passes sys.stdout or sys.stderr
-            if out is sys.stderr:
-                _say(out, message)
-                return
-            out.write(message)
-            out.flush()
-
-
-def _to_devnull(stream: TextIO) -> None:
-    """Point a stream whose reader went away at /dev/null (what is still buffered is flushed there at exit)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, stream.fileno())
-    os.close(devnull)
-
-
-def _stdout_gone() -> int:
-    """The reader of stdout went away: stdout goes to /dev/null; the status of a process killed by SIGPIPE."""
-    _to_devnull(sys.stdout)
-    return EXIT_BROKEN_PIPE
-
-
-def _say(stderr: TextIO, text: str) -> None:
-    """Write to stderr; once its reader went away (`2>&1 | head`) nothing more goes there and the command goes on.
-
-    The report (stdout) and the exit status are what matter: a warning or an error line nobody reads is no failure.
-    """
-    try:
-        stderr.write(text)
-        stderr.flush()
-    except BrokenPipeError:
-        _to_devnull(stderr)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = PipeParser(
         prog=_PROG,
         description=(
             "Build a Beam feedback report: your narrative plus local debug context (versions, "
@@ -210,7 +156,7 @@ def _evidence_entry(path_text: str, stderr: TextIO) -> dict[str, object]:
     except OSError as exc:
         raise InvalidReportError(f"cannot read evidence file {path_text}: {exc.strerror or exc}") from exc
     if len(data) > _MAX_EVIDENCE_BYTES:
-        _say(stderr, f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
+        say(stderr, f"{_PROG}: note: evidence {path.name} was cut to its first {_MAX_EVIDENCE_BYTES} bytes\n")
     text = data[:_MAX_EVIDENCE_BYTES].decode("utf-8", errors="replace")
     # NUL can cross no wire, so the model refuses it; a log cut short by a crash is often padded with it.
     return {"name": path.name, "content": text.replace("\x00", "\ufffd")}
@@ -379,7 +325,7 @@ def _ask(data: dict[str, object], args: argparse.Namespace, stdin: TextIO, stder
 
 
 def _error(stderr: TextIO, message: str) -> None:
-    _say(stderr, f"{_PROG}: error: {message}\n")
+    say(stderr, f"{_PROG}: error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -398,14 +344,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except BrokenPipeError:  # `--help | head -1`
-        return _stdout_gone()
+        return stdout_gone()
     stdout, stderr = sys.stdout, sys.stderr
     try:
         data = _merge(args, _load_input(args.input, sys.stdin), Path.cwd(), stderr)
         data = _ask(data, args, sys.stdin, stderr)
         result = build_report(data, out_dir=args.out)
     except _UsageError as exc:
-        _say(stderr, parser.format_usage())
+        say(stderr, parser.format_usage())
         _error(stderr, str(exc))
         return EXIT_USAGE
     except InvalidReportError as exc:
@@ -415,10 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(stderr, exc.message)
         return EXIT_FAILURE
     except KeyboardInterrupt:  # a person at a prompt or in the editor: one line, not a traceback
-        _say(stderr, f"\n{_PROG}: interrupted: no report was made\n")
+        say(stderr, f"\n{_PROG}: interrupted: no report was made\n")
         return EXIT_INTERRUPTED
     for warning in result.collection_warnings:
-        _say(stderr, f"{_PROG}: collection warning: {warning}\n")
+        say(stderr, f"{_PROG}: collection warning: {warning}\n")
     try:
         if args.json:
             stdout.write(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
@@ -428,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stdout.write(result.markdown)
         stdout.flush()
     except BrokenPipeError:  # `beam-feedback ... | head`: the reader has what it wanted
-        return _stdout_gone()
+        return stdout_gone()
     except (OSError, UnicodeEncodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _error(stderr, f"cannot write the report: {reason}")

@@ -1,9 +1,10 @@
 """beam-lsp: an async client for the Lean 4 language server.
 
 The public API is what `__all__` lists, plus the public modules `jsonrpc` (the JSON-RPC peer), `strict_json`,
-`project`, `redaction`, `lines` and `lazy`; everything else is private. Every name loads its module on first use
-(`lazy.lazy_exports`): `import beam_lsp.strict_json` (the MCP server's first import) does not pay for the models,
-and `import beam_lsp` does not pay for lsprotocol (the client's, the slowest import).
+`project`, `redaction`, `lines`, `lazy` and `command_line` (what the Beam CLIs share); everything else is private.
+Every name loads its module on first use (`lazy.lazy_exports`): `import beam_lsp.strict_json` (the MCP server's
+first import) does not pay for the models, and `import beam_lsp` does not pay for lsprotocol (the client's, the
+slowest import).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from beam_broker._cli.pipe import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes this module documents
-from beam_broker._cli.pipe import PipeParser, stdout_gone
+from beam_lsp.command_line import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes this module documents
+from beam_lsp.command_line import PipeParser, stdout_gone
 
 from .__about__ import __version__
 from ._protocol import LEGACY_VERSION, MODERN_VERSION, SERVER_NAME

@@ -30,10 +30,10 @@ from beam_broker.errors import (
     WORKER_EXITED,
     invalid_input,
 )
+from beam_lsp.command_line import stream_gone
 from beam_lsp.project import PROJECT_MARKERS, find_project_root
 from beam_lsp.redaction import Redactor
 
-from .pipe import stream_gone
 from .progress import Terminal, is_terminal
 from .render import error_line, print_json
 
