@@ -5,6 +5,7 @@ The child runs the real broker; where Lean is needed it is the scripted fake Lea
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -362,6 +363,23 @@ async def test_lines_keep_their_newline_and_the_last_one_may_lack_it() -> None:
 async def test_an_oversized_line_is_reported_once_and_skipped_up_to_its_newline() -> None:
     chunks = [b"ok\n", b"x" * 40, b"y" * 40, b"z\nnext\n", b"w" * 100]
     assert await lines_of(chunks, max_line=32) == [b"ok\n", None, b"next\n", None]
+
+
+async def test_a_read_that_would_block_is_no_eof(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A non-blocking stdin whose data another reader of the shared description took between the poll and the read
+    # fails with EAGAIN: that read ended the server as if stdin had closed.
+    read = os.read
+    raced: list[int] = []
+
+    def racing_read(fd: int, n: int) -> bytes:
+        if not raced:  # the first read, after the first poll said readable
+            raced.append(fd)
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return read(fd, n)
+
+    monkeypatch.setattr(os, "read", racing_read)
+    assert await lines_of([b"one\n", b"two\n"]) == [b"one\n", b"two\n"]
+    assert raced
 
 
 async def test_a_regular_file_is_read_without_polling(tmp_path: Path) -> None:

@@ -41,6 +41,10 @@ async def read_lines(fd: int, *, max_line: int = MAX_LINE) -> AsyncIterator[byte
                 pollable = False
         try:
             chunk = os.read(fd, _CHUNK) if pollable else await anyio.to_thread.run_sync(os.read, fd, _CHUNK)
+        except BlockingIOError:
+            # A non-blocking stdin (its file description is shared with the client) whose data another reader of
+            # it took between the poll and the read: nothing to read yet, which is not EOF.
+            continue
         except OSError:
             break  # a closed or unreadable stdin is EOF
         if not chunk:
