@@ -1080,6 +1080,78 @@ async def test_a_session_call_runs_on_when_its_connection_closes_until_it_is_can
         endpoint.close()
 
 
+async def _draining(endpoint: Endpoint, tg: anyio.abc.TaskGroup) -> anyio.Event:
+    """Begin draining `endpoint` in `tg`; the event is set once the drain is over."""
+    over = anyio.Event()
+
+    async def drain() -> None:
+        await endpoint.drain_calls(TIMEOUT)
+        over.set()
+
+    tg.start_soon(drain)
+    await anyio.wait_all_tasks_blocked()
+    assert endpoint.draining
+    return over
+
+
+async def test_a_drain_takes_a_sessions_cancel_and_delete_and_refuses_its_new_requests(
+    server: McpServer, root: str
+) -> None:
+    """2025-11-25: `notifications/cancelled` and DELETE are how a client helps a drain finish; they start no work."""
+    endpoint = Endpoint(server, HttpConfig(drain_linger=0), 8765)
+    async with app_client(endpoint) as client:
+        await warm(client, root)
+        sid = await client.open_session()
+        args = {"workspace": {"root": root}, "query": "a"}
+        held = jsonrpc(
+            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
+        )
+        driver = Driver(endpoint, held)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(driver.run, driver.scope(headers=in_session(sid)))
+            with anyio.fail_after(TIMEOUT):
+                await driver.said.wait()  # the call runs: its preparation progress is on the wire
+            over = await _draining(endpoint, tg)
+            refused = await client.post(jsonrpc(4, "ping"), in_session(sid))
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            get = await client.http.get("/mcp", headers={"mcp-session-id": sid, "accept": "text/event-stream"})
+            assert get.status_code == 503  # a new stream is new work too
+            cancel = jsonrpc(None, "notifications/cancelled", {"requestId": 3})
+            assert (await client.post(cancel, in_session(sid))).status_code == 202
+            with anyio.fail_after(TIMEOUT):
+                await driver.ended.wait()  # cancelled: its stream ends without a response
+            assert [m.get("id") for m in events(driver.answer()[2])] == [None]  # the progress notification alone
+            deleted = await client.http.delete("/mcp", headers={"mcp-session-id": sid})
+            assert deleted.status_code == 204 and endpoint.sessions.get(sid) is None
+            with anyio.fail_after(TIMEOUT):
+                await over.wait()  # nothing left to answer: the drain is over
+        assert (await client.post(jsonrpc(5, "ping"), in_session(sid))).status_code == 503
+        endpoint.close()
+
+
+async def test_a_drain_takes_modern_notifications_and_cancellation_and_refuses_new_requests(
+    server: McpServer, root: str
+) -> None:
+    """2026-07-28: closing the response cancels a request; a notification starts nothing (202), a request is 503."""
+    endpoint = Endpoint(server, HttpConfig(drain_linger=0), 8765)
+    async with app_client(endpoint) as client:
+        await warm(client, root)
+        held = call(1, "lean_workspace_symbols", {"workspace": {"root": root}, "query": "a"}, progressToken="t")
+        async with anyio.create_task_group() as tg:
+            holder = await Driver(endpoint, held).start(tg, Driver.scope(headers=modern_headers(held)))
+            over = await _draining(endpoint, tg)
+            refused = await client.call_modern("tools/list")
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            note = jsonrpc(None, "notifications/cancelled", {"requestId": 1, "_meta": modern_meta()})
+            assert (await client.post(note, {"mcp-protocol-version": MODERN})).status_code == 202
+            assert not over.is_set()
+            holder.leave()  # the client cancels by closing its response
+            with anyio.fail_after(TIMEOUT):
+                await over.wait()
+        assert not holder.finished
+        endpoint.close()
+
+
 async def test_requests_beyond_the_cap_are_503_until_one_ends(server: McpServer, root: str) -> None:
     endpoint = Endpoint(server, HttpConfig(max_requests=1), 8765)
     async with app_client(endpoint) as client, anyio.create_task_group() as tg:

@@ -5,6 +5,7 @@ The child runs the real broker; where Lean is needed it is the scripted fake Lea
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from anyio.abc import Process
 
@@ -206,6 +208,55 @@ async def test_sigterm_and_sigint_are_eof_with_a_call_in_flight(tmp_path: Path, 
         assert b'"id":1' not in rest
 
 
+async def test_sigterm_while_lean_stops_after_eof_still_exits_zero_with_lean_gone(tmp_path: Path) -> None:
+    """MCP clients close stdin, then send SIGTERM after a grace: it may land while the server is stopping Lean."""
+    root = make_project(tmp_path / "proj", {"A.lean": "theorem t : True := trivial\n"})
+    fifo = tmp_path / "lean-stopping"
+    os.mkfifo(fifo)
+
+    def read_pid() -> int:
+        return int(fifo.read_text(encoding="ascii"))  # opening waits until the fake Lean got `shutdown`
+
+    def release() -> None:
+        fifo.open("wb").close()  # opening waits until the fake Lean holds its answer to `shutdown`
+
+    async with child("--lean-cmd", shlex.join(fake_cmd({"shutdown_fifo": str(fifo)}))) as c:
+        args = {"workspace": {"root": str(root)}, "path": "A.lean"}
+        call = {"name": "lean_sync", "arguments": args, "_meta": modern_meta()}
+        await c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        synced, _ = await c.until(1)
+        assert synced["result"]["isError"] is False, synced
+        assert c.proc.stdin is not None and c.proc.stderr is not None
+        await c.proc.stdin.aclose()  # EOF: the server shuts down and stops Lean, which holds `shutdown`
+        with anyio.fail_after(30):
+            lean = await anyio.to_thread.run_sync(read_pid, abandon_on_cancel=True)
+            c.proc.send_signal(signal.SIGTERM)  # the client's grace is over
+            await anyio.to_thread.run_sync(release, abandon_on_cancel=True)
+            code = await c.proc.wait()
+        stderr = b"".join([chunk async for chunk in c.proc.stderr])
+    assert code == 0, stderr
+    assert b"Traceback" not in stderr, stderr
+    assert not Path(f"/proc/{lean}").exists()  # Lean stopped, and the server reaped it
+
+
+STARTING = """
+import os, signal, sys
+from beam_mcp import _stdio, cli
+serve = _stdio.serve_stdio
+async def starting(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # the server starts: its event loop does not handle signals yet
+    await serve(*args, **kwargs)
+_stdio.serve_stdio = starting
+sys.exit(cli.main([]))
+"""
+
+
+def test_sigterm_while_the_server_starts_exits_zero_quietly() -> None:
+    done = subprocess.run([sys.executable, "-c", STARTING], capture_output=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    assert b"Traceback" not in done.stderr, done.stderr
+
+
 async def test_a_closed_stdout_is_survived_silently() -> None:
     proc = await anyio.open_process(SERVER)
     async with proc:
@@ -218,6 +269,64 @@ async def test_a_closed_stdout_is_survived_silently() -> None:
             code = await proc.wait()
         stderr = b"".join([chunk async for chunk in proc.stderr])
     assert code == 0 and stderr == b""
+
+
+async def drain_stderr(stream: anyio.abc.ByteReceiveStream) -> None:
+    async for _ in stream:
+        pass
+
+
+def fill(fd: int) -> bytes:
+    """Write into the non-blocking pipe `fd` until it is full; what was written."""
+    written = bytearray()
+    for size in (4096, 1):  # pages, then the rest of the last one
+        while True:
+            try:
+                written += b"x" * os.write(fd, b"x" * size)
+            except BlockingIOError:
+                break
+    return bytes(written)
+
+
+async def test_a_non_blocking_stdout_that_fills_loses_and_reorders_nothing() -> None:
+    """Some clients hand their server a stdout whose file description is O_NONBLOCK (shared with them): a write
+    into a full pipe then fails with EAGAIN instead of waiting, and must wait for the reader, not end all output."""
+    out_read, out_write = os.pipe()
+    os.set_blocking(out_write, False)  # on the file description, which the child shares
+    filler = fill(out_write)
+    trace = {**os.environ, "LEAN_BEAM_MCP_TRACE": "1"}
+    proc = await anyio.open_process(SERVER, stdout=out_write, env=trace)
+    os.close(out_write)
+    listing = {"method": "tools/list", "params": {"_meta": modern_meta()}}
+    ids = list(range(8))  # long answers (from a worker thread) and short ones (on the event loop), alternating
+    lines = [{"jsonrpc": "2.0", "id": i, **listing} if i % 2 == 0 else discover(i) for i in ids]
+
+    def read_all() -> bytes:
+        with os.fdopen(out_read, "rb") as out:
+            return out.read()
+
+    async with proc:
+        assert proc.stdin is not None and proc.stderr is not None
+        await proc.stdin.send(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+        await proc.stdin.aclose()
+        stderr = b""
+        with anyio.fail_after(30):
+            # The server's first answer is long, so it is written from a worker thread, and finds the pipe full.
+            while b"waiting until the client reads" not in stderr:
+                try:
+                    stderr += await proc.stderr.receive()
+                except anyio.EndOfStream:
+                    break  # it exited without waiting
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain_stderr, proc.stderr)  # the server logs on, and must not wait for us there
+                output = await anyio.to_thread.run_sync(read_all)  # now the client reads
+            code = await proc.wait()
+    assert code == 0, stderr
+    assert output.startswith(filler)
+    answers = [json.loads(line) for line in output[len(filler) :].splitlines()]
+    assert [a["id"] for a in answers] == ids, stderr
+    assert all("result" in a for a in answers)
+    assert len(answers[0]["result"]["tools"]) > 1 and len(json.dumps(answers[0])) > select.PIPE_BUF
 
 
 def test_stdin_can_be_a_regular_file(tmp_path: Path) -> None:
@@ -256,6 +365,23 @@ async def test_an_oversized_line_is_reported_once_and_skipped_up_to_its_newline(
     assert await lines_of(chunks, max_line=32) == [b"ok\n", None, b"next\n", None]
 
 
+async def test_a_read_that_would_block_is_no_eof(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A non-blocking stdin whose data another reader of the shared description took between the poll and the read
+    # fails with EAGAIN: that read ended the server as if stdin had closed.
+    read = os.read
+    raced: list[int] = []
+
+    def racing_read(fd: int, n: int) -> bytes:
+        if not raced:  # the first read, after the first poll said readable
+            raced.append(fd)
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return read(fd, n)
+
+    monkeypatch.setattr(os, "read", racing_read)
+    assert await lines_of([b"one\n", b"two\n"]) == [b"one\n", b"two\n"]
+    assert raced
+
+
 async def test_a_regular_file_is_read_without_polling(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"one\ntwo")
@@ -279,6 +405,28 @@ async def test_serve_answers_each_line_on_stdout_and_returns_at_eof() -> None:
     assert "result" in answers[0] and answers[1]["error"]["code"] == -32700
 
 
+async def test_serve_with_signals_leaves_the_signal_handlers_it_found() -> None:
+    """asyncio restores the default action when a signal receiver closes: a SIGTERM in the process's last moments
+    would then end it with -15 instead of what the caller installed (the CLI: exit 0)."""
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.close(in_write)
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with anyio.fail_after(30):
+            await serve_stdio(ServerConfig(lean_cmd=fake_cmd()), stdin=in_read, stdout=out_write, signals=True)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)
+
+
 async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worker_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -287,13 +435,13 @@ async def test_a_short_answer_is_written_on_the_loop_and_a_long_one_from_a_worke
     from beam_mcp import _stdio
 
     writers: list[tuple[int, bool]] = []
-    original = _stdio._write_all
+    original = _stdio._write_some
 
-    def recorded(fd: int, data: bytes) -> None:
+    def recorded(fd: int, data: bytes | memoryview) -> int:
         writers.append((len(data), threading.current_thread() is threading.main_thread()))
-        original(fd, data)
+        return original(fd, data)
 
-    monkeypatch.setattr(_stdio, "_write_all", recorded)
+    monkeypatch.setattr(_stdio, "_write_some", recorded)
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}

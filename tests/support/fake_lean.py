@@ -134,6 +134,10 @@ Config keys (a JSON object; every key is optional)
     When a message with method M arrives (the first N times, -1 = always), first send each item: an object as
     a JSON message, a string as a raw message body (framed with its Content-Length but otherwise as it is, so
     it may be invalid JSON); then handle the message as usual.
+``shutdown_fifo`` (str, a FIFO's path)
+    On ``shutdown``, before answering it: write this process's pid and a newline into the FIFO (opening it waits
+    for the test to open it for reading), then read the FIFO to its end (opening it waits for the test to open it
+    for writing) and only then answer. A test thus knows when the client is stopping Lean and holds it there.
 """
 
 from __future__ import annotations
@@ -414,6 +418,14 @@ class FakeLean:
             {"diagnostics": diagnostics, "uri": doc.uri, "version": doc.version},
         )
 
+    @staticmethod
+    def hold_shutdown(fifo: str) -> None:
+        """Say "stopping" through `fifo` (our pid), then wait until the test closes it after opening it to write."""
+        with open(fifo, "w", encoding="ascii") as say:
+            say.write(f"{os.getpid()}\n")
+        with open(fifo, "rb") as hold:
+            hold.read()
+
     # ----------------------------------------------------------------- timers
     def later(self, ms: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self.timers, (time.monotonic() + ms / 1000.0, next(self.seq), fn))
@@ -687,6 +699,8 @@ class FakeLean:
             return
         if method == "shutdown":
             self.shutdown = True
+            if "shutdown_fifo" in self.cfg:
+                self.hold_shutdown(str(self.cfg["shutdown_fifo"]))
             for open_doc in self.docs.values():
                 self.publish(open_doc, [])
             self.result(rid, None)

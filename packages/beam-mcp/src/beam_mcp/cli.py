@@ -1,8 +1,9 @@
 """The `lean-beam-mcp` command: serve MCP on stdio or Streamable HTTP, print the version, or self-check.
 
-Exit codes: 0 success (stdin closed normally, the HTTP server stopped by SIGINT or SIGTERM, version printed,
-self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http` without the `http` extra
-installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose reader went away.
+Exit codes: 0 success (stdin closed normally, a server stopped by SIGTERM, or by SIGINT once it
+serves, version printed, self-check passed); 1 self-check failed, the HTTP address cannot be bound, or `--http`
+without the `http` extra installed; 2 usage error; 130 interrupted; 141 `--version` or `--help` into a pipe whose
+reader went away.
 Nothing but MCP messages is written to stdout while serving stdio; logs (and the HTTP endpoint URL) go to
 stderr (`LEAN_BEAM_MCP_TRACE=1` turns on debug logs). Importing this module is cheap: the server and the
 broker's registry load when the server starts, the Lean stack behind `Broker` in the background.
@@ -393,6 +394,10 @@ def _server_binary() -> str | None:
     return None
 
 
+def _stop_starting(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     parser = _parser()
@@ -405,6 +410,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     except BrokenPipeError:  # `--version | head -1`, `--help | head -1`: exit as `lean-beam` does
         return stdout_gone()
+    if args.self_check is None:
+        # A server asked to stop while it starts (before its event loop handles signals) stops there, as it would
+        # a moment later: exit 0, no traceback (the default action would end it with -15). Nothing to clean up
+        # yet: Lean starts once the server handles signals.
+        signal.signal(signal.SIGTERM, _stop_starting)
     lean_cmd: list[str] | None = None
     if args.lean_cmd is not None:
         from beam_broker.config import split_command

@@ -7,10 +7,11 @@ fresh modern channel per MCP `2026-07-28` request, or a legacy `2025-11-25` sess
 each revision (for a tool call, also the `Mcp-Param-*` headers its tool declares), how the messages of one request
 become one answer (`application/json` when the response comes first, else `text/event-stream`; keepalive comments;
 a closed connection cancels the request; listen and GET streams end at a jittered lease), the legacy GET stream and
-DELETE, the operator's routes (`/healthz` liveness, `/readyz` readiness, `/metrics` and the status page `/`, the
-last two behind the bearer token), draining (readiness false, new requests 503 with `Retry-After`, answers in
-progress finish up to a deadline) and stopping every answer at shutdown. It must not know MCP semantics beyond
-routing (every message goes to `McpServer.handle`), nor run a server or own sockets (`serve.py` does).
+DELETE, the operator's routes (`/healthz` liveness, `/readyz` readiness, `/metrics` and the status page `/`, the last
+two behind the bearer token), draining (readiness false, new requests 503 with `Retry-After` but notifications such as
+`notifications/cancelled` and DELETE taken, answers in progress finish up to a deadline) and stopping every answer at
+shutdown. It must not know MCP semantics beyond routing (every message goes to `McpServer.handle`), nor run a server or
+own sockets (`serve.py` does).
 """
 
 from __future__ import annotations
@@ -124,13 +125,20 @@ class Endpoint:
         """The exchange of one request, its body read in this endpoint's intake."""
         return Wire(scope, receive, send, self.config, self.intake)
 
-    def busy(self) -> Rejected | None:
-        """Rule 0a: the 503 when the endpoint drains or stops or `max_requests` are being answered, else None."""
-        if self.draining or self._closing:
-            self._drain.refused()
-            return Rejected(
-                503, "this replica is shutting down; retry (elsewhere)", close=True, headers=[("retry-after", "1")]
-            )
+    def busy(self, *, starts_work: bool = True) -> Rejected | None:
+        """Rule 0a: the 503 when the endpoint stops, drains (for a request that may start work) or is full.
+
+        Full: `max_requests` are being answered. None when the request may go on.
+
+        A drain still takes what starts no work (`starts_work` false: a notification, a DELETE): that is how
+        clients help it finish, cancelling calls in flight and ending sessions.
+        """
+        if self._closing or self.draining:
+            self._drain.requested()
+            if self._closing or starts_work:
+                return Rejected(
+                    503, "this replica is shutting down; retry (elsewhere)", close=True, headers=[("retry-after", "1")]
+                )
         if self.active >= self.config.max_requests:
             return Rejected(503, "too many requests in progress; retry later", close=True)
         return None
@@ -142,7 +150,9 @@ class Endpoint:
         """
         wire = self.wire(scope, receive, send)
         try:
-            busy = self.busy() if scope["path"] not in (HEALTH, READY, METRICS, STATUS) else None
+            # Whether a POST to the endpoint starts work is known once its body is read (`serving` decides then).
+            no_work = scope["path"] == ENDPOINT and scope["method"] in ("POST", "DELETE")
+            busy = self.busy(starts_work=not no_work) if scope["path"] not in (HEALTH, READY, METRICS, STATUS) else None
             if busy is not None:
                 await wire.reject(busy)
                 return
@@ -162,14 +172,30 @@ class Endpoint:
             return
         await app(scope, receive, send)
 
+    def starts_work(self, method: str, body: bytes) -> bool:
+        """Whether a request to the endpoint may start work: all but a DELETE and a POST of one notification.
+
+        Only a drain needs to know (it takes those): the body is decoded only then, and again when it is routed.
+        """
+        if not self.draining or method == "GET":
+            return True
+        if method == "DELETE":
+            return False
+        try:
+            decoded = _jsonrpc.decode(body)
+        except JsonRpcError:
+            return True  # refused like any request; another replica answers the error
+        return isinstance(decoded, list) or not isinstance(_jsonrpc.classify(decoded), Notification)
+
     @contextlib.contextmanager
-    def serving(self) -> Iterator[None]:
+    def serving(self, *, starts_work: bool = True) -> Iterator[None]:
         """A request being answered: it counts against `max_requests` from the end of its body to its answer's.
 
         Raises:
-            Rejected: 503 when the cap was reached while its body arrived.
+            Rejected: 503 when the cap was reached while its body arrived, or the endpoint drains or stops (a drain
+                still takes a request that starts no work).
         """
-        busy = self.busy()
+        busy = self.busy(starts_work=starts_work)
         if busy is not None:
             raise busy
         self.active += 1
@@ -191,7 +217,7 @@ class Endpoint:
                 await wire.discard_body()
                 raise
             body = await wire.read_body()
-            with self.serving():
+            with self.serving(starts_work=self.starts_work(method, body)):
                 if method == "POST":
                     await self.post(wire, headers, body)
                 elif method == "GET":
