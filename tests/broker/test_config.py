@@ -135,6 +135,22 @@ def test_a_project_toolchain_installed_in_elans_directory_replaces_only_lake_ser
     assert project_toolchain(config, {"HOME": str(elan.parent / "nowhere")}, str(root)) is None
 
 
+def test_a_lean_toolchain_naming_a_directory_above_elans_toolchains_is_no_project_toolchain(tmp_path: Path) -> None:
+    """Finding: `..` maps to itself, so `$ELAN_HOME/toolchains/../bin/lake`, elan's own proxy, served the project as
+    toolchain ".." (the proxy then fails on that name). A name that is no directory of `toolchains` is not installed."""
+    elan = tmp_path / "elan"
+    executable(elan / "bin", "lake")  # elan's proxy, installed beside `toolchains` as elan does
+    executable(elan / "toolchains" / "bin", "lake")  # what `.` would name
+    on_path = executable(tmp_path / "bin", "lake")
+    root = tmp_path / "proj"
+    root.mkdir()
+    env = {"ELAN_HOME": str(elan), "PATH": str(on_path.parent)}
+    for name in ("..", ".", "../", "..\r\n"):
+        (root / "lean-toolchain").write_text(name, encoding="utf-8")
+        assert project_toolchain(BrokerConfig(), env, str(root)) is None, name
+        assert lake_command(BrokerConfig(), env, str(root)) == str(on_path), name
+
+
 def running_fake_lean() -> str:
     """A `lake` stand-in whose `serve` runs the scripted fake Lean server (its arguments are ignored)."""
     return (
