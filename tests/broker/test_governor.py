@@ -327,3 +327,36 @@ async def test_lean_restarts_never_go_backwards_while_a_runtime_closes(tmp_path:
                     await anyio.lowlevel.checkpoint()
         seen.append(broker.status()["sessionRestarts"])
         assert set(seen) == {2}
+
+
+async def test_a_runtime_used_while_the_round_evicts_another_is_not_shut_down_for_memory_by_that_round(
+    tmp_path: Path,
+) -> None:
+    """Finding: a round planned from its measurement and shut down every runtime it chose, even one an agent used
+    while an earlier eviction of the round awaited (it is then the most recently used: never shut down for memory)."""
+    a = project(tmp_path, "a", "A1.lean")
+    b = project(tmp_path, "b", "B1.lean")
+    c = project(tmp_path, "c", "C1.lean")
+    async with fake_broker(memory_budget_mib=150) as broker:
+        on = metered(broker)
+        for root, name in ((a, "A1.lean"), (b, "B1.lean"), (c, "C1.lean")):
+            await call(broker, "sync", root, path=name)
+        close = broker.governor._close
+        used: list[bool] = []
+
+        async def close_while_b_is_used(key: str) -> object:
+            closed = await close(key)
+            if not used:  # while a's Lean stops, another agent works in b (its call starts and ends)
+                await call(broker, "hover", b, path="B1.lean", version=1, line=0, character=8)
+                used.append(True)
+            return closed
+
+        broker.governor._close = close_while_b_is_used
+        on["on"] = True  # 3 * 130 MiB against 150: the plan shuts a and b down (c is the most recently used)
+        await broker.governor.govern()
+        assert used and broker.cached(str(a)) is None
+        assert broker.cached(str(b)) is not None  # used during the round: the most recently used now
+        assert broker.status()["evictions"] == [
+            {"kind": "document", "reason": "memory", "count": 1},
+            {"kind": "workspace", "reason": "memory", "count": 1},
+        ]

@@ -247,6 +247,8 @@ class Governor:
             if target is None:
                 continue
             if each.path is None:
+                if target.occupancy.last_active != each.used_at:
+                    continue  # used while the round awaited an earlier eviction: the plan no longer holds for it
                 await self._evict_runtime(each.key, target, "memory")  # not when a call started meanwhile
             else:
                 await self._evict_document(target, each.path, each.bytes)
