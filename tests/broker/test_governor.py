@@ -360,3 +360,31 @@ async def test_a_runtime_used_while_the_round_evicts_another_is_not_shut_down_fo
             {"kind": "document", "reason": "memory", "count": 1},
             {"kind": "workspace", "reason": "memory", "count": 1},
         ]
+
+
+async def test_a_document_used_while_the_round_closes_another_is_not_closed_by_that_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for documents: one used while the round closed an older one is no longer the least recently used."""
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    b = project(tmp_path, "b", "B1.lean")
+    async with fake_broker(memory_budget_mib=240) as broker:
+        on = metered(broker)
+        for root, name in ((a, "A1.lean"), (a, "A2.lean"), (b, "B1.lean")):
+            await call(broker, "sync", root, path=name)
+        runtime = broker.cached(str(a))
+        assert runtime is not None
+        close_doc = runtime.close_doc
+        used: list[bool] = []
+
+        async def close_while_a2_is_used(*args: Any, **kwargs: Any) -> None:
+            await close_doc(*args, **kwargs)
+            if not used:  # while A1 closes, an agent reads A2 (its call starts and ends)
+                await call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
+                used.append(True)
+
+        monkeypatch.setattr(runtime, "close_doc", close_while_a2_is_used)
+        on["on"] = True  # 160 + 130 MiB against 240: the plan closes A1 and A2, the least recently used
+        await broker.governor.govern()
+        assert used and str(a / "A2.lean") in runtime.documents.docs  # used during the round: it stays
+        assert [e["path"] for e in broker.status()["recentEvictions"]] == [str(a / "A1.lean")]

@@ -251,12 +251,15 @@ class Governor:
                     continue  # used while the round awaited an earlier eviction: the plan no longer holds for it
                 await self._evict_runtime(each.key, target, "memory")  # not when a call started meanwhile
             else:
-                await self._evict_document(target, each.path, each.bytes)
+                await self._evict_document(target, each.path, each.bytes, each.used_at)
 
-    async def _evict_document(self, runtime: WorkspaceRuntime, path: str, freed: int) -> None:
-        """Close an idle document (its probe mirrors and handles go with it); not when a call holds it by now."""
+    async def _evict_document(self, runtime: WorkspaceRuntime, path: str, freed: int, used_at: float) -> None:
+        """Close an idle document (its probe mirrors and handles go with it); not when a call holds it by now.
+
+        Nor when a call used it since the round planned (`used_at`): it is no longer the least recently used.
+        """
         doc = runtime.documents.docs.get(path)
-        if doc is None or doc.users or doc.lock.locked():
+        if doc is None or doc.users or doc.lock.locked() or doc.used_at != used_at:
             return
         await runtime.close_doc(runtime.live_client(), path, idle_only=True)
         if path in runtime.documents.docs:
