@@ -73,6 +73,14 @@ def test_the_plan_shuts_workspaces_down_when_documents_do_not_free_enough() -> N
     assert len(plan(total=10_000, budget=60, documents=docs, workspaces=workspaces)) == 2
 
 
+def test_the_plan_never_shuts_down_a_workspace_whose_lean_holds_nothing() -> None:
+    """Finding: a runtime with no Lean running (never started, or its start failed) measures 0 bytes; the plan shut
+    it down all the same (an eviction counted, its files `evicted` instead of the start's error, nothing freed)."""
+    workspaces = [candidate("dead", None, 0, 0), candidate("a", None, 1, 250)]
+    chosen = plan(total=300, budget=100, documents=[], workspaces=workspaces)
+    assert [c.key for c in chosen] == ["a"]
+
+
 async def test_over_the_budget_the_least_recently_used_idle_documents_are_closed_and_read_evicted(
     tmp_path: Path,
 ) -> None:

@@ -63,9 +63,10 @@ class Candidate:
 def plan(total: int, budget: int, documents: list[Candidate], workspaces: list[Candidate]) -> list[Candidate]:
     """What to evict so that `total` bytes come down to `budget`: idle documents first, then idle workspaces.
 
-    A document whose eviction frees nothing measurable (a Lean that runs no worker per document) is skipped. A
-    workspace chosen makes its documents chosen before redundant (they go with it), and counts what it frees beyond
-    them. When everything idle together frees less than the excess, all of it is returned.
+    A document whose eviction frees nothing measurable (a Lean that runs no worker per document), and a workspace
+    whose tree measures nothing (no Lean running), are skipped. A workspace chosen makes its documents chosen before
+    redundant (they go with it), and counts what it frees beyond them. When everything idle together frees less than
+    the excess, all of it is returned.
     """
     excess = total - budget
     chosen: list[Candidate] = []
@@ -81,6 +82,8 @@ def plan(total: int, budget: int, documents: list[Candidate], workspaces: list[C
     for ws in sorted(workspaces, key=lambda c: c.used_at):
         if freed >= excess:
             break
+        if ws.bytes <= 0:
+            continue  # no Lean running (not started, or its start failed): shutting it down frees nothing
         inside = [c for c in chosen if c.key == ws.key]
         chosen = [c for c in chosen if c.key != ws.key]
         chosen.append(ws)
