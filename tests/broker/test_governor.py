@@ -396,3 +396,33 @@ async def test_a_document_used_while_the_round_closes_another_is_not_closed_by_t
         await broker.governor.govern()
         assert used and str(a / "A2.lean") in runtime.documents.docs  # used during the round: it stays
         assert [e["path"] for e in broker.status()["recentEvictions"]] == [str(a / "A1.lean")]
+
+
+async def test_a_document_counts_as_used_until_its_call_ends_not_since_it_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding: `used_at` was the start of the last call that read a document, so the document of a long call (a
+    sync of a large file) was the least recently used the moment that call answered, and the budget closed it
+    first, before the agent's next call on it, rather than the document another call used while it ran."""
+    a = project(tmp_path, "a", "A1.lean", "A2.lean")
+    async with fake_broker(memory_budget_mib=140) as broker:
+        on = metered(broker)
+        await call(broker, "sync", a, path="A1.lean")
+        await call(broker, "sync", a, path="A2.lean")
+        runtime = broker.cached(str(a))
+        assert runtime is not None
+        update = runtime.update
+        nested: list[bool] = []
+
+        async def update_then_use_a2(client: Any, rel: Any, **kwargs: Any) -> Any:
+            out = await update(client, rel, **kwargs)
+            if not nested:  # while the call on A1 still runs, another call reads A2 and ends
+                nested.append(True)
+                await call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
+            return out
+
+        monkeypatch.setattr(runtime, "update", update_then_use_a2)
+        await call(broker, "hover", a, path="A1.lean", version=1, line=0, character=8)  # ends last
+        on["on"] = True  # 160 MiB against 140: one document goes, the least recently used
+        await broker.governor.govern()
+        assert nested and [e["path"] for e in broker.status()["recentEvictions"]] == [str(a / "A2.lean")]

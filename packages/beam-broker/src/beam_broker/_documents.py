@@ -280,7 +280,8 @@ class DocState:
     users: int = 0
     """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
     used_at: float = 0.0
-    """`time.monotonic()` of the last call that read it: the memory budget closes the least recent first."""
+    """`time.monotonic()` of the last call that read it, at that call's start and again at its end: the memory
+    budget closes the least recent first."""
     goal_modes: dict[tuple[int, int], bool] = dataclasses.field(default_factory=dict)
     """Whether Lean has tactic goals at a position of this version (a probe's mode), as Lean answered."""
     goals: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
