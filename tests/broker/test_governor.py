@@ -426,3 +426,25 @@ async def test_a_document_counts_as_used_until_its_call_ends_not_since_it_began(
         on["on"] = True  # 160 MiB against 140: one document goes, the least recently used
         await broker.governor.govern()
         assert nested and [e["path"] for e in broker.status()["recentEvictions"]] == [str(a / "A2.lean")]
+
+
+async def test_a_drop_while_the_idle_timeout_shuts_the_runtime_down_drops_it_and_leaves_its_files_untracked(
+    tmp_path: Path,
+) -> None:
+    """Finding: a drop that came while the governor shut the runtime down answered `dropped: false` (`notFound`,
+    handles not invalidated) though its Lean was stopping and its handles gone, and its files then read `evicted`
+    (the governor recorded them after the drop had forgotten the root's)."""
+    a = project(tmp_path, "a", "A1.lean")
+    async with fake_broker(idle_timeout=3600) as broker:
+        await call(broker, "sync", a, path="A1.lean")
+        old = broker.cached(str(a))
+        assert old is not None
+        old.occupancy.last_active -= 7200
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(broker.governor.govern)
+            with anyio.fail_after(TIMEOUT):
+                while not old.occupancy.evicting:
+                    await anyio.lowlevel.checkpoint()
+            dropped = await call(broker, "drop_workspace", a)
+        assert dropped["dropped"] is True and dropped.get("reason") is None
+        assert broker.diagnostics(str(a / "A1.lean"))["tracked"] is False

@@ -193,13 +193,19 @@ class Broker:
         return hosted.runtime
 
     async def drop(self, descriptor: WorkspaceDescriptor) -> bool:
-        """Evict one workspace runtime (its Lean server stops); False when none was cached.
+        """Evict one workspace runtime (its Lean server stops); False when none was cached (nor being shut down).
 
         Every file the runtime knew is reported to the diagnostics listeners afterwards (it is untracked now).
         """
+        key = cache_key(descriptor.root)
         runtime = self.cached(descriptor.root)
         files = runtime.files() if runtime is not None else []
-        closed = await self._close(cache_key(descriptor.root))
+        closed = await self._close(key)
+        stopping = self._stopping.get(key)
+        if closed is None and stopping is not None:  # being shut down (an eviction): dropped all the same
+            with anyio.CancelScope(shield=True):
+                await stopping.done.wait()
+            closed = stopping.runtime
         files += self.governor.forget_under(descriptor.root)  # dropped on purpose: untracked, not evicted
         for path in files:
             self._diagnostics_changed(path)
