@@ -586,6 +586,36 @@ async def test_open_documents_beyond_the_bound_are_closed_least_recently_used_fi
     assert session["openDocCount"] == 2
 
 
+async def test_the_bound_counts_a_document_as_used_until_its_call_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding: the order was the start of the last call that read each document, so the document of a long call
+    was the least recently used as it answered, and the next open beyond the bound closed it first."""
+    files = {"A.lean": "theorem a : True := trivial\n", "B.lean": "x\n", "C.lean": "y\n"}
+    root = fake_project(tmp_path / "proj", files)
+    a, _, c = (str(root / name) for name in files)
+    async with open_broker(max_open_documents=2) as broker:
+        await call(broker, "sync", root, path="A.lean")
+        await call(broker, "sync", root, path="B.lean")
+        runtime = broker.cached(str(root))
+        assert runtime is not None
+        update = runtime.update
+        nested: list[bool] = []
+
+        async def update_then_use_b(client: Any, rel: Any, **kwargs: Any) -> Any:
+            out = await update(client, rel, **kwargs)
+            if not nested:  # while the call on A still runs, another call reads B and ends
+                nested.append(True)
+                await call(broker, "sync", root, path="B.lean")
+            return out
+
+        monkeypatch.setattr(runtime, "update", update_then_use_b)
+        await call(broker, "hover", root, path="A.lean", version=1, line=0, character=8)  # ends last
+        monkeypatch.undo()
+        await call(broker, "sync", root, path="C.lean")
+        assert nested and broker.open_documents() == [a, c]
+
+
 async def test_a_version_pinned_before_the_bound_closed_a_document_edited_since_is_not_current(tmp_path: Path) -> None:
     """docs/broker.md: after the bound closes a document, "a caller holding an older version gets the usual
     `documentVersionMismatch`". Version 1 of the old text is one: the reopened document is version 1 again."""

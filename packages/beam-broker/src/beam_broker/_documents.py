@@ -276,7 +276,8 @@ class DocState:
     """What the document's worker loaded for its imports (taken when it was opened or its header changed)."""
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
     last_used: int = 0
-    """When a call last read the document (a sequence number): the open-document bound closes the oldest."""
+    """When a call last read the document or ended holding it (a sequence number): the open-document bound closes
+    the oldest."""
     users: int = 0
     """Calls in flight that hold the document (see `_call.Call`); a document in use is never closed by the bound."""
     used_at: float = 0.0
@@ -408,10 +409,14 @@ class Documents:
         if doc is None:
             doc = DocState(path, path_to_uri(path), self._layout().module_of(path), text_hash(text), 0)
             self.docs[str(path)] = doc
+        self.touch(doc)
+        return doc
+
+    def touch(self, doc: DocState) -> None:
+        """Mark `doc` as used now (a call read it, or a call that held it ended)."""
         self._use_seq += 1
         doc.last_used = self._use_seq
         doc.used_at = time.monotonic()
-        return doc
 
     def beyond(self, limit: int, keep: DocState) -> list[DocState]:
         """Documents to close so that at most `limit` stay open: the least recently used first.

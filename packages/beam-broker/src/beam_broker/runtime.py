@@ -348,10 +348,9 @@ class WorkspaceRuntime:
 
     def release(self, held: list[DocState]) -> None:
         """A call is done with the documents it held (see `update`): each was used until now."""
-        now = time.monotonic()
         for doc in held:
             doc.users -= 1
-            doc.used_at = now  # the memory budget's order: a long call's document is not the oldest as it answers
+            self.documents.touch(doc)  # the bound's and the budget's order: a long call's document is not the oldest
         held.clear()
 
     async def checked(self, client: LeanClient, pin: PinnedInput, *, hold: list[DocState] | None = None) -> DocState:
