@@ -51,6 +51,7 @@ from .rules import (
     modern_header_error,
     not_found,
     param_header_error,
+    starts_work,
     status_of,
     url_host,
 )
@@ -172,21 +173,6 @@ class Endpoint:
             return
         await app(scope, receive, send)
 
-    def starts_work(self, method: str, body: bytes) -> bool:
-        """Whether a request to the endpoint may start work: all but a DELETE and a POST of one notification.
-
-        Only a drain needs to know (it takes those): the body is decoded only then, and again when it is routed.
-        """
-        if not self.draining or method == "GET":
-            return True
-        if method == "DELETE":
-            return False
-        try:
-            decoded = _jsonrpc.decode(body)
-        except JsonRpcError:
-            return True  # refused like any request; another replica answers the error
-        return isinstance(decoded, list) or not isinstance(_jsonrpc.classify(decoded), Notification)
-
     @contextlib.contextmanager
     def serving(self, *, starts_work: bool = True) -> Iterator[None]:
         """A request being answered: it counts against `max_requests` from the end of its body to its answer's.
@@ -217,7 +203,7 @@ class Endpoint:
                 await wire.discard_body()
                 raise
             body = await wire.read_body()
-            with self.serving(starts_work=self.starts_work(method, body)):
+            with self.serving(starts_work=not self.draining or starts_work(method, body)):
                 if method == "POST":
                     await self.post(wire, headers, body)
                 elif method == "GET":
@@ -387,7 +373,7 @@ class Endpoint:
     async def answering(self, wire: Wire) -> AsyncIterator[None]:
         """The scope of one answer: cut short when the client leaves, a write fails, or at shutdown."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch, wire, tg.cancel_scope)
+            tg.start_soon(_watch, wire, tg.cancel_scope)
             self._answers.add(tg.cancel_scope)
             try:
                 yield
@@ -396,11 +382,6 @@ class Endpoint:
             finally:
                 self._answers.discard(tg.cancel_scope)
                 tg.cancel_scope.cancel()
-
-    @staticmethod
-    async def _watch(wire: Wire, scope: anyio.CancelScope) -> None:
-        await wire.wait_gone()
-        scope.cancel()
 
     async def write_reply(self, wire: Wire, reply: Reply, *, modern: bool) -> bool:
         """Write one request's messages; True when its response (or its abandonment) was reached."""
@@ -423,27 +404,15 @@ class Endpoint:
         await wire.start_events()
         item = first
         while item is None or not item.final:
-            await self.write_item(wire, item)
+            await _write_item(wire, item)
             try:
                 item = await reply.next(self.config.keepalive)
             except anyio.EndOfStream:
                 await wire.end_events()
                 return True
-        await self.write_item(wire, item)
+        await _write_item(wire, item)
         await wire.end_events()
         return True
-
-    @staticmethod
-    async def write_item(wire: Wire, item: Item | None) -> None:
-        """One message as an event (skipped when no longer wanted), or a keepalive comment for silence."""
-        if item is None:
-            await wire.comment()
-            return
-        try:
-            if item.wanted:
-                await wire.event(item.data)
-        finally:
-            item.flushed()
 
     def lease(self) -> float:
         """A stream's lifetime: uniformly random within the configured bounds."""
@@ -477,12 +446,29 @@ class Endpoint:
                 item = await mailbox.next(self.config.keepalive)
             except anyio.EndOfStream:
                 return  # the session ended
-            await self.write_item(wire, item)
+            await _write_item(wire, item)
 
     async def delete(self, wire: Wire, headers: Headers) -> None:
         """End a legacy session (204)."""
         self.sessions.end(self.session(_session_id(headers, "DELETE")), "deleted")
         await wire.respond(204)
+
+
+async def _write_item(wire: Wire, item: Item | None) -> None:
+    """One message as an event (skipped when no longer wanted), or a keepalive comment for silence."""
+    if item is None:
+        await wire.comment()
+        return
+    try:
+        if item.wanted:
+            await wire.event(item.data)
+    finally:
+        item.flushed()
+
+
+async def _watch(wire: Wire, scope: anyio.CancelScope) -> None:
+    await wire.wait_gone()
+    scope.cancel()
 
 
 def _session_id(headers: Headers, method: str) -> str:

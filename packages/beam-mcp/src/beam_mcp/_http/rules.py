@@ -4,7 +4,8 @@ This module owns the rules docs/mcp-http.md lists, in their order: the Host and 
 and cross-site protection), the path, the bearer token (when one is configured), the method, `Content-Type`,
 `Accept`, the head size, and the MCP `2026-07-28` header mirror rules (`MCP-Protocol-Version`, `Mcp-Method`,
 `Mcp-Name`, and the `Mcp-Param-*` headers a tool declares with `x-mcp-header`), plus the HTTP status of a JSON-RPC
-error. A broken rule is a `Rejected`. It must not do I/O, hold state or know sessions.
+error and which requests start no work (a drain still takes those). A broken rule is a `Rejected`. It must not do
+I/O, hold state or know sessions.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 
 from beam_mcp import _jsonrpc
-from beam_mcp._jsonrpc import Request
+from beam_mcp._jsonrpc import Notification, Request
 from beam_mcp._protocol import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MISSING_MODERN_META
 from beam_mcp._tools import ParamHeader
 from beam_mcp.errors import (
@@ -346,3 +347,19 @@ def _same(kind: str, value: object, rendered: str, decoded: str) -> bool:
     if kind == "integer" and isinstance(value, int) and not isinstance(value, bool) and _INTEGER.fullmatch(decoded):
         return int(decoded.partition(".")[0]) == value
     return decoded == rendered
+
+
+def starts_work(method: str, body: bytes) -> bool:
+    """Whether a request to the endpoint may start work: all but a DELETE and a POST of one notification.
+
+    Only a drain needs to know (it takes those): the body is decoded only then, and again when it is routed.
+    """
+    if method == "GET":
+        return True
+    if method == "DELETE":
+        return False
+    try:
+        decoded = _jsonrpc.decode(body)
+    except JsonRpcError:
+        return True  # refused like any request; another replica answers the error
+    return isinstance(decoded, list) or not isinstance(_jsonrpc.classify(decoded), Notification)
