@@ -90,7 +90,7 @@ def test_the_environment_is_the_configured_one_or_a_copy_of_this_process(monkeyp
 
 def install_toolchain(elan: Path, name: str, lake_text: str = "#!/bin/sh\nexit 0\n") -> Path:
     """A stand-in toolchain in elan's directory layout: `<elan>/toolchains/<dir>/bin/lake`."""
-    lake = elan / "toolchains" / elan_toolchain_dir(name) / "bin" / "lake"
+    lake = elan / "toolchains" / str(elan_toolchain_dir(name)) / "bin" / "lake"
     lake.parent.mkdir(parents=True)
     lake.write_text(lake_text, encoding="utf-8")
     lake.chmod(0o755)
@@ -100,6 +100,8 @@ def install_toolchain(elan: Path, name: str, lake_text: str = "#!/bin/sh\nexit 0
 def test_elan_names_a_toolchain_directory_by_escaping_slashes_and_colons() -> None:
     assert elan_toolchain_dir("leanprover/lean4:v4.9.0") == "leanprover--lean4---v4.9.0"
     assert elan_toolchain_dir("my-local-build") == "my-local-build"
+    # Names that are no directory of `toolchains`: `..` is elan's home, whose `bin/lake` is elan's own proxy.
+    assert [elan_toolchain_dir(name) for name in ("..", ".", "")] == [None, None, None]
 
 
 def test_a_project_toolchain_installed_in_elans_directory_replaces_only_lake_serve_on_path(tmp_path: Path) -> None:
@@ -175,7 +177,9 @@ async def test_two_projects_with_different_toolchains_run_different_lean_servers
     }
     roots = {}
     for name in lakes:
-        roots[name] = fake_project(tmp_path / elan_toolchain_dir(name), {"A.lean": "theorem a : True := trivial\n"})
+        roots[name] = fake_project(
+            tmp_path / str(elan_toolchain_dir(name)), {"A.lean": "theorem a : True := trivial\n"}
+        )
         (roots[name] / "lean-toolchain").write_text(name + "\n", encoding="utf-8")
     plain = fake_project(tmp_path / "plain", {"A.lean": "theorem a : True := trivial\n"})
     (plain / "lean-toolchain").write_text("leanprover/lean4:v4.0.0\n", encoding="utf-8")  # not installed

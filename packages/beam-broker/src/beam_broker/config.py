@@ -275,8 +275,8 @@ def project_toolchain(config: BrokerConfig, env: Mapping[str, str], root: str) -
     if name is None:
         return None
     folder = elan_toolchain_dir(name)
-    if folder in (".", ".."):
-        return None  # no directory of `toolchains` (`..` would be elan's own proxy `$ELAN_HOME/bin/lake`)
+    if folder is None:
+        return None
     directory = os.path.join(elan_home(env), "toolchains", folder)
     lake = os.path.join(directory, "bin", "lake")
     if not (os.path.isfile(lake) and os.access(lake, os.X_OK)):

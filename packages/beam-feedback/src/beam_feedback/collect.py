@@ -285,8 +285,9 @@ def _lake_binary(lake: str, toolchain: str | None, collector: _Collector) -> str
         # about this workspace (and a missing lean-toolchain was already reported).
         return None
     elan_home = Path(collector.env["ELAN_HOME"]) if collector.env.get("ELAN_HOME") else proxy_dir.parent
-    installed = elan_home / "toolchains" / elan_toolchain_dir(toolchain) / "bin"
-    for candidate in (installed / "lake", installed / "lake.exe"):
+    folder = elan_toolchain_dir(toolchain)
+    installed = elan_home / "toolchains" / folder / "bin" if folder is not None else None
+    for candidate in (installed / "lake", installed / "lake.exe") if installed is not None else ():
         if candidate.is_file():
             return str(candidate)
     collector.warn(f"lake version not asked: toolchain {toolchain!r} is not installed (Beam never installs one)")

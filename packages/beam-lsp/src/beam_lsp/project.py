@@ -53,9 +53,15 @@ def read_toolchain(root: Path) -> str | None:
     return text.splitlines()[0].strip() if text else None
 
 
-def elan_toolchain_dir(toolchain: str) -> str:
-    """The directory name elan gives a toolchain: `leanprover/lean4:v4.35.0` -> `leanprover--lean4---v4.35.0`."""
-    return toolchain.replace("/", "--").replace(":", "---")
+def elan_toolchain_dir(toolchain: str) -> str | None:
+    """The directory name elan gives a toolchain: `leanprover/lean4:v4.35.0` -> `leanprover--lean4---v4.35.0`.
+
+    Returns:
+        None for a name that is no directory of elan's `toolchains` (`..` is elan's home itself, whose `bin/lake`
+        is elan's own proxy; `.` is `toolchains`).
+    """
+    folder = toolchain.replace("/", "--").replace(":", "---")
+    return folder if folder not in ("", ".", "..") else None
 
 
 def module_name(root: str | Path, path: Path) -> str | None:

@@ -58,9 +58,10 @@ def stdlib_sources(root: Path) -> Path | None:
             name = read_toolchain(root)
         except OSError:
             return None
-        if name is None:
+        folder = elan_toolchain_dir(name) if name is not None else None
+        if folder is None:
             return None
-        prefix = prefix / "toolchains" / elan_toolchain_dir(name)
+        prefix = prefix / "toolchains" / folder
     src = prefix / "src"
     return src if src.is_dir() else None
 
