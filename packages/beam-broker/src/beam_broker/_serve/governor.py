@@ -280,8 +280,10 @@ class Governor:
         runtime.occupancy.evicting = True  # from here a call that finds it opens a new runtime (no await before)
         files = runtime.files()
         freed = runtime.occupancy.usage.total
-        await self._close(key)
+        # Remembered before the close's await: what comes while it runs then clears them after (a drop waiting for
+        # this close forgets them, a call that opens one anew un-evicts it), whichever task resumes first.
         self._remember(files)
+        await self._close(key)
         self._record("workspace", reason, runtime.root, None, freed)
         for path in files:
             self._changed(path)
