@@ -83,6 +83,14 @@ def jsonrpc(rid: Any, method: str, params: Any = None) -> dict[str, Any]:
     return message
 
 
+def held_session_call(root: str) -> dict[str, Any]:
+    """A legacy `tools/call` (id 3) that a `HOLD` server holds; its progress notification shows it runs."""
+    args = {"workspace": {"root": root}, "query": "a"}
+    return jsonrpc(
+        3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
+    )
+
+
 def _modern_body(rid: str, method: str) -> bytes:
     """A modern request's body with `rid` and `method` spliced in as JSON text (so they may hold escapes)."""
     meta = json.dumps({"_meta": modern_meta()})
@@ -620,10 +628,7 @@ async def test_a_request_id_in_flight_in_the_session_cannot_be_reused(root: str)
     async with served(server_config(HOLD)) as client:
         await warm(client, root)
         sid = await client.open_session()
-        args = {"workspace": {"root": root}, "query": "a"}
-        held = jsonrpc(
-            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
-        )
+        held = held_session_call(root)
         async with client.stream(held, in_session(sid)) as stream:
             assert await stream.next() is not None
             reused = await client.post(jsonrpc(3, "ping"), in_session(sid))
@@ -636,10 +641,7 @@ async def test_a_cancelled_session_request_ends_its_stream_without_a_response(ro
     async with served(server_config(HOLD)) as client:
         await warm(client, root)
         sid = await client.open_session()
-        args = {"workspace": {"root": root}, "query": "a"}
-        held = jsonrpc(
-            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
-        )
+        held = held_session_call(root)
         async with client.stream(held, in_session(sid)) as stream:
             first = await stream.next()
             assert first is not None and first["method"] == "notifications/progress"
@@ -1059,11 +1061,7 @@ async def test_a_session_call_runs_on_when_its_connection_closes_until_it_is_can
     async with app_client(endpoint) as client:
         await warm(client, root)
         sid = await client.open_session()
-        args = {"workspace": {"root": root}, "query": "a"}
-        held = jsonrpc(
-            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
-        )
-        driver = Driver(endpoint, held)
+        driver = Driver(endpoint, held_session_call(root))
         async with anyio.create_task_group() as tg:
             tg.start_soon(driver.run, driver.scope(headers=in_session(sid)))
             with anyio.fail_after(TIMEOUT):
@@ -1102,11 +1100,7 @@ async def test_a_drain_takes_a_sessions_cancel_and_delete_and_refuses_its_new_re
     async with app_client(endpoint) as client:
         await warm(client, root)
         sid = await client.open_session()
-        args = {"workspace": {"root": root}, "query": "a"}
-        held = jsonrpc(
-            3, "tools/call", {"name": "lean_workspace_symbols", "arguments": args, "_meta": {"progressToken": 1}}
-        )
-        driver = Driver(endpoint, held)
+        driver = Driver(endpoint, held_session_call(root))
         async with anyio.create_task_group() as tg:
             tg.start_soon(driver.run, driver.scope(headers=in_session(sid)))
             with anyio.fail_after(TIMEOUT):
