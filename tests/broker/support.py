@@ -18,7 +18,7 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,30 @@ async def call(broker: Broker, name: str, root: Path, *, ctx: CallContext | None
     """`broker.call(name, {workspace: root, **args})`, bounded."""
     with anyio.fail_after(TIMEOUT):
         return await broker.call(name, {"workspace": {"root": str(root)}, **args}, ctx)
+
+
+def during_first_update(
+    broker: Broker, root: Path, monkeypatch: pytest.MonkeyPatch, then: Callable[[], Awaitable[Any]]
+) -> list[bool]:
+    """Run `then` (another call) once, inside the next call on `root`'s runtime, after it has updated its document.
+
+    So the outer call is still running when `then` ends: the outer call ends last. Returns a list that holds True
+    once `then` has run.
+    """
+    runtime = broker.cached(str(root))
+    assert runtime is not None
+    update = runtime.update
+    ran: list[bool] = []
+
+    async def update_then(client: Any, rel: Any, **kwargs: Any) -> Any:
+        out = await update(client, rel, **kwargs)
+        if not ran:
+            ran.append(True)
+            await then()
+        return out
+
+    monkeypatch.setattr(runtime, "update", update_then)
+    return ran
 
 
 async def error_of(broker: Broker, name: str, root: Path, **args: Any) -> BrokerError:

@@ -30,7 +30,7 @@ from beam_broker.workspace import WorkspaceDescriptor
 from tests.support.fixtures import fake_cmd
 from tests.support.toolchain import Toolchain
 
-from .support import call, error_of, fake_project, open_broker, workspace_operation
+from .support import call, during_first_update, error_of, fake_project, open_broker, workspace_operation
 
 pytestmark = pytest.mark.anyio
 
@@ -597,19 +597,8 @@ async def test_the_bound_counts_a_document_as_used_until_its_call_ends(
     async with open_broker(max_open_documents=2) as broker:
         await call(broker, "sync", root, path="A.lean")
         await call(broker, "sync", root, path="B.lean")
-        runtime = broker.cached(str(root))
-        assert runtime is not None
-        update = runtime.update
-        nested: list[bool] = []
-
-        async def update_then_use_b(client: Any, rel: Any, **kwargs: Any) -> Any:
-            out = await update(client, rel, **kwargs)
-            if not nested:  # while the call on A still runs, another call reads B and ends
-                nested.append(True)
-                await call(broker, "sync", root, path="B.lean")
-            return out
-
-        monkeypatch.setattr(runtime, "update", update_then_use_b)
+        # While the call on A still runs, another call reads B and ends.
+        nested = during_first_update(broker, root, monkeypatch, lambda: call(broker, "sync", root, path="B.lean"))
         await call(broker, "hover", root, path="A.lean", version=1, line=0, character=8)  # ends last
         monkeypatch.undo()
         await call(broker, "sync", root, path="C.lean")

@@ -21,7 +21,7 @@ from beam_broker._serve.memory import TreeUsage
 from beam_broker.workspace import cache_key
 from tests.support.fixtures import LeanGate, fake_broker
 
-from .support import TIMEOUT, call, error_of, fake_project
+from .support import TIMEOUT, call, during_first_update, error_of, fake_project
 
 pytestmark = pytest.mark.anyio
 
@@ -409,19 +409,10 @@ async def test_a_document_counts_as_used_until_its_call_ends_not_since_it_began(
         on = metered(broker)
         await call(broker, "sync", a, path="A1.lean")
         await call(broker, "sync", a, path="A2.lean")
-        runtime = broker.cached(str(a))
-        assert runtime is not None
-        update = runtime.update
-        nested: list[bool] = []
-
-        async def update_then_use_a2(client: Any, rel: Any, **kwargs: Any) -> Any:
-            out = await update(client, rel, **kwargs)
-            if not nested:  # while the call on A1 still runs, another call reads A2 and ends
-                nested.append(True)
-                await call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
-            return out
-
-        monkeypatch.setattr(runtime, "update", update_then_use_a2)
+        # While the call on A1 still runs, another call reads A2 and ends.
+        nested = during_first_update(
+            broker, a, monkeypatch, lambda: call(broker, "hover", a, path="A2.lean", version=1, line=0, character=8)
+        )
         await call(broker, "hover", a, path="A1.lean", version=1, line=0, character=8)  # ends last
         on["on"] = True  # 160 MiB against 140: one document goes, the least recently used
         await broker.governor.govern()
